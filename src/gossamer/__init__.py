@@ -1,0 +1,16 @@
+"""gossamer: group communication for processes on LANs and clusters.
+
+Layers (see docs/architecture.md): pure codecs in ``wire``, the trace schema in
+``trace``, sans-I/O protocol cores in ``proto``, a deterministic simulator in
+``sim``, asyncio drivers in ``aio``, durable storage in ``store``, the Spark
+pipeline in ``analysis``, real multi-process runs in ``lab`` and the CLI in ``cli``.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("gossamer")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

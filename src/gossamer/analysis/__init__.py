@@ -1,0 +1,1 @@
+"""The PySpark trace pipeline: pure DataFrame transforms, jobs and the report."""

@@ -1,0 +1,1 @@
+"""The ``gossamer`` command line."""

@@ -1,0 +1,1 @@
+"""Runs real multi-process scenarios (network namespaces or loopback) and collects traces."""

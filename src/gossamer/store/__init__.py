@@ -1,0 +1,1 @@
+"""Durable storage (SQLite by default) for what must survive a crash."""
