@@ -16,3 +16,6 @@ settings.register_profile(
     "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("GOSSAMER_HYPOTHESIS_PROFILE", "default"))
+
+# Multi-host network-namespace fixtures (gossamer.testing.pytest_plugin).
+pytest_plugins = ["gossamer.testing.pytest_plugin"]
