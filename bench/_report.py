@@ -34,8 +34,14 @@ def update_section(name: str, markdown: str, *, doc: Path = DOC) -> None:
     """Replace (or append) the section ``name`` of the benchmarks document."""
     text = doc.read_text() if doc.exists() else _HEADER
     block = f"<!-- bench:{name} -->\n{markdown.rstrip()}\n<!-- /bench:{name} -->"
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
-    text = pattern.sub(lambda _m: block, text) if pattern.search(text) else f"{text.rstrip()}\n\n{block}\n"
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S
+    )
+    text = (
+        pattern.sub(lambda _m: block, text)
+        if pattern.search(text)
+        else f"{text.rstrip()}\n\n{block}\n"
+    )
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text)
 

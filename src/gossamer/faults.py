@@ -61,7 +61,9 @@ class FaultPlan:
         for name in ("delay", "reorder_by"):
             value = getattr(self, name)
             if value < 0.0:
-                raise ConfigError(f"{name} must be a non-negative number of seconds", **{name: value})
+                raise ConfigError(
+                    f"{name} must be a non-negative number of seconds", **{name: value}
+                )
 
     @property
     def is_clean(self) -> bool:

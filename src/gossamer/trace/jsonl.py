@@ -174,7 +174,9 @@ class TraceReader:
                     self._reject(path, number, str(exc))
 
 
-def read_run(run_dir: str | Path, *, strict: bool = False) -> tuple[list[TraceEvent], list[BadLine]]:
+def read_run(
+    run_dir: str | Path, *, strict: bool = False
+) -> tuple[list[TraceEvent], list[BadLine]]:
     """All events of a run directory (every ``*.jsonl``, files in name order)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

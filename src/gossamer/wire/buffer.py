@@ -41,7 +41,9 @@ class Buffer:
     def _take(self, n: int, what: str) -> int:
         start = self.position
         if n < 0 or start + n > self._end:
-            raise DecodeError(f"truncated: {what} needs {n} bytes, {self._end - start} left", offset=start)
+            raise DecodeError(
+                f"truncated: {what} needs {n} bytes, {self._end - start} left", offset=start
+            )
         self.position = start + n
         return start
 
@@ -69,4 +71,6 @@ class Buffer:
     def expect_end(self, what: str = "message") -> None:
         """Raise unless every byte was consumed (trailing garbage is malformed)."""
         if self.position != self._end:
-            raise DecodeError(f"{self._end - self.position} trailing bytes after {what}", offset=self.position)
+            raise DecodeError(
+                f"{self._end - self.position} trailing bytes after {what}", offset=self.position
+            )

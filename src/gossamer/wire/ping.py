@@ -20,7 +20,16 @@ from enum import IntEnum
 from gossamer.errors import DecodeError
 from gossamer.wire.buffer import Buffer
 
-__all__ = ["MAGIC", "MAX_SIZE", "PingMessage", "PingType", "decode", "encode", "pull_ping", "push_ping"]
+__all__ = [
+    "MAGIC",
+    "MAX_SIZE",
+    "PingMessage",
+    "PingType",
+    "decode",
+    "encode",
+    "pull_ping",
+    "push_ping",
+]
 
 MAGIC = b"GP"
 VERSION = 1

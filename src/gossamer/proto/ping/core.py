@@ -102,7 +102,9 @@ class PingCore:
         self._next_seq = 0
         # Jitter the first ping so that nodes started together do not send in lockstep.
         self._next_ping: float | None = (
-            config.start + rng.uniform(0.0, config.interval) if config.count and config.targets else None
+            config.start + rng.uniform(0.0, config.interval)
+            if config.count and config.targets
+            else None
         )
 
     # -- inputs ---------------------------------------------------------------
@@ -115,16 +117,37 @@ class PingCore:
             self._trace(now, LAYER, "drop", size=len(data), attrs={"reason": exc.reason})
             return
         self.counters.received += 1
-        msg_id = f"{msg.sender}/{msg.seq}" if msg.type is wire.PingType.PING else None
         if msg.type is wire.PingType.PING:
-            self._trace(now, LAYER, "recv", msg=msg_id, peer=msg.sender, seq=msg.seq,
-                        size=len(data), attrs={"type": "ping"})
-            self._send(wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq, sender=self.config.node_id),
-                       addr, msg.sender, now, msg_id=msg_id)
+            msg_id = f"{msg.sender}/{msg.seq}"  # a ping and its pong carry the pinger's id
+            self._trace(
+                now,
+                LAYER,
+                "recv",
+                msg=msg_id,
+                peer=msg.sender,
+                seq=msg.seq,
+                size=len(data),
+                attrs={"type": "ping"},
+            )
+            self._send(
+                wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq, sender=self.config.node_id),
+                addr,
+                msg.sender,
+                now,
+                msg_id=msg_id,
+            )
             return
         own_id = f"{self.config.node_id}/{msg.seq}"
-        self._trace(now, LAYER, "recv", msg=own_id, peer=msg.sender, seq=msg.seq,
-                    size=len(data), attrs={"type": "pong"})
+        self._trace(
+            now,
+            LAYER,
+            "recv",
+            msg=own_id,
+            peer=msg.sender,
+            seq=msg.seq,
+            size=len(data),
+            attrs={"type": "pong"},
+        )
         pending = self._pending.pop(msg.seq, None)
         if pending is None:
             if msg.seq in self._completed:
@@ -135,8 +158,15 @@ class PingCore:
         self._completed.add(msg.seq)
         rtt = now - pending.first_sent
         self.counters.delivered += 1
-        self._trace(now, LAYER, "deliver", msg=own_id, peer=pending.peer, seq=msg.seq,
-                    attrs={"rtt": f"{rtt:.6f}", "retries": str(pending.retries)})
+        self._trace(
+            now,
+            LAYER,
+            "deliver",
+            msg=own_id,
+            peer=pending.peer,
+            seq=msg.seq,
+            attrs={"rtt": f"{rtt:.6f}", "retries": str(pending.retries)},
+        )
         self._events.append(PongReceived(peer=pending.peer, seq=msg.seq, rtt=rtt))
 
     def handle_timer(self, now: float) -> None:
@@ -145,10 +175,16 @@ class PingCore:
             seq = self._next_seq
             self._next_seq += 1
             peer, addr = cfg.targets[seq % len(cfg.targets)]
-            self._pending[seq] = _Pending(peer=peer, addr=addr, first_sent=now,
-                                          due=now + cfg.timeout, backoff=cfg.timeout)
-            self._send(wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
-                       addr, peer, now, msg_id=f"{cfg.node_id}/{seq}")
+            self._pending[seq] = _Pending(
+                peer=peer, addr=addr, first_sent=now, due=now + cfg.timeout, backoff=cfg.timeout
+            )
+            self._send(
+                wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
+                addr,
+                peer,
+                now,
+                msg_id=f"{cfg.node_id}/{seq}",
+            )
             self._next_ping = self._next_ping + cfg.interval if self._next_seq < cfg.count else None
         for seq, pending in list(self._pending.items()):
             if now < pending.due:
@@ -164,10 +200,22 @@ class PingCore:
             pending.backoff *= 2
             pending.due = now + pending.backoff
             self.counters.retransmitted += 1
-            self._trace(now, LAYER, "retransmit", msg=msg_id, peer=pending.peer, seq=seq,
-                        attrs={"attempt": str(pending.retries)})
-            self._send(wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
-                       pending.addr, pending.peer, now, msg_id=msg_id)
+            self._trace(
+                now,
+                LAYER,
+                "retransmit",
+                msg=msg_id,
+                peer=pending.peer,
+                seq=seq,
+                attrs={"attempt": str(pending.retries)},
+            )
+            self._send(
+                wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
+                pending.addr,
+                pending.peer,
+                now,
+                msg_id=msg_id,
+            )
 
     # -- outputs --------------------------------------------------------------
 
@@ -192,9 +240,19 @@ class PingCore:
 
     # -- helpers --------------------------------------------------------------
 
-    def _send(self, msg: wire.PingMessage, addr: Address, peer: str, now: float, *, msg_id: str) -> None:
+    def _send(
+        self, msg: wire.PingMessage, addr: Address, peer: str, now: float, *, msg_id: str
+    ) -> None:
         data = wire.encode(msg)
         self._outbox.append((data, addr))
         self.counters.sent += 1
-        self._trace(now, LAYER, "send", msg=msg_id, peer=peer, seq=msg.seq, size=len(data),
-                    attrs={"type": msg.type.name.lower()})
+        self._trace(
+            now,
+            LAYER,
+            "send",
+            msg=msg_id,
+            peer=peer,
+            seq=msg.seq,
+            size=len(data),
+            attrs={"type": msg.type.name.lower()},
+        )

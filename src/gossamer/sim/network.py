@@ -1,0 +1,121 @@
+"""The simulated network: hosts with IPv4 addresses in subnets, and links.
+
+Subnet ``s`` is ``10.<s // 256>.<s % 256>.0/24`` with hosts from ``.1`` up and
+broadcast address ``.255``; subnets are joined by one router. Broadcast and
+multicast reach only the sender's subnet (the router forwards neither, as on a
+real LAN); unicast crosses the router with a higher latency. Latency is
+``base + uniform(0, jitter)`` per datagram, drawn from the simulator's RNG.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gossamer.errors import ConfigError
+
+if TYPE_CHECKING:
+    from random import Random
+
+__all__ = ["Host", "LinkModel", "Network", "is_multicast"]
+
+_MULTICAST = ipaddress.IPv4Network("224.0.0.0/4")
+LIMITED_BROADCAST = "255.255.255.255"
+
+
+def is_multicast(ip: str) -> bool:
+    """True for an address in 224.0.0.0/4."""
+    try:
+        return ipaddress.IPv4Address(ip) in _MULTICAST
+    except ipaddress.AddressValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Host:
+    """A simulated machine: a name, an address and the subnet it sits on."""
+
+    name: str
+    ip: str
+    subnet: int
+
+    @property
+    def broadcast(self) -> str:
+        """The directed broadcast address of the host's subnet."""
+        return self.ip.rsplit(".", 1)[0] + ".255"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkModel:
+    """Latency of a hop inside a subnet (``lan``) and across the router (``wan``), seconds."""
+
+    lan: float = 0.0005
+    wan: float = 0.005
+    jitter: float = 0.0002
+
+    def __post_init__(self) -> None:
+        if min(self.lan, self.wan, self.jitter) < 0:
+            raise ConfigError("latencies must be non-negative seconds")
+
+
+class Network:
+    """Hosts, their subnets, and which pairs can currently talk (partitions)."""
+
+    def __init__(self, *, subnets: int = 1, links: LinkModel | None = None) -> None:
+        if not 1 <= subnets <= 65536:
+            raise ConfigError("the number of subnets must be between 1 and 65536", subnets=subnets)
+        self.subnets = subnets
+        self.links = links or LinkModel()
+        self.hosts: dict[str, Host] = {}
+        self._by_ip: dict[str, Host] = {}
+        self._next_in_subnet = [1] * subnets
+        # host name -> partition side; hosts on different sides cannot exchange datagrams.
+        self._side: dict[str, int] = {}
+
+    def add_host(self, name: str, subnet: int = 0) -> Host:
+        """Add a host with the next free address of ``subnet``."""
+        if name in self.hosts:
+            raise ConfigError(f"duplicate host name {name!r}")
+        if not 0 <= subnet < self.subnets:
+            raise ConfigError(f"subnet {subnet} does not exist", subnets=self.subnets)
+        index = self._next_in_subnet[subnet]
+        if index > 254:
+            raise ConfigError(f"subnet {subnet} is full (254 hosts)")
+        self._next_in_subnet[subnet] = index + 1
+        host = Host(name=name, ip=f"10.{subnet // 256}.{subnet % 256}.{index}", subnet=subnet)
+        self.hosts[name] = host
+        self._by_ip[host.ip] = host
+        return host
+
+    def host_by_ip(self, ip: str) -> Host | None:
+        return self._by_ip.get(ip)
+
+    def is_broadcast(self, ip: str, sender: Host) -> bool:
+        """True when ``ip`` is a broadcast address as seen from ``sender``'s subnet."""
+        return ip in (LIMITED_BROADCAST, sender.broadcast)
+
+    def latency(self, src: Host, dst: Host, rng: Random) -> float:
+        base = self.links.lan if src.subnet == dst.subnet else self.links.wan
+        return base + (rng.uniform(0.0, self.links.jitter) if self.links.jitter else 0.0)
+
+    # -- partitions -----------------------------------------------------------
+
+    def partition(self, isolated: list[str]) -> None:
+        """Cut the named hosts off from every other host (they still reach each other)."""
+        side = max(self._side.values(), default=0) + 1
+        for name in isolated:
+            if name not in self.hosts:
+                raise ConfigError(f"unknown host {name!r} in partition")
+            self._side[name] = side
+
+    def heal(self, hosts: list[str] | None = None) -> None:
+        """Undo partitions, for the named hosts or for all."""
+        if hosts is None:
+            self._side.clear()
+        else:
+            for name in hosts:
+                self._side.pop(name, None)
+
+    def connected(self, a: Host, b: Host) -> bool:
+        return self._side.get(a.name, 0) == self._side.get(b.name, 0)

@@ -1,0 +1,168 @@
+"""The scenario registry: named, parameterised simulations.
+
+A scenario declares its parameters (typed, with defaults and help) and a
+``setup`` that adds nodes and schedules workload and faults on a ``Simulator``.
+``setup`` returns a ``summarize`` function called after the run, whose dict is
+stored in ``run.json`` and printed by the demo. Later protocol issues register
+their scenarios by adding a module here and naming it in ``_MODULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gossamer.errors import ConfigError
+from gossamer.sim.engine import Simulator
+
+__all__ = [
+    "Param",
+    "Scenario",
+    "get",
+    "node_at_list",
+    "partition_spec",
+    "register",
+    "scenarios",
+]
+
+Summarize = Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """One scenario parameter: parsed from its ``--param KEY=VALUE`` text."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
+    #: How the default is shown in ``gossamer sim --list``.
+    shown: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A named simulation: parameters, a default duration and a setup function."""
+
+    name: str
+    description: str
+    params: tuple[Param, ...]
+    default_duration: float
+    setup: Callable[[Simulator, int, Mapping[str, Any]], Summarize]
+
+    def parse_params(self, raw: Mapping[str, str]) -> dict[str, Any]:
+        """Typed parameter values: defaults overridden by ``raw``. One-line ``ConfigError``
+        for an unknown name or an unparsable value."""
+        known = {p.name: p for p in self.params}
+        for name in raw:
+            if name not in known:
+                names = ", ".join(known) or "none"
+                raise ConfigError(
+                    f"unknown parameter {name!r} for scenario {self.name!r} (known: {names})"
+                )
+        values: dict[str, Any] = {}
+        for param in self.params:
+            if param.name in raw:
+                try:
+                    values[param.name] = param.parse(raw[param.name])
+                except (ValueError, ConfigError) as exc:
+                    reason = exc.reason if isinstance(exc, ConfigError) else str(exc)
+                    raise ConfigError(f"bad value for parameter {param.name!r}: {reason}") from None
+            else:
+                values[param.name] = param.default
+        return values
+
+
+_REGISTRY: dict[str, Scenario] = {}
+#: Modules that register scenarios, imported on first use of the registry.
+_MODULES = ("gossamer.sim.scenarios.ping",)
+_loaded = False
+
+
+def register(scenario: Scenario) -> Scenario:
+    """Add a scenario to the registry (module import time)."""
+    if scenario.name in _REGISTRY:
+        raise ConfigError(f"scenario {scenario.name!r} is registered twice")
+    _REGISTRY[scenario.name] = scenario
+    return scenario
+
+
+def _load() -> None:
+    global _loaded  # noqa: PLW0603 - a one-time lazy import guard
+    if not _loaded:
+        _loaded = True
+        for module in _MODULES:
+            importlib.import_module(module)
+
+
+def scenarios() -> list[Scenario]:
+    """Every registered scenario, by name."""
+    _load()
+    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+
+
+def get(name: str) -> Scenario:
+    """The scenario called ``name``; a one-line ``ConfigError`` listing the known ones otherwise."""
+    _load()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown scenario {name!r} (known: {', '.join(sorted(_REGISTRY))})"
+        ) from None
+
+
+# -- parameter parsers shared by scenarios ------------------------------------
+
+_NODE_AT = re.compile(r"^(?P<node>[A-Za-z0-9_.:-]+)@(?P<t>\d+(\.\d+)?)$")
+_PARTITION = re.compile(
+    r"^(?P<nodes>[A-Za-z0-9_.:,-]+)@(?P<start>\d+(\.\d+)?)-(?P<end>\d+(\.\d+)?)$"
+)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError(f"{value} is not a positive integer")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # also rejects NaN
+        raise ValueError(f"{text} is not a non-negative number")
+    return value
+
+
+def node_at_list(text: str) -> list[tuple[str, float]]:
+    """``n3@5,n4@7.5`` -> ``[("n3", 5.0), ("n4", 7.5)]``."""
+    items = []
+    for part in text.split(","):
+        match = _NODE_AT.match(part.strip())
+        if match is None:
+            raise ValueError(f"{part!r} is not NODE@SECONDS")
+        items.append((match["node"], float(match["t"])))
+    return items
+
+
+def partition_spec(text: str) -> tuple[list[str], float, float]:
+    """``n1,n2@5-10`` -> the nodes cut off from the rest from 5 s to 10 s."""
+    match = _PARTITION.match(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not NODE,NODE@FROM-TO")
+    start, end = float(match["start"]), float(match["end"])
+    if end <= start:
+        raise ValueError("a partition must end after it starts")
+    return match["nodes"].split(","), start, end
+
+
+def check_nodes_exist(sim: Simulator, names: list[str], what: str) -> None:
+    """One-line ``ConfigError`` when a parameter names a node the scenario did not create."""
+    for name in names:
+        if name not in sim.nodes:
+            raise ConfigError(
+                f"{what} names unknown node {name!r} (nodes are n0..n{len(sim.nodes) - 1})"
+            )
