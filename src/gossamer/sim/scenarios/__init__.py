@@ -3,13 +3,15 @@
 A scenario declares its parameters (typed, with defaults and help) and a
 ``setup`` that adds nodes and schedules workload and faults on a ``Simulator``.
 ``setup`` returns a ``summarize`` function called after the run, whose dict is
-stored in ``run.json`` and printed by the demo. Later protocol issues register
-their scenarios by adding a module here and naming it in ``_MODULES``.
+stored in ``run.json`` and printed by the demo. A protocol registers its
+scenarios by adding a module to this package that calls ``register`` at import
+time; every module here is imported on first use of the registry.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,8 +79,6 @@ class Scenario:
 
 
 _REGISTRY: dict[str, Scenario] = {}
-#: Modules that register scenarios, imported on first use of the registry.
-_MODULES = ("gossamer.sim.scenarios.ping",)
 _loaded = False
 
 
@@ -94,8 +94,8 @@ def _load() -> None:
     global _loaded  # noqa: PLW0603 - a one-time lazy import guard
     if not _loaded:
         _loaded = True
-        for module in _MODULES:
-            importlib.import_module(module)
+        for module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+            importlib.import_module(f"{__name__}.{module}")
 
 
 def scenarios() -> list[Scenario]:
