@@ -1,0 +1,122 @@
+"""The ISIS / Chandy–Lamport message codec: fixed big-endian uint32 structs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gossamer.errors import DecodeError
+from gossamer.wire import isis
+from gossamer.wire.buffer import Buffer
+
+u32 = st.integers(min_value=0, max_value=2**32 - 1)
+messages = st.one_of(
+    st.builds(isis.DataMessage, sender=u32, msg_id=u32, data=u32),
+    st.builds(isis.AckMessage, sender=u32, msg_id=u32, proposed_seq=u32, proposer=u32),
+    st.builds(isis.SeqMessage, sender=u32, msg_id=u32, final_seq=u32, final_seq_proposer=u32),
+    st.builds(isis.SeqAckMessage, sender=u32, msg_id=u32, ack_sender=u32),
+    st.builds(isis.MarkerMessage, sender=u32),
+    st.builds(isis.SnapshotMarker, sender=u32, snapshot_id=u32),
+)
+
+
+def words(*values: int) -> bytes:
+    return b"".join(value.to_bytes(4, "big") for value in values)
+
+
+# Reference (a) "Wire formats": type first, all fields uint32 big-endian, fixed sizes.
+# The DataMessage values are those of the spec's delivery log line ("How a message is
+# delivered?": type: 1, sender: 2, msg_id: 4, data: 14).
+@pytest.mark.parametrize(
+    ("msg", "wire"),
+    [
+        (isis.DataMessage(sender=2, msg_id=4, data=14), words(1, 2, 4, 14)),
+        (isis.AckMessage(sender=2, msg_id=4, proposed_seq=9, proposer=1), words(2, 2, 4, 9, 1)),
+        (
+            isis.SeqMessage(sender=2, msg_id=4, final_seq=9, final_seq_proposer=1),
+            words(3, 2, 4, 9, 1),
+        ),
+        (isis.SeqAckMessage(sender=2, msg_id=4, ack_sender=3), words(4, 2, 4, 3)),
+        (isis.MarkerMessage(sender=1), words(5, 1)),
+        (isis.SnapshotMarker(sender=1, snapshot_id=7), words(6, 1, 7)),
+    ],
+)
+def test_exact_bytes(msg: isis.IsisMessage, wire: bytes) -> None:
+    assert isis.encode(msg) == wire
+    assert isis.decode(wire) == msg
+    assert isis.message_size(wire[:4]) == len(wire)
+
+
+def test_sizes_of_the_original() -> None:
+    # 16, 20, 20, 16 bytes for the four multicast messages, 8 for the marker.
+    sizes = {kind: isis.message_size(words(kind)) for kind in isis.IsisType}
+    assert sizes == {1: 16, 2: 20, 3: 20, 4: 16, 5: 8, 6: 12}
+    assert isis.MAX_SIZE == 20
+
+
+def test_big_endian_field_order() -> None:
+    wire = isis.encode(isis.AckMessage(sender=1, msg_id=0x01020304, proposed_seq=5, proposer=6))
+    assert wire[8:12] == b"\x01\x02\x03\x04"
+
+
+@given(messages)
+def test_round_trip(msg: isis.IsisMessage) -> None:
+    assert isis.decode(isis.encode(msg)) == msg
+
+
+@given(st.binary(max_size=40))
+def test_random_bytes_raise_only_decode_error(data: bytes) -> None:
+    try:
+        msg = isis.decode(data)
+    except DecodeError:
+        return
+    assert isis.encode(msg) == data
+
+
+@given(messages)
+def test_every_truncation_and_trailing_garbage_is_rejected(msg: isis.IsisMessage) -> None:
+    data = isis.encode(msg)
+    for cut in range(len(data)):
+        with pytest.raises(DecodeError):
+            isis.decode(data[:cut])
+    with pytest.raises(DecodeError, match="trailing"):
+        isis.decode(data + b"\x00")
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (words(0, 1, 1, 1), "unknown message type 0"),
+        (words(7, 1, 1), "unknown message type 7"),
+        (words(1, 2, 4, 14, 0), "trailing"),  # a Data datagram of Ack size
+        (words(2, 2, 4, 9), "truncated"),  # an Ack datagram of Data size
+        (words(5, 1, 0), "trailing"),
+        (words(1, 2, 4, 14) + b"\x00" * 1000, "1000 trailing bytes"),
+    ],
+)
+def test_wrong_type_or_size_is_rejected(data: bytes, reason: str) -> None:
+    # The original CHECK-aborts the process here (reference (a), bug 7).
+    with pytest.raises(DecodeError, match=reason):
+        isis.decode(data)
+
+
+def test_stream_of_messages_frames_itself() -> None:
+    msgs: list[isis.IsisMessage] = [
+        isis.MarkerMessage(sender=3),
+        isis.DataMessage(sender=1, msg_id=1, data=11),
+        isis.SeqMessage(sender=1, msg_id=1, final_seq=2, final_seq_proposer=3),
+    ]
+    stream = b"".join(isis.encode(msg) for msg in msgs)
+    buf = Buffer(stream)
+    assert [isis.pull_isis(buf) for _ in msgs] == msgs
+    assert buf.eof()
+    assert isis.message_size(stream[:3]) is None
+    with pytest.raises(DecodeError, match="unknown message type 9"):
+        isis.message_size(words(9))
+
+
+@pytest.mark.parametrize("value", [-1, 2**32])
+def test_encoder_refuses_values_outside_uint32(value: int) -> None:
+    with pytest.raises(ValueError, match="msg_id"):
+        isis.encode(isis.DataMessage(sender=1, msg_id=value, data=0))
