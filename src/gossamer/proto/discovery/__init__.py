@@ -1,0 +1,1 @@
+"""Prototari discovery, heartbeats, delivery and leave (sans-I/O)."""

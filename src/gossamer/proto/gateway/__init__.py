@@ -1,0 +1,1 @@
+"""The singyeong-compatible gateway: identify, metadata, routing queries, queues (sans-I/O)."""

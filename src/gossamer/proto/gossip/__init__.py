@@ -1,0 +1,1 @@
+"""Chatter broadcast: the log-depth distribution tree with the multicast shortcut (sans-I/O)."""

@@ -1,0 +1,1 @@
+"""ISIS total-order multicast over UDP with retransmission (sans-I/O)."""

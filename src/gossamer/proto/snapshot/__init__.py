@@ -1,0 +1,1 @@
+"""Chandy-Lamport snapshots (sans-I/O)."""
