@@ -138,6 +138,25 @@ def test_drop_faults_are_counted_and_traced_per_datagram() -> None:
     assert {e.attrs["fault"] for e in traced} == {"drop"} and {e.node for e in traced} == {"b"}
 
 
+def test_extra_ports_receive_unicast_and_broadcast_but_send_from_the_main_port() -> None:
+    sim, _ = make_sim(subnets=1)
+    add(sim, "a", 0)
+    host = sim.network.add_host("host-b", subnet=0)
+    sim.add_node("b", host, 5000, Recorder, extra_ports=[5001])
+    sim.run(until=0.0)
+    sim.local("a", lambda c, now: c.send(b"bcast", (host.broadcast, 5001)))
+    sim.local("a", lambda c, now: c.send(b"ucast", (host.ip, 5001)))
+    a_addr = sim.nodes["a"].address
+    sim.local("b", lambda c, now: c.send(b"reply", a_addr), when=0.5)
+    sim.run(until=1.0)
+    assert sorted(d for d, _, _ in core(sim, "b").received) == [b"bcast", b"ucast"]
+    assert core(sim, "a").received[-1][:2] == (b"reply", (host.ip, 5000))
+    with pytest.raises(ConfigError, match="already taken"):
+        sim.add_node("c", host, 5001, Recorder)
+    with pytest.raises(ConfigError, match="twice"):
+        sim.add_node("d", host, 6000, Recorder, extra_ports=[6000])
+
+
 def test_duplicate_and_reorder_faults() -> None:
     sim, _ = make_sim(faults=FaultPlan(duplicate=1.0, reorder=0.5, reorder_by=0.05), seed=2)
     add(sim, "a", 0)

@@ -60,6 +60,8 @@ class SimNode:
     port: int
     groups: tuple[str, ...]
     factory: CoreFactory
+    #: Every port the node receives on: ``port`` first, then any extra ones.
+    ports: tuple[int, ...] = ()
     tracer: Tracer
     core: DatagramCore | None = None
     incarnation: int = 0
@@ -130,14 +132,24 @@ class Simulator:
         factory: CoreFactory,
         *,
         groups: Sequence[str] = (),
+        extra_ports: Sequence[int] = (),
         start: float = 0.0,
     ) -> SimNode:
         """Add a node listening on ``host:port`` (and on the multicast ``groups``
-        at the same port); its core is built by ``factory`` at time ``start``."""
+        at the same port); its core is built by ``factory`` at time ``start``.
+
+        ``extra_ports`` are further ports the node receives unicast and broadcast
+        datagrams on (as a second socket would, e.g. Prototari's broadcast port);
+        the node always sends from ``port``, so receivers see ``(host.ip, port)``
+        as the source."""
         if node_id in self.nodes:
             raise ConfigError(f"duplicate node id {node_id!r}")
-        if (host.ip, port) in self._by_address:
-            raise ConfigError(f"address {host.ip}:{port} is already taken")
+        ports = (port, *extra_ports)
+        if len(set(ports)) != len(ports):
+            raise ConfigError(f"node {node_id!r} lists a port twice", ports=ports)
+        for p in ports:
+            if (host.ip, p) in self._by_address:
+                raise ConfigError(f"address {host.ip}:{p} is already taken")
         for group in groups:
             if not is_multicast(group):
                 raise ConfigError(f"{group} is not a multicast address")
@@ -147,10 +159,12 @@ class Simulator:
             port=port,
             groups=tuple(groups),
             factory=factory,
+            ports=ports,
             tracer=Tracer(self._sink_for(node_id), run=self.run_id, node=node_id),
         )
         self.nodes[node_id] = node
-        self._by_address[(host.ip, port)] = node
+        for p in ports:
+            self._by_address[(host.ip, p)] = node
         for group in groups:
             self._groups.setdefault((group, port), []).append(node)
         self.at(start, lambda: self._boot(node))
