@@ -293,7 +293,7 @@ class Simulator:
             receivers = [
                 n
                 for n in self.nodes.values()
-                if n.port == port and n.host.subnet == sender.host.subnet
+                if port in n.ports and n.host.subnet == sender.host.subnet
             ]
         else:
             target = self._by_address.get(addr)
