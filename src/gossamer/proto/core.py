@@ -17,7 +17,9 @@ A core that wants to act as soon as it is driven returns a deadline in the
 past (for example 0.0): drivers and the simulator call ``handle_timer`` once
 the deadline is due. Stream cores (one per connection, in the h11 style) take
 ``receive_data(data, now)`` with ``b""`` meaning end of stream and give
-``data_to_send()``.
+``data_to_send()``. A stream core may also expose a boolean ``closing``
+property: once true, the driver flushes ``data_to_send()``, ends our half of
+the stream, and closes the connection when the peer's half has ended too.
 """
 
 from __future__ import annotations

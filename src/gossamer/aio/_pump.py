@@ -1,0 +1,291 @@
+"""The part every driver shares: flush outputs, deliver events, keep one timer.
+
+DESIGN.md, "The sans-I/O core contract": a driver is a thin pump. It feeds input
+with ``now=loop.time()``, flushes every output after every input, and re-arms
+one timer at ``next_deadline()``. This module holds that loop once, so the
+datagram and stream drivers differ only in how bytes reach the core and leave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from gossamer.errors import ConfigError, LocalProtocolError
+
+__all__ = ["DriverCounters", "EventCallback", "Pump"]
+
+_T = TypeVar("_T")
+
+#: Called with each event a core produced, in order, right after the input that produced it.
+EventCallback = Callable[[object], None]
+
+# uvloop keeps time in whole milliseconds and rounds timer delays to the nearest
+# one, so a timer can fire up to half a millisecond before the deadline it was
+# armed for. A core must not be woken before its deadline (the contract says
+# "once the deadline is due"), and re-arming for the sub-millisecond remainder
+# would round to zero and spin; waiting one more millisecond does neither.
+_EARLY_REARM = 0.001
+
+
+class _TimedCore(Protocol):
+    def handle_timer(self, now: float) -> None: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def events_received(self) -> Sequence[object]: ...
+
+
+CoreT = TypeVar("CoreT", bound=_TimedCore)
+
+
+@dataclass(slots=True)
+class DriverCounters:
+    """What a driver did, for tests, metrics and benchmarks.
+
+    ``received``/``sent`` count datagrams (datagram driver) or reads/writes
+    (stream driver); ``errors`` counts socket errors reported by the transport
+    (for example ICMP port unreachable), which never stop a driver.
+    """
+
+    received: int = 0
+    received_bytes: int = 0
+    sent: int = 0
+    sent_bytes: int = 0
+    timers: int = 0
+    events: int = 0
+    errors: int = 0
+
+
+class _End:
+    """Marks the end of the event stream in the queue."""
+
+
+_END = _End()
+
+
+class Pump(Generic[CoreT]):
+    """Drives one core: output flushing, event delivery, the one timer, failure.
+
+    Subclasses call ``_start(loop)`` when they start, ``_feed()`` or ``_pump()``
+    after every input they give the core, implement ``_flush_output()`` (move the
+    core's bytes to the transport, unless closing) and ``_shutdown()`` (close
+    transports), and call ``_finished()`` once their transports are gone.
+    Closing stops output and the timer at once; events are still delivered until
+    the transports are gone, and then ``events()`` ends.
+
+    Events go to ``on_event`` (if given) and, when ``event_queue`` is true (the
+    default when there is no callback), to a queue read by ``events()``. The
+    queue is unbounded: a driver cannot push back on a datagram network, so an
+    application that asks for the queue must read it.
+
+    An exception raised by the core or by ``on_event`` is a bug, not a network
+    condition: the driver stops at once, and ``wait_closed()`` and ``events()``
+    raise it.
+    """
+
+    def __init__(
+        self,
+        core: CoreT,
+        *,
+        on_event: EventCallback | None = None,
+        event_queue: bool | None = None,
+    ) -> None:
+        self.core = core
+        self.counters = DriverCounters()
+        self._on_event = on_event
+        if event_queue is None:
+            event_queue = on_event is None
+        self._queue: asyncio.Queue[object] | None = asyncio.Queue() if event_queue else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed_for = 0.0
+        self._flushing = False
+        self._again = False
+        self._closing = False
+        self._closed: asyncio.Future[None] | None = None
+        self._finished_flag = False
+        #: Called once when the driver has finished (a server forgets the connection).
+        self._on_finish: Callable[[], None] | None = None
+        self._failure: BaseException | None = None
+
+    # -- the application's side ------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called or the driver stopped on its own."""
+        return self._closing
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The exception that stopped the driver, if the core or a callback raised one."""
+        return self._failure
+
+    def call(self, request: Callable[[float], _T]) -> _T:
+        """Run a local request on the core at loop time, then flush its outputs.
+
+        ``driver.call(lambda now: core.send_x(..., now))``. The request's own
+        exception (for example a ``LocalProtocolError``) propagates to the caller;
+        whatever the core queued before raising is still flushed.
+        """
+        loop = self._require_running()
+        try:
+            return request(loop.time())
+        finally:
+            self._pump()
+
+    async def events(self) -> AsyncIterator[object]:
+        """Yield the core's events in order until the driver closes.
+
+        Ends normally after ``close()``; raises the failure if the driver
+        stopped because the core or a callback raised.
+        """
+        queue = self._queue
+        if queue is None:
+            raise ConfigError("this driver was made without an event queue (event_queue=False)")
+        while True:
+            item = await queue.get()
+            if isinstance(item, _End):
+                queue.put_nowait(item)  # so that every other reader ends too
+                if self._failure is not None:
+                    raise self._failure
+                return
+            yield item
+
+    async def wait_closed(self) -> None:
+        """Wait until the driver's transports are closed; raise its failure if any."""
+        if not self._finished_flag:
+            if self._closed is None:
+                self._closed = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._closed)
+        if self._failure is not None:
+            raise self._failure
+
+    # -- for subclasses ----------------------------------------------------------
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def _require_running(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise LocalProtocolError("the driver is not started")
+        if self._closing:
+            raise LocalProtocolError("the driver is closed")
+        return self._loop
+
+    def _flush_output(self) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    def _pump(self) -> None:
+        """Flush outputs and events, then re-arm the timer; a raise stops the driver."""
+        if self._finished_flag:
+            return
+        try:
+            self._flush()
+            self._arm()
+        except Exception as exc:
+            self._fail(exc)
+
+    def _flush(self) -> None:
+        # A callback may call ``driver.call`` while events are being delivered.
+        # Flushing from inside would deliver that call's events before the rest
+        # of the current batch, so nested flushes only ask the outer one to go
+        # round again: events reach the application in the order they were made.
+        if self._flushing:
+            self._again = True
+            return
+        self._flushing = True
+        try:
+            while True:
+                self._again = False
+                self._flush_output()
+                for event in self.core.events_received():
+                    self.counters.events += 1
+                    if self._on_event is not None:
+                        self._on_event(event)
+                    if self._queue is not None:
+                        self._queue.put_nowait(event)
+                if not self._again:
+                    break
+        finally:
+            self._flushing = False
+
+    def _arm(self) -> None:
+        """Keep exactly one timer, at the core's current deadline."""
+        if self._closing:
+            return
+        deadline = self.core.next_deadline()
+        if deadline is None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            return
+        if self._timer is not None:
+            if deadline == self._armed_for:
+                return
+            self._timer.cancel()
+        assert self._loop is not None
+        self._armed_for = deadline
+        self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        assert self._loop is not None
+        self._timer = None
+        if self._closing:
+            return
+        now = self._loop.time()
+        if now < self._armed_for:
+            self._timer = self._loop.call_later(
+                max(self._armed_for - now, _EARLY_REARM), self._on_timer
+            )
+            return
+        self.counters.timers += 1
+        try:
+            self.core.handle_timer(now)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._pump()
+
+    def _feed(self, feed: Callable[..., None], *args: Any) -> None:
+        """Call a core input method, then pump; a raise stops the driver."""
+        if self._finished_flag:
+            return
+        try:
+            feed(*args)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._pump()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+        self._begin_close()
+
+    def _begin_close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._shutdown()
+
+    def _finished(self) -> None:
+        """Called by subclasses when the last transport is gone: end the event stream."""
+        if self._finished_flag:
+            return
+        self._begin_close()
+        self._finished_flag = True
+        if self._queue is not None:
+            self._queue.put_nowait(_END)
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+        if self._on_finish is not None:
+            self._on_finish()
