@@ -1,9 +1,9 @@
 """asyncio drivers: the only code that touches sockets, the event loop and real time.
 
-A driver is the thin pump of DESIGN.md ("The sans-I/O core contract"): it feeds
-a sans-I/O core its input with ``now=loop.time()``, flushes every output after
-every input and keeps one timer at the core's ``next_deadline()``. It makes no
-protocol decision.
+A driver is the thin pump of DESIGN.md ("The sans-I/O core contract"): it feeds a
+sans-I/O core its input with ``now`` (``time.monotonic()``: the loop's clock at full
+resolution), flushes every output after every input and keeps one timer at the core's
+``next_deadline()``. It makes no protocol decision.
 
 - ``loop``: ``run``/``new_event_loop`` on uvloop when installed, else the default loop.
 - ``datagram``: ``open_datagram(core, sock)`` runs any ``DatagramCore`` on UDP sockets.

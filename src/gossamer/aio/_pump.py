@@ -1,14 +1,15 @@
 """The part every driver shares: flush outputs, deliver events, keep one timer.
 
-DESIGN.md, "The sans-I/O core contract": a driver is a thin pump. It feeds input
-with ``now=loop.time()``, flushes every output after every input, and re-arms
-one timer at ``next_deadline()``. This module holds that loop once, so the
-datagram and stream drivers differ only in how bytes reach the core and leave it.
+DESIGN.md, "The sans-I/O core contract": a driver is a thin pump. It feeds input with
+``now`` from ``now()`` (the loop's monotonic clock), flushes every output after every
+input, and re-arms one timer at ``next_deadline()``. This module holds that loop once,
+so the datagram and stream drivers differ only in how bytes reach the core and leave it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -16,6 +17,19 @@ from typing import Any, Generic, Protocol, TypeVar
 from gossamer.errors import ConfigError, LocalProtocolError
 
 __all__ = ["DriverCounters", "EventCallback", "Pump"]
+
+
+def now() -> float:
+    """The time cores are fed, in seconds: ``time.monotonic()``.
+
+    It is the clock both event loops schedule with (the default loop's ``time()``
+    is ``time.monotonic()``; uvloop's is the same CLOCK_MONOTONIC cached to whole
+    milliseconds), so deadlines a core computes from it can be armed with
+    ``loop.call_at``. Reading it directly keeps microsecond resolution, which
+    round trips on loopback need: uvloop's ``loop.time()`` would round them to 0 or 1 ms.
+    """
+    return time.monotonic()
+
 
 _T = TypeVar("_T")
 
@@ -130,9 +144,9 @@ class Pump(Generic[CoreT]):
         exception (for example a ``LocalProtocolError``) propagates to the caller;
         whatever the core queued before raising is still flushed.
         """
-        loop = self._require_running()
+        self._require_running()
         try:
-            return request(loop.time())
+            return request(now())
         finally:
             self._pump()
 
@@ -238,15 +252,15 @@ class Pump(Generic[CoreT]):
         self._timer = None
         if self._closing:
             return
-        now = self._loop.time()
-        if now < self._armed_for:
+        current = now()
+        if current < self._armed_for:
             self._timer = self._loop.call_later(
-                max(self._armed_for - now, _EARLY_REARM), self._on_timer
+                max(self._armed_for - current, _EARLY_REARM), self._on_timer
             )
             return
         self.counters.timers += 1
         try:
-            self.core.handle_timer(now)
+            self.core.handle_timer(current)
         except Exception as exc:
             self._fail(exc)
             return

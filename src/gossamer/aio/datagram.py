@@ -3,7 +3,7 @@
 It is the thin pump of DESIGN.md ("The sans-I/O core contract"):
 
 - every datagram the socket receives goes to
-  ``core.receive_datagram(data, addr, now=loop.time())``;
+  ``core.receive_datagram(data, addr, now=now())``;
 - after every input (datagram, timer, local request) it sends everything in
   ``core.datagrams_to_send()`` and hands everything in ``core.events_received()``
   to the application, then re-arms its one timer (``loop.call_at``) at
@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar, cast
 
 from gossamer._types import Address
-from gossamer.aio._pump import DriverCounters, EventCallback, Pump
+from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
 from gossamer.aio.faults import FaultInjector
 from gossamer.errors import LocalProtocolError
 from gossamer.proto.core import DatagramCore
@@ -178,7 +178,7 @@ class DatagramDriver(Pump[DC], Generic[DC]):
         assert self._loop is not None
         self.counters.received += 1
         self.counters.received_bytes += len(data)
-        self._feed(self.core.receive_datagram, data, addr, self._loop.time())
+        self._feed(self.core.receive_datagram, data, addr, now())
 
     def _error_received(self, exc: Exception) -> None:
         self.counters.errors += 1
@@ -186,7 +186,7 @@ class DatagramDriver(Pump[DC], Generic[DC]):
         if self.tracer is not None and self._loop is not None:
             code = getattr(exc, "errno", None)
             attrs = {"error": type(exc).__name__, "errno": "" if code is None else str(code)}
-            self.tracer(self._loop.time(), "net", "error", attrs=attrs)
+            self.tracer(now(), "net", "error", attrs=attrs)
 
     def _endpoint_lost(self, endpoint: _Endpoint) -> None:
         self._live -= 1
@@ -267,7 +267,8 @@ async def open_datagram(
     tracer: Tracer | None = None,
 ) -> DatagramDriver[DC]:
     """Start a ``DatagramDriver`` for ``core`` on ``sock`` (see ``DatagramDriver.start``)."""
-    driver = DatagramDriver(core, on_event=on_event, event_queue=event_queue, faults=faults,
-                            tracer=tracer)
+    driver = DatagramDriver(
+        core, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
+    )
     await driver.start(sock, listen=listen)
     return driver

@@ -1,7 +1,7 @@
 """The stream driver: runs one ``StreamCore`` per TCP connection (the h11 style).
 
 The same thin pump as the datagram driver (DESIGN.md, "The sans-I/O core
-contract"): every read goes to ``core.receive_data(data, now=loop.time())``,
+contract"): every read goes to ``core.receive_data(data, now=now())``,
 the end of the peer's stream to ``core.receive_data(b"", now)``; after every
 input the driver writes ``core.data_to_send()`` (one ``transport.write`` per
 flush: the core has already joined its messages, and one write per message
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar, cast
 
 from gossamer._types import Address
-from gossamer.aio._pump import DriverCounters, EventCallback, Pump
+from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
 from gossamer.errors import LocalProtocolError
 from gossamer.proto.core import StreamCore
 
@@ -120,7 +120,7 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
         assert self._loop is not None
         self.counters.received += 1
         self.counters.received_bytes += len(data)
-        self._feed(self.core.receive_data, data, self._loop.time())
+        self._feed(self.core.receive_data, data, now())
 
     def eof_received(self) -> bool:
         self._peer_eof = True
@@ -167,7 +167,7 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
             return
         self._told_end = True
         assert self._loop is not None
-        self._feed(self.core.receive_data, b"", self._loop.time())
+        self._feed(self.core.receive_data, b"", now())
 
     def _flush_output(self) -> None:
         transport = self._transport
@@ -316,8 +316,9 @@ async def serve(
     ``on_connection`` sees each connection's driver before its first byte;
     ``on_event`` gets ``(driver, event)`` for every event of every connection.
     """
-    server = StreamServer(factory, on_connection=on_connection, on_event=on_event,
-                          event_queue=event_queue)
+    server = StreamServer(
+        factory, on_connection=on_connection, on_event=on_event, event_queue=event_queue
+    )
     await server.start(host, port, backlog=backlog)
     return server
 

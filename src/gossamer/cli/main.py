@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gossamer import __version__
-from gossamer.cli import sim_cmd, trace_cmd
+from gossamer.cli import ping_cmd, sim_cmd, trace_cmd
 from gossamer.errors import GossamerError
 
 __all__ = ["entry", "main"]
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sim_cmd.add_parser(commands)
     trace_cmd.add_parser(commands)
+    ping_cmd.add_parser(commands)
     return parser
 
 

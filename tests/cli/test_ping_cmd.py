@@ -1,0 +1,106 @@
+"""``gossamer ping`` over real UDP on 127.0.0.1, with faults injected on the socket."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gossamer.cli.ping_cmd import parse_address
+from gossamer.errors import ConfigError
+from gossamer.trace import read_run
+
+GOSSAMER = [sys.executable, "-m", "gossamer.cli.main"]
+
+
+def test_send_to_serve_with_loss_completes_and_traces(tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [
+            *GOSSAMER,
+            "ping",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--trace",
+            str(tmp_path),
+            "--duration",
+            "60",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        banner = server.stderr.readline()
+        match = re.search(r"answering pings on (127\.0\.0\.1:\d+)", banner)
+        assert match, banner
+        client = subprocess.run(
+            [
+                *GOSSAMER,
+                "ping",
+                "send",
+                "--to",
+                match[1],
+                "--count",
+                "30",
+                "--drop",
+                "0.3",
+                "--seed",
+                "4",
+                "--trace",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert client.returncode == 0, client.stdout + client.stderr
+    summary = client.stdout.strip().splitlines()[-1]
+    assert summary.startswith("30 answered, 0 lost")
+    drops = int(re.search(r"drop (\d+)", summary)[1])  # type: ignore[index]
+    assert drops > 0
+    events, bad = read_run(tmp_path)
+    assert bad == []
+    kinds = [(e.node, e.layer, e.kind) for e in events]
+    assert kinds.count(("client", "demo", "deliver")) == 30
+    assert kinds.count(("client", "net", "fault")) == drops
+    assert kinds.count(("client", "demo", "retransmit")) >= drops
+    assert ("server", "demo", "recv") in kinds
+
+
+def test_unanswered_pings_are_lost_with_exit_code_1(tmp_path: Path) -> None:
+    # A port nobody listens on: every ping is retransmitted, then reported lost.
+    proc = subprocess.run(
+        [
+            *GOSSAMER,
+            "ping",
+            "send",
+            "--to",
+            "127.0.0.1:9",
+            "--count",
+            "2",
+            "--timeout",
+            "0.01",
+            "--retries",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.strip().splitlines()[-1].startswith("0 answered, 2 lost")
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1", ":80", "host:port", "127.0.0.1:70000"])
+def test_bad_addresses(text: str) -> None:
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        parse_address(text)
