@@ -23,7 +23,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sim_list_shows_scenarios_and_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "--list"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("ping: ")
+    assert "\nping: " in f"\n{out}"
     assert "--param count=" in out and "(default 10)" in out
 
 

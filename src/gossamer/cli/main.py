@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gossamer import __version__
-from gossamer.cli import ping_cmd, sim_cmd, trace_cmd
+from gossamer.cli import isis_cmd, ping_cmd, sim_cmd, trace_cmd
 from gossamer.errors import GossamerError
 
 __all__ = ["entry", "main"]
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cmd.add_parser(commands)
     trace_cmd.add_parser(commands)
     ping_cmd.add_parser(commands)
+    isis_cmd.add_parser(commands)
     return parser
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -758,7 +758,7 @@ def encode_message(
         # Random ciphertext is random padding: under a fixed keystream, encrypting it
         # would change nothing an observer or the decoder could tell.
         encrypted = state.xor(_IV_AFTER_PADDING, head + block)
-        return b"".join((header, os.urandom(PADDING_SIZE), encrypted))
+        return b"".join((header, secrets.token_bytes(PADDING_SIZE), encrypted))
     if not isinstance(padding, bytes) or len(padding) != PADDING_SIZE:
         raise ValueError(f"padding must be {PADDING_SIZE} bytes")
     return header + state.xor(IV, padding + head + block)

@@ -1,0 +1,184 @@
+"""ISIS total-order multicast (with Chandy–Lamport snapshots) on a real UDP socket.
+
+A thin public API over ``gossamer.aio.datagram``: the protocol is entirely in
+``gossamer.proto.isis`` and ``gossamer.proto.snapshot``; this module binds the socket,
+resolves the hostfile, and turns local requests into ``driver.call``::
+
+    members = resolve_members(parse_hostfile(text))
+    service = await open_isis(IsisConfig(me=2, members=members), on_event=print)
+    service.multicast(42)                  # non-blocking, like the spec's multicast()
+    sid = service.initiate_snapshot()
+    ...
+    service.remove_member(3)               # wire to the membership layer's peer_down
+    await service.aclose()
+
+Events (``on_event``, or ``async for event in service.events()``): ``Delivered``,
+``Discarded``, ``MemberRemoved`` from ISIS and ``SnapshotDone`` from the snapshots.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from gossamer._types import Address
+from gossamer.aio._pump import EventCallback
+from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.faults import FaultInjector
+from gossamer.aio.sockets import udp_socket
+from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.proto.isis import HostEntry, IsisConfig, IsisCore, Member
+from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
+from gossamer.trace.sink import NullSink, Tracer
+
+__all__ = ["IsisService", "find_me", "open_isis", "resolve_members"]
+
+
+def resolve_members(entries: Sequence[HostEntry]) -> tuple[Member, ...]:
+    """Members with IPv4 addresses: each hostfile host resolved once, here (I/O)."""
+    members = []
+    for entry in entries:
+        try:
+            ip = socket.gethostbyname(entry.host)
+        except OSError as exc:
+            raise ConfigError(f"cannot resolve hostfile host {entry.host!r}: {exc}") from None
+        members.append(Member(id=entry.id, name=entry.name, addr=(ip, entry.port)))
+    return tuple(members)
+
+
+def _is_local(ip: str) -> bool:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.bind((ip, 0))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def find_me(members: Sequence[Member], hint: str | None = None) -> Member:
+    """Which member this process is.
+
+    ``hint`` is a member name or 1-based id. Without it: the member named like this
+    machine (the original matched ``gethostname()``), else the only member whose address
+    is assigned to this machine; anything else needs a hint.
+    """
+    if hint is not None:
+        for member in members:
+            if hint in (member.name, str(member.id)):
+                return member
+        raise ConfigError(f"{hint!r} is neither a member name nor a member id")
+    hostname = socket.gethostname()
+    for member in members:
+        if member.name == hostname:
+            return member
+    local = [m for m in members if _is_local(m.addr[0])]
+    if len(local) == 1:
+        return local[0]
+    raise ConfigError(
+        "cannot tell which member this process is; pass --me NAME",
+        local=[m.name for m in local],
+    )
+
+
+class IsisService:
+    """One running member: the driver and its core. Build with :func:`open_isis`.
+
+    ``node`` is the ``SnapshotNode`` around the ISIS core, or ``None`` when the member
+    was opened with ``snapshots=False`` (then the driver pumps ``isis`` directly).
+    """
+
+    def __init__(
+        self, driver: DatagramDriver[Any], isis: IsisCore, node: SnapshotNode | None
+    ) -> None:
+        self.driver = driver
+        self.isis = isis
+        self.node = node
+
+    @property
+    def local_address(self) -> Address:
+        return self.driver.local_address
+
+    def multicast(self, data: int) -> int | None:
+        """Multicast ``data`` (uint32); returns its msg_id, or ``None`` while a snapshot
+        holds new messages back. Never blocks."""
+        node = self.node
+        if node is None:
+            return self.driver.call(lambda now: self.isis.multicast(data, now))
+        return self.driver.call(lambda now: node.multicast(data, now))
+
+    def initiate_snapshot(self) -> int:
+        """Start a Chandy–Lamport snapshot here; returns its id."""
+        if self.node is None:
+            raise LocalProtocolError("this member was opened without snapshots")
+        return self.driver.call(self.node.initiate_snapshot)
+
+    def remove_member(self, member: int) -> None:
+        """The membership layer's ``peer_down``: ``member`` crashed."""
+        node = self.node
+        if node is None:
+            self.driver.call(lambda now: self.isis.remove_member(member, now))
+        else:
+            self.driver.call(lambda now: node.remove_member(member, now))
+
+    def events(self) -> AsyncIterator[object]:
+        return self.driver.events()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to retransmit, hold back or finish here. (Stopping is harmless to the
+        others only once every member is idle.)"""
+        node = self.node
+        busy = node is not None and (bool(node.snapshot.in_progress) or bool(node.queued))
+        return self.isis.quiescent and not busy
+
+    def close(self) -> None:
+        self.driver.close()
+
+    async def aclose(self) -> None:
+        self.driver.close()
+        await self.driver.wait_closed()
+
+
+async def open_isis(
+    config: IsisConfig,
+    *,
+    tracer: Tracer | None = None,
+    rng: random.Random | None = None,
+    faults: FaultInjector | None = None,
+    snapshot_config: SnapshotConfig | None = None,
+    workload: Workload | None = None,
+    on_event: EventCallback | None = None,
+    event_queue: bool | None = None,
+    sock: socket.socket | None = None,
+    snapshots: bool = True,
+) -> IsisService:
+    """Bind this member's address (or use ``sock``) and start the member.
+
+    ``tracer`` defaults to one that discards events; ``rng`` (fault draws) to a
+    generator seeded with 11 plus the member id (the original seeded every process with
+    11). ``faults`` injects network faults (drop, duplicate, delay, reorder) around the
+    socket; the original's own flags are in ``config.faults``. ``snapshots=False`` runs
+    the bare ISIS core (a little less work per datagram, no snapshots).
+    """
+    me = next(m for m in config.members if m.id == config.me)
+    if tracer is None:
+        tracer = Tracer(NullSink(), run="isis", node=me.name)
+    if rng is None:
+        rng = random.Random(11 + config.me)
+    core = IsisCore(config, tracer=tracer, rng=rng)
+    if sock is None:
+        sock = udp_socket(me.addr[0], me.addr[1])
+    if not snapshots:
+        bare = await open_datagram(
+            core, sock, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
+        )
+        return IsisService(bare, core, None)
+    node = SnapshotNode(core, tracer=tracer, rng=rng, config=snapshot_config, workload=workload)
+    driver = await open_datagram(
+        node, sock, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
+    )
+    return IsisService(driver, core, node)

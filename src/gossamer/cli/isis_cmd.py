@@ -1,0 +1,332 @@
+"""``gossamer isis``: one member of an ISIS group, like the original program (reference (a)).
+
+    gossamer isis --hostfile F --senders A,B --msg-count N --drop-rate P --delay MS \\
+                  --initiate-snapshot-count K
+
+Every host of the hostfile runs this command. A host named in ``--senders`` multicasts
+the values 11, 12, ... (``i + 10`` for i = 1..N, as the original driver). Each delivery is
+printed on standard output exactly as the original logs it::
+
+    delivering dataMsg: type: 1, sender: S, msg_id: M, data: D, finalSeqId: F, finalSeqProposer: P
+
+``--drop-rate`` drops received datagrams of every type, ``--delay`` holds back a random
+half of the Acks and SeqAcks (without stalling anything else); each such fault is
+reported on standard error as the original does (``dropping AckMsg from: beta``,
+``delaying messageType: SeqAckMsg by 2000ms``). ``--dup-rate`` and ``--reorder-rate``
+add duplication and reordering of outgoing datagrams. With ``--initiate-snapshot-count K``
+a sender starts a Chandy–Lamport snapshot right after queueing message K+1 (the
+original's rule; a host that sends nothing starts it after K deliveries instead), and
+``--snapshot-repeat R`` starts R of them, K messages apart. Each finished snapshot part
+is written as JSON to ``--out``/snapshots/ and announced on standard output.
+
+Like the original, the process runs until it is stopped (SIGTERM or SIGINT), unless
+``--exit-after-idle SECONDS`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gossamer.aio.faults import FaultInjector
+from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
+from gossamer.aio.loop import run as run_loop
+from gossamer.errors import ConfigError, GossamerError
+from gossamer.faults import FaultPlan
+from gossamer.proto.isis import (
+    Delivered,
+    FaultFlags,
+    IsisConfig,
+    MemberRemoved,
+    RetransmitSchedule,
+    parse_hostfile,
+)
+from gossamer.proto.snapshot import SnapshotConfig, SnapshotDone
+from gossamer.trace.schema import TraceEvent
+from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
+
+__all__ = ["add_parser", "main", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "isis",
+        help="run one member of an ISIS total-order multicast group",
+        description="One member of an ISIS group (total-order multicast with snapshots), "
+        "mirroring the original program's flags and delivery log lines.",
+    )
+    p.add_argument(
+        "--hostfile",
+        type=Path,
+        required=True,
+        help="one member per line: HOST, HOST:PORT or NAME HOST:PORT",
+    )
+    p.add_argument("--me", help="this member's name or 1-based id (default: from the host)")
+    p.add_argument("--senders", default="", help="comma-separated names of the sending members")
+    p.add_argument("--msg-count", type=int, default=0, help="messages each sender multicasts")
+    p.add_argument(
+        "--drop-rate",
+        type=float,
+        default=0.0,
+        help="probability that a received datagram is dropped (every type)",
+    )
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="delay a random half of the Acks and SeqAcks by MS milliseconds",
+    )
+    p.add_argument(
+        "--initiate-snapshot-count",
+        type=int,
+        default=0,
+        metavar="K",
+        help="start a snapshot after queueing message K+1 (0: never)",
+    )
+    p.add_argument(
+        "--snapshot-repeat",
+        type=int,
+        default=1,
+        metavar="R",
+        help="with -K: start R snapshots, K messages apart (default 1)",
+    )
+    p.add_argument(
+        "--dup-rate",
+        type=float,
+        default=0.0,
+        help="probability that an outgoing datagram is duplicated",
+    )
+    p.add_argument(
+        "--reorder-rate",
+        type=float,
+        default=0.0,
+        help="probability that an outgoing datagram is held back 50 ms",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="pause between a sender's multicasts (default 0, as the original)",
+    )
+    p.add_argument(
+        "--retransmit-initial",
+        type=float,
+        default=200.0,
+        metavar="MS",
+        help="first retransmission interval (default 200, doubling)",
+    )
+    p.add_argument(
+        "--retransmit-max",
+        type=float,
+        default=4000.0,
+        metavar="MS",
+        help="the schedule restarts when the interval would exceed this (4000)",
+    )
+    p.add_argument(
+        "--batch-delay",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="let messages to one member wait MS ms to share a datagram "
+        "(gossamer members only; default 0, one message per datagram)",
+    )
+    p.add_argument("--out", type=Path, help="directory for <name>.jsonl traces and snapshots/")
+    p.add_argument("--run", default="isis", help="run id written into every trace event")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=11,
+        help="seed of the fault draws, plus the member id (the original used 11)",
+    )
+    p.add_argument(
+        "--exit-after-idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit once every expected message is delivered, nothing is left to "
+        "retransmit and nothing happened for SECONDS",
+    )
+    p.set_defaults(handler=run)
+
+
+class _EchoSink:
+    """Forwards events and prints the original's fault log lines on standard error."""
+
+    def __init__(self, inner: TraceSink) -> None:
+        self.inner = inner
+
+    def emit(self, event: TraceEvent) -> None:
+        self.inner.emit(event)
+        if event.kind == "drop" and event.attrs.get("reason") == "injected":
+            print(f"dropping {event.attrs.get('type')} from: {event.peer}", file=sys.stderr)
+        elif event.kind == "delay" and event.layer == "isis":
+            print(
+                f"delaying messageType: {event.attrs.get('type')} by {event.attrs.get('ms')}ms",
+                file=sys.stderr,
+            )
+
+
+def _validate(args: argparse.Namespace) -> None:
+    for name in ("drop_rate", "dup_rate", "reorder_rate"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a probability in [0, 1]")
+    for name in ("msg_count", "initiate_snapshot_count", "delay", "interval", "batch_delay"):
+        if getattr(args, name) < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
+    if args.snapshot_repeat < 1:
+        raise ConfigError("--snapshot-repeat must be at least 1")
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    return run_loop(_main(args))
+
+
+async def _main(args: argparse.Namespace) -> int:
+    try:
+        text = args.hostfile.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the hostfile: {exc}") from None
+    members = resolve_members(parse_hostfile(text))
+    me = find_me(members, args.me)
+    names = {m.name for m in members}
+    senders = [s for s in args.senders.split(",") if s]
+    for sender in senders:
+        if sender not in names:
+            raise ConfigError(f"--senders names {sender!r}, which is not in the hostfile")
+    expected = len(set(senders)) * args.msg_count
+    config = IsisConfig(
+        me=me.id,
+        members=members,
+        retransmit=RetransmitSchedule(
+            initial=args.retransmit_initial / 1000, maximum=args.retransmit_max / 1000
+        ),
+        faults=FaultFlags(drop_rate=args.drop_rate, delay=args.delay / 1000),
+        batch_delay=args.batch_delay / 1000,
+    )
+    inner_sink: JsonlSink | NullSink = NullSink()
+    if args.out is not None:
+        inner_sink = JsonlSink(args.out / f"{me.name}.jsonl")
+    tracer = Tracer(_EchoSink(inner_sink), run=args.run, node=me.name)
+    faults = None
+    if args.dup_rate or args.reorder_rate:
+        faults = FaultInjector(
+            FaultPlan(duplicate=args.dup_rate, reorder=args.reorder_rate),
+            rng=random.Random(args.seed * 7919 + me.id),
+            tracer=tracer,
+        )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    state = {"delivered": 0, "last": loop.time(), "snapshots": 0}
+    service: IsisService | None = None
+    is_sender = me.name in senders
+    every = args.initiate_snapshot_count
+
+    def start_snapshot() -> None:
+        if service is not None and state["snapshots"] < args.snapshot_repeat:
+            state["snapshots"] += 1
+            service.initiate_snapshot()
+
+    def on_event(event: object) -> None:
+        state["last"] = loop.time()
+        if isinstance(event, Delivered):
+            state["delivered"] += 1
+            print(event.log_line(), flush=True)
+            if every and not is_sender and state["delivered"] % every == 0:
+                loop.call_soon(start_snapshot)
+        elif isinstance(event, SnapshotDone):
+            _write_snapshot(args.out, event)
+        elif isinstance(event, MemberRemoved):
+            print(f"member {event.member} removed; view {list(event.view)}", file=sys.stderr)
+
+    service = await open_isis(
+        config,
+        tracer=tracer,
+        rng=random.Random(args.seed + me.id),
+        faults=faults,
+        snapshot_config=SnapshotConfig(
+            retransmit_initial=args.retransmit_initial / 1000,
+            retransmit_maximum=args.retransmit_max / 1000,
+            drop_rate=args.drop_rate,
+        ),
+        on_event=on_event,
+        event_queue=False,
+    )
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"member {me.id} ({me.name}) of {len(members)} listening on "
+        f"{me.addr[0]}:{me.addr[1]}; expecting {expected} deliveries",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        if is_sender:
+            for i in range(1, args.msg_count + 1):
+                service.multicast(i + 10)
+                # The original starts its snapshot when i > K, right after queueing K+1.
+                if every and i > every and (i - 1) % every == 0:
+                    start_snapshot()
+                if args.interval:
+                    await asyncio.sleep(args.interval / 1000)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.05)
+            if service.driver.failure is not None:
+                raise service.driver.failure
+            if (
+                args.exit_after_idle is not None
+                and state["delivered"] >= expected
+                and service.idle
+                and loop.time() - state["last"] >= args.exit_after_idle
+            ):
+                break
+    finally:
+        await service.aclose()
+        if isinstance(inner_sink, JsonlSink):
+            inner_sink.close()
+    return 0
+
+
+def _write_snapshot(out: Path | None, done: SnapshotDone) -> None:
+    in_flight = sum(len(ch["messages"]) for ch in done.channels.values())
+    where = "-"
+    if out is not None:
+        path = out / "snapshots" / f"{done.node}-{done.snapshot_id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(done.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+        where = str(path)
+    print(
+        f"snapshot done: id={done.snapshot_id}, initiator={done.initiator}, node={done.node}, "
+        f"channels={len(done.channels)}, in_flight={in_flight}, file={where}",
+        flush=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gossamer isis`` on its own (``python -m gossamer.cli.isis_cmd ARGS``)."""
+    parser = argparse.ArgumentParser(prog="gossamer")
+    commands = parser.add_subparsers(dest="command")
+    add_parser(commands)
+    args = parser.parse_args(["isis", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        code: int = args.handler(args)
+    except GossamerError as exc:
+        print(f"gossamer: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

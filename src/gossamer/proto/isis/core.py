@@ -1,0 +1,1082 @@
+"""The ISIS total-order multicast core (sans-I/O).
+
+Spec: ``shared/specs/isis-total-order.md``; the original as it really behaves:
+``shared/reference/isis-prototari-exon-as-coded.md`` part (a). Protocol, per message
+(``sender`` s, every member r, s among them):
+
+1. ``multicast(data)`` (non-blocking) makes ``DataMessage(s, msg_id, data)`` with
+   ``msg_id`` counting from 1 and sends it to every member, retransmitting to those
+   that have not answered (``retransmit.Transmitter``, the spec's ContinuousMsgSender).
+2. r proposes ``latest + 1`` (then ``latest += 1``), puts the message in its
+   hold-back queue as undeliverable and answers ``AckMessage(s, msg_id, proposal, r)``.
+3. When s holds an Ack from every member it picks the final sequence: the largest
+   proposal, ties to the smallest proposer id; it sends ``SeqMessage`` to every
+   member, retransmitting until each answers ``SeqAckMessage``.
+4. r marks the entry deliverable with the final sequence, ``latest = max(latest,
+   final)``, answers the SeqAck, and delivers from the head of the queue while the
+   head is deliverable (order rules in ``holdback``).
+
+A member delivers its own messages through the same steps (spec, "How a process
+delivers its own message?"); they are looped back inside the core instead of over
+the network, so they cost no datagram and are not subject to injected faults.
+
+Duplicates and late datagrams of every type follow the tables in ``machine``; a
+malformed datagram, one from an address that is not a member's, one whose identity
+fields contradict its source, or one from a removed member is dropped, counted and
+traced as ``drop`` with ``attrs.reason``: nothing raises.
+
+Membership and crashes (``remove_member``; ``docs/isis.md`` "View changes"): the
+group starts as the configured members (the hostfile). ``remove_member(c, now)``,
+wired by a node to the membership layer's ``peer_down``, removes a crashed member:
+senders stop waiting for its Ack and SeqAck, and the survivors settle each of its
+messages still undecided in their queues by a *flush* run by the coordinator, the
+smallest id in the view, so that all survivors either deliver it (with the final
+sequence the crashed sender chose) or all discard it. The flush reuses the wire
+types (no new message type):
+
+- ``AckMessage(c, m, 0, x)`` to a member: *query*, "x has no final for c's m; what
+  do you know?";
+- ``AckMessage(c, m, p >= 1, x)`` (c is not the receiver): *statement*, "x has
+  removed c and has no final for c's m" (``p`` is x's proposal, informative only);
+- ``SeqMessage(c, m, f >= 1, p)`` from a member other than c: the final of c's m;
+- ``SeqMessage(c, m, 0, x)``: the decision to discard c's m.
+
+Trace events (``layer=isis``): ``multicast`` (``msg`` = ``<sender name>/<msg_id>``),
+``sequence`` at the sender when it fixes the final, ``deliver`` (``seq`` = final,
+``attrs.proposer``), ``retransmit``, ``drop``, ``delay`` (an injected Ack/SeqAck
+delay), ``view_change`` and ``discard``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gossamer._types import Address, Datagram
+from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey
+from gossamer.proto.isis.machine import (
+    RECEIVER,
+    SENDER,
+    RecvAction,
+    RecvInput,
+    RecvState,
+    SendAction,
+    SendInput,
+    SendState,
+    step,
+)
+from gossamer.proto.isis.retransmit import RetransmitSchedule, Transmission, Transmitter
+from gossamer.trace.sink import Tracer
+from gossamer.wire import isis as wire
+from gossamer.wire.buffer import Buffer
+
+if TYPE_CHECKING:
+    from random import Random
+
+__all__ = [
+    "Delivered",
+    "Discarded",
+    "FaultFlags",
+    "IsisConfig",
+    "IsisCore",
+    "IsisCounters",
+    "Member",
+    "MemberRemoved",
+]
+
+LAYER = "isis"
+U32_MAX = (1 << 32) - 1
+
+#: The original's log names of the message types (reference (a), "Wire formats").
+TYPE_NAMES: dict[type[wire.IsisMessage], str] = {
+    wire.DataMessage: "DataMsg",
+    wire.AckMessage: "AckMsg",
+    wire.SeqMessage: "SeqMsg",
+    wire.SeqAckMessage: "SeqAckMsg",
+    wire.MarkerMessage: "MarkerMsg",
+    wire.SnapshotMarker: "SnapshotMarkerMsg",
+}
+
+
+# -- configuration ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Member:
+    """A group member: its id (the original's 1-based hostfile line), its name (the
+    trace ``node``) and its UDP address."""
+
+    id: int
+    name: str
+    addr: Address
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaultFlags:
+    """The original's fault injection (reference (a), "Fault injection (exact behaviour)").
+
+    - ``drop_rate`` (``--dropRate``): each datagram received from the network, of
+      every type, is dropped with this probability, and traced as ``drop`` with
+      ``attrs.reason = "injected"``;
+    - ``delay`` (``--delay``, seconds): a fraction ``delay_fraction`` (one half, as
+      the original) of the Acks and SeqAcks sent to other members is held back for
+      ``delay`` seconds. Unlike the original, which slept in its only receive thread
+      and so stalled the whole process, the held message waits on the core's timer
+      while everything else goes on.
+
+    Draws come from the core's injected ``random.Random``.
+    """
+
+    drop_rate: float = 0.0
+    delay: float = 0.0
+    delay_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("drop_rate", "delay_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigError(f"{name} must be a probability in [0, 1]", **{name: value})
+        if not self.delay >= 0.0:
+            raise ConfigError("delay must be a non-negative number of seconds", delay=self.delay)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsisConfig:
+    """One member's view of the group.
+
+    ``members`` is the initial (static) group, ``me`` this member's id.
+    ``retain_finals`` bounds, per sender, how many final sequences of delivered
+    messages are remembered to answer a view-change flush (see ``docs/isis.md``).
+
+    ``batch_delay`` (seconds, default 0: off) lets messages to the same member wait up
+    to that long and leave together in one datagram, their fixed-size structs simply
+    concatenated (the codec frames itself). The original accepts only one message per
+    datagram, so batching is for groups of gossamer members; every member *accepts*
+    batches whatever its own setting. ``batch_bytes`` bounds a batch datagram.
+    """
+
+    me: int
+    members: tuple[Member, ...]
+    retransmit: RetransmitSchedule = field(default_factory=RetransmitSchedule)
+    faults: FaultFlags = field(default_factory=FaultFlags)
+    retain_finals: int = 100_000
+    batch_delay: float = 0.0
+    batch_bytes: int = 1400
+
+    def __post_init__(self) -> None:
+        ids = [m.id for m in self.members]
+        if len(set(ids)) != len(ids):
+            raise ConfigError("member ids must be unique", ids=ids)
+        for member in self.members:
+            if not 1 <= member.id <= U32_MAX:
+                raise ConfigError("member ids are 32-bit and start at 1", id=member.id)
+        names = [m.name for m in self.members]
+        if len(set(names)) != len(names):
+            raise ConfigError("member names must be unique", names=names)
+        addrs = [m.addr for m in self.members]
+        if len(set(addrs)) != len(addrs):
+            raise ConfigError("member addresses must be unique", addrs=addrs)
+        if self.me not in ids:
+            raise ConfigError("this member is not in the group", me=self.me, ids=ids)
+        if self.retain_finals < 0:
+            raise ConfigError("retain_finals must be non-negative")
+        if not self.batch_delay >= 0.0:
+            raise ConfigError("batch_delay must be a non-negative number of seconds")
+        if self.batch_bytes < wire.MAX_SIZE:
+            raise ConfigError(
+                "batch_bytes must hold at least one message", batch_bytes=self.batch_bytes
+            )
+
+
+# -- events ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivered:
+    """A multicast message delivered in the total order."""
+
+    sender: int
+    msg_id: int
+    data: int
+    final_seq: int
+    proposer: int
+
+    def log_line(self) -> str:
+        """The original's delivery log line (spec, "How a message is delivered?")."""
+        return (
+            f"delivering dataMsg: type: 1, sender: {self.sender}, msg_id: {self.msg_id}, "
+            f"data: {self.data}, finalSeqId: {self.final_seq}, "
+            f"finalSeqProposer: {self.proposer}"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Discarded:
+    """A crashed sender's message that the survivors agreed never to deliver."""
+
+    sender: int
+    msg_id: int
+    data: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberRemoved:
+    """``member`` left the view; ``view`` is the new one."""
+
+    member: int
+    view: tuple[int, ...]
+
+
+IsisEvent = Delivered | Discarded | MemberRemoved
+
+
+@dataclass(slots=True)
+class IsisCounters:
+    """What the core did; for tests, summaries and benchmarks."""
+
+    multicasts: int = 0
+    delivered: int = 0
+    datagrams_in: int = 0
+    datagrams_out: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
+    retransmissions: int = 0  # datagrams re-sent by the transmitter
+    duplicate_data: int = 0
+    late_data: int = 0
+    duplicate_acks: int = 0
+    duplicate_seqs: int = 0
+    duplicate_seq_acks: int = 0
+    unknown: int = 0  # answers about messages never sent / never received
+    malformed: int = 0
+    unknown_sender: int = 0
+    spoofed: int = 0
+    from_removed: int = 0
+    injected_drops: int = 0
+    delayed: int = 0
+    discarded: int = 0
+    conflicts: int = 0
+    flush_answers: int = 0
+
+
+# -- internal state ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """Sender-side state of one of our own messages (SENDER table)."""
+
+    msg_id: int
+    data: int
+    state: SendState
+    awaiting: set[int]  # Acks while COLLECTING, SeqAcks while SEQUENCING (we are included)
+    proposals: dict[int, int] = field(default_factory=dict)
+
+
+class _DoneLog:
+    """Per sender: which messages are finished (delivered or discarded).
+
+    Message ids finished in a row from 1 collapse into ``watermark``, so the log stays
+    small for a live sender however many messages it sends; the finals of the last
+    ``retain`` delivered messages are kept to answer a view-change flush.
+    """
+
+    __slots__ = ("above", "discarded", "finals", "retain", "watermark")
+
+    def __init__(self, retain: int) -> None:
+        self.watermark = 0
+        self.above: set[int] = set()
+        self.discarded: set[int] = set()
+        self.finals: dict[int, tuple[int, int]] = {}
+        self.retain = retain
+
+    def __contains__(self, msg_id: int) -> bool:
+        return msg_id <= self.watermark or msg_id in self.above
+
+    def add(self, msg_id: int, final: tuple[int, int] | None) -> None:
+        if final is None:
+            self.discarded.add(msg_id)
+        elif self.retain:
+            self.finals[msg_id] = final
+            if len(self.finals) > self.retain:
+                del self.finals[next(iter(self.finals))]  # dicts keep insertion order
+        if msg_id == self.watermark + 1:
+            self.watermark = msg_id
+            above = self.above
+            while self.watermark + 1 in above:
+                self.watermark += 1
+                above.discard(self.watermark)
+        elif msg_id > self.watermark:
+            self.above.add(msg_id)
+
+
+@dataclass(slots=True)
+class _Flush:
+    """A crashed sender's message this member cannot order alone (module docstring)."""
+
+    key: MsgKey
+    none_from: set[int] = field(default_factory=set)  # members that stated "no final"
+    role: str = ""  # "statement" (telling the coordinator) or "collect" (we coordinate)
+
+
+DataObserver = Callable[[wire.DataMessage, int, float], None]
+
+
+class IsisCore:
+    """One member of an ISIS group. See the module docstring for the protocol."""
+
+    def __init__(self, config: IsisConfig, *, tracer: Tracer, rng: Random) -> None:
+        self.config = config
+        self.counters = IsisCounters()
+        #: Called on the first receipt of each DataMessage with ``(msg, source id, now)``
+        #: (a snapshot layer records channel states with it).
+        self.data_observer: DataObserver | None = None
+        self._trace = tracer
+        self._rng = rng
+        self._me = config.me
+        self._members = {m.id: m for m in config.members}
+        self._by_addr = {m.addr: m.id for m in config.members}
+        self._names = {m.id: m.name for m in config.members}
+        self._view: list[int] = sorted(self._members)
+        self._removed: set[int] = set()
+        self._latest = 0
+        self._msg_counter = 0
+        self._queue = HoldBackQueue()
+        self._done: dict[int, _DoneLog] = {}
+        self._received_from: dict[int, int] = {}
+        self._outgoing: dict[int, _Outgoing] = {}
+        self._flushes: dict[MsgKey, _Flush] = {}
+        self._loopback: deque[wire.IsisMessage] = deque()
+        self._outbox: list[Datagram] = []
+        self._events: list[IsisEvent] = []
+        self._delayed: list[tuple[float, int, bytes, Address]] = []
+        self._delay_counter = 0
+        self._batches: dict[Address, list[bytes]] = {}
+        self._batch_sizes: dict[Address, int] = {}
+        self._batch_due: float | None = None
+        self._now = 0.0
+        self._tx = Transmitter(config.retransmit, self._send_payload)
+
+    # -- identity and introspection -------------------------------------------------
+
+    @property
+    def me(self) -> int:
+        return self._me
+
+    @property
+    def view(self) -> tuple[int, ...]:
+        """The current members, ascending ids, this member included."""
+        return tuple(self._view)
+
+    def name_of(self, member: int) -> str:
+        return self._names.get(member, str(member))
+
+    def address_of(self, member: int) -> Address:
+        return self._members[member].addr
+
+    def member_at(self, addr: Address) -> int | None:
+        """The member sending from ``addr``, or ``None`` for a stranger."""
+        return self._by_addr.get(addr)
+
+    def is_removed(self, member: int) -> bool:
+        return member in self._removed
+
+    def unacked_data(self, member: int) -> bool:
+        """True while a DataMessage of ours has not been acknowledged by ``member``."""
+        return any(
+            out.state is SendState.COLLECTING and member in out.awaiting
+            for out in self._outgoing.values()
+        )
+
+    @property
+    def pending(self) -> int:
+        """Messages in the hold-back queue (received, not yet delivered)."""
+        return len(self._queue)
+
+    @property
+    def outstanding(self) -> int:
+        """Our own messages whose final sequence is not yet fixed."""
+        return sum(out.state is SendState.COLLECTING for out in self._outgoing.values())
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing to retransmit, nothing held back, nothing undelivered."""
+        return (
+            not self._tx
+            and not self._queue
+            and not self._delayed
+            and not self._loopback
+            and not self._batches
+        )
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able description of the local state (a snapshot's local state; the
+        original's ``getCurrentState``)."""
+        names = self._names
+        return {
+            "id": self._me,
+            "name": self.name_of(self._me),
+            "msg_id": self._msg_counter,
+            "latest_seq": self._latest,
+            "view": [names.get(m, str(m)) for m in self._view],
+            "received_from": {
+                names.get(m, str(m)): n for m, n in sorted(self._received_from.items())
+            },
+            "holdback": [
+                {
+                    "sender": e.sender,
+                    "msg_id": e.msg_id,
+                    "data": e.data,
+                    "seq": e.seq,
+                    "proposer": e.proposer,
+                    "deliverable": e.deliverable,
+                }
+                for e in self._queue.ordered()
+            ],
+            "outgoing": [
+                {
+                    "msg_id": out.msg_id,
+                    "data": out.data,
+                    "phase": out.state.value,
+                    "awaiting": sorted(out.awaiting),
+                }
+                for out in self._outgoing.values()
+            ],
+            "delivered": self.counters.delivered,
+        }
+
+    # -- local requests ---------------------------------------------------------------
+
+    def multicast(self, data: int, now: float) -> int:
+        """Multicast ``data`` (a uint32) to the group; returns its ``msg_id``. Non-blocking:
+        the message is on its way when this returns and is delivered later, here too."""
+        if not 0 <= data <= U32_MAX:
+            raise LocalProtocolError("data must fit in an unsigned 32-bit field", data=data)
+        if self._msg_counter >= U32_MAX:
+            # Reference (a), bug 9: the original wraps silently; we refuse.
+            raise LocalProtocolError("message ids are exhausted (32 bits)")
+        self._now = now
+        self._msg_counter += 1
+        msg_id = self._msg_counter
+        self.counters.multicasts += 1
+        self._outgoing[msg_id] = _Outgoing(
+            msg_id=msg_id, data=data, state=SendState.COLLECTING, awaiting=set(self._view)
+        )
+        msg = wire.DataMessage(sender=self._me, msg_id=msg_id, data=data)
+        name = self._msg_name(self._me, msg_id)
+        self._trace(now, LAYER, "multicast", msg=name, attrs={"data": str(data)})
+        self._tx.start(
+            ("data", msg_id), wire.encode(msg), self._others(), now, label="DataMsg", msg=name
+        )
+        self._loopback.append(msg)
+        self._drain(now)
+        return msg_id
+
+    def remove_member(self, member: int, now: float) -> None:
+        """``member`` crashed (the membership layer's ``peer_down``): leave it out.
+
+        Idempotent; an unknown id is ignored. Removing oneself is a local error.
+        """
+        if member == self._me:
+            raise LocalProtocolError("a member cannot remove itself", member=member)
+        if member not in self._members or member in self._removed:
+            return
+        self._now = now
+        self._removed.add(member)
+        self._view.remove(member)
+        self._trace(
+            now,
+            LAYER,
+            "view_change",
+            peer=self.name_of(member),
+            attrs={"view": ",".join(self.name_of(m) for m in self._view)},
+        )
+        self._events.append(MemberRemoved(member=member, view=tuple(self._view)))
+        self._tx.drop_member(member)
+        # Senders stop waiting for the crashed member (reference (a), bug 6).
+        for out in list(self._outgoing.values()):
+            if member in out.awaiting:
+                out.awaiting.discard(member)
+                if not out.awaiting:
+                    self._all_answered(out, now)
+        # Its undecided messages are settled by the flush.
+        for entry in self._queue.ordered():
+            if entry.sender == member and not entry.deliverable:
+                self._flushes.setdefault(entry.key, _Flush(key=entry.key))
+        for flush in list(self._flushes.values()):
+            self._flush_role(flush, now)
+        self._drain(now)
+
+    # -- inputs ----------------------------------------------------------------------
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self._now = now
+        self.counters.datagrams_in += 1
+        src = self._by_addr.get(addr)
+        if src is None:
+            self.counters.unknown_sender += 1
+            self._drop(now, data, None, "unknown sender", peer=f"{addr[0]}:{addr[1]}")
+            return
+        if src in self._removed:
+            self.counters.from_removed += 1
+            self._drop(now, data, None, "removed member", peer=self.name_of(src))
+            return
+        try:
+            if len(data) <= wire.MAX_SIZE:
+                messages = [wire.decode(data)]
+            else:  # a batch: several messages back to back (see ``IsisConfig``)
+                buf = Buffer(data)
+                messages = []
+                while not buf.eof():
+                    messages.append(wire.pull_isis(buf))
+        except DecodeError as exc:
+            # All or nothing: a batch with a bad message is dropped whole.
+            self.counters.malformed += 1
+            self._drop(now, data, None, exc.reason, peer=self.name_of(src))
+            return
+        faults = self.config.faults
+        if faults.drop_rate and self._rng.random() < faults.drop_rate:
+            self.counters.injected_drops += 1
+            self._drop(now, data, messages[0], "injected", peer=self.name_of(src))
+            return
+        self.counters.messages_in += len(messages)
+        size = len(data) if len(messages) == 1 else None
+        for msg in messages:
+            self._dispatch(msg, src, now, size if size is not None else wire_size(msg))
+            self._drain(now)
+
+    def handle_timer(self, now: float) -> None:
+        self._now = now
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            _, _, payload, addr = heapq.heappop(delayed)
+            self._emit(payload, addr)
+        for item in self._tx.due(now):
+            self.counters.retransmissions += len(item.recipients)
+            self._trace_retransmit(item, now)
+        self._drain(now)
+        if self._batch_due is not None and self._batch_due <= now:
+            self._flush_batches()
+
+    # -- outputs -------------------------------------------------------------------------
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def events_received(self) -> list[IsisEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        deadline = self._tx.next_deadline()
+        if self._delayed:
+            first = self._delayed[0][0]
+            deadline = first if deadline is None else min(deadline, first)
+        if self._batch_due is not None:
+            deadline = self._batch_due if deadline is None else min(deadline, self._batch_due)
+        return deadline
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def _dispatch(self, msg: wire.IsisMessage, src: int, now: float, size: int) -> None:
+        if isinstance(msg, wire.DataMessage):
+            if msg.sender != src:
+                self._spoofed(now, msg, src, size)
+                return
+            self._on_data(msg, src, now)
+        elif isinstance(msg, wire.AckMessage):
+            if msg.proposer != src:
+                self._spoofed(now, msg, src, size)
+            elif msg.sender == self._me:
+                self._on_ack(msg, src, now)
+            else:
+                self._on_flush_ack(msg, src, now)
+        elif isinstance(msg, wire.SeqMessage):
+            self._on_seq(msg, src, now)
+        elif isinstance(msg, wire.SeqAckMessage):
+            if msg.ack_sender != src:
+                self._spoofed(now, msg, src, size)
+            elif msg.sender == self._me:
+                self._on_seq_ack(msg, src, now)
+            # else: the acknowledgement of a flush answer; answers are not retransmitted.
+        else:
+            # Markers belong to a snapshot layer, which a node puts in front of this core.
+            self._drop(
+                now,
+                b"",
+                msg,
+                "snapshot marker without a snapshot layer",
+                peer=self.name_of(src),
+                size=size,
+            )
+
+    def _drain(self, now: float) -> None:
+        """Process our own messages to ourselves (the "same path" of the spec)."""
+        loopback = self._loopback
+        while loopback:
+            self._dispatch(loopback.popleft(), self._me, now, 0)
+
+    # -- receiver side (RECEIVER table) ----------------------------------------------------
+
+    def _recv_state(self, key: MsgKey) -> RecvState:
+        entry = self._queue.get(key)
+        if entry is not None:
+            return RecvState.ORDERED if entry.deliverable else RecvState.PROPOSED
+        log = self._done.get(key[0])
+        if log is not None:
+            if key[1] in log.discarded:
+                return RecvState.DISCARDED
+            if key[1] in log:
+                return RecvState.DELIVERED
+        return RecvState.UNKNOWN
+
+    def _on_data(self, msg: wire.DataMessage, src: int, now: float) -> None:
+        key = (msg.sender, msg.msg_id)
+        _, action = step(RECEIVER, self._recv_state(key), RecvInput.DATA)
+        if action is RecvAction.PROPOSE:
+            self._latest += 1
+            self._queue.add(
+                sender=msg.sender,
+                msg_id=msg.msg_id,
+                data=msg.data,
+                proposal=self._latest,
+                me=self._me,
+            )
+            if src != self._me:
+                self._received_from[src] = self._received_from.get(src, 0) + 1
+            if self.data_observer is not None:
+                self.data_observer(msg, src, now)
+            self._send_ack(msg.sender, msg.msg_id, self._latest, now)
+        elif action is RecvAction.RESEND_ACK:
+            # Spec: a duplicate Data gets the same Ack (same proposal): repairs a lost Ack.
+            self.counters.duplicate_data += 1
+            entry = self._queue.get(key)
+            assert entry is not None
+            self._send_ack(msg.sender, msg.msg_id, entry.proposal, now)
+        else:  # IGNORE_LATE_DATA
+            self.counters.late_data += 1
+
+    def _on_seq(self, msg: wire.SeqMessage, src: int, now: float) -> None:
+        key = (msg.sender, msg.msg_id)
+        event = RecvInput.SEQ if msg.final_seq else RecvInput.DISCARD
+        _, action = step(RECEIVER, self._recv_state(key), event)
+        if action is RecvAction.MARK:
+            self._queue.mark_deliverable(key, msg.final_seq, msg.final_seq_proposer)
+            self._latest = max(self._latest, msg.final_seq)
+            self._send_seq_ack(msg, src, now)
+            self._flush_resolved(key, now)
+            self._deliver_ready(now)
+        elif action is RecvAction.RESEND_SEQ_ACK:
+            self.counters.duplicate_seqs += 1
+            self._send_seq_ack(msg, src, now)
+        elif action is RecvAction.DROP_ENTRY:
+            entry = self._queue.discard(key)
+            self._finish(key, None)
+            self.counters.discarded += 1
+            self._trace(now, LAYER, "discard", msg=self._msg_name(*key), peer=self.name_of(src))
+            self._events.append(Discarded(sender=key[0], msg_id=key[1], data=entry.data))
+            self._send_seq_ack(msg, src, now)
+            self._flush_resolved(key, now)
+            self._deliver_ready(now)
+        elif action is RecvAction.RECORD_DISCARD:
+            self._finish(key, None)
+            self._send_seq_ack(msg, src, now)
+            self._flush_resolved(key, now)
+        elif action is RecvAction.IGNORE_UNKNOWN:
+            self.counters.unknown += 1
+            self._flush_resolved(key, now)  # nothing to settle for a message never seen
+            self._drop(
+                now, b"", msg, "seq for a message never received", peer=self.name_of(src), size=20
+            )
+        else:  # CONFLICT
+            self.counters.conflicts += 1
+            self._drop(
+                now, b"", msg, "contradicts the known outcome", peer=self.name_of(src), size=20
+            )
+
+    def _deliver_ready(self, now: float) -> None:
+        for entry in self._queue.pop_deliverable():
+            step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)
+            self._finish(entry.key, (entry.seq, entry.proposer))
+            self.counters.delivered += 1
+            self._trace(
+                now,
+                LAYER,
+                "deliver",
+                msg=self._msg_name(entry.sender, entry.msg_id),
+                peer=self.name_of(entry.sender),
+                seq=entry.seq,
+                attrs={"proposer": str(entry.proposer), "data": str(entry.data)},
+            )
+            self._events.append(
+                Delivered(
+                    sender=entry.sender,
+                    msg_id=entry.msg_id,
+                    data=entry.data,
+                    final_seq=entry.seq,
+                    proposer=entry.proposer,
+                )
+            )
+
+    def _finish(self, key: MsgKey, final: tuple[int, int] | None) -> None:
+        log = self._done.get(key[0])
+        if log is None:
+            log = self._done[key[0]] = _DoneLog(self.config.retain_finals)
+        log.add(key[1], final)
+
+    # -- sender side (SENDER table) -----------------------------------------------------
+
+    def _on_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        out = self._outgoing.get(msg.msg_id)
+        if out is None:
+            if not 1 <= msg.msg_id <= self._msg_counter:
+                self.counters.unknown += 1
+                self._drop(
+                    now, b"", msg, "ack for a message never sent", peer=self.name_of(src), size=20
+                )
+                return
+            step(SENDER, SendState.DONE, SendInput.ACK)
+            self.counters.duplicate_acks += 1
+            return
+        event = SendInput.ACK if src in out.awaiting else SendInput.ACK_DUP
+        _, action = step(SENDER, out.state, event)
+        if action is not SendAction.RECORD_PROPOSAL:
+            self.counters.duplicate_acks += 1
+            return
+        out.proposals[src] = msg.proposed_seq
+        out.awaiting.discard(src)
+        self._tx.answered(("data", out.msg_id), src)
+        if not out.awaiting:
+            self._all_answered(out, now)
+
+    def _all_answered(self, out: _Outgoing, now: float) -> None:
+        if out.state is SendState.COLLECTING:
+            step(SENDER, out.state, SendInput.ALL_ACKED)
+            self._send_seq(out, now)
+        else:
+            step(SENDER, out.state, SendInput.ALL_SEQ_ACKED)
+            self._tx.cancel(("seq", out.msg_id))
+            del self._outgoing[out.msg_id]
+
+    def _send_seq(self, out: _Outgoing, now: float) -> None:
+        # Spec: the final sequence is the largest proposal; on a tie the smallest
+        # proposer id wins.
+        proposer, final = max(out.proposals.items(), key=lambda item: (item[1], -item[0]))
+        self._tx.cancel(("data", out.msg_id))
+        out.state = SendState.SEQUENCING
+        out.awaiting = set(self._view)
+        msg = wire.SeqMessage(
+            sender=self._me, msg_id=out.msg_id, final_seq=final, final_seq_proposer=proposer
+        )
+        name = self._msg_name(self._me, out.msg_id)
+        self._trace(now, LAYER, "sequence", msg=name, seq=final, attrs={"proposer": str(proposer)})
+        self._tx.start(
+            ("seq", out.msg_id), wire.encode(msg), self._others(), now, label="SeqMsg", msg=name
+        )
+        self._loopback.append(msg)
+
+    def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
+        out = self._outgoing.get(msg.msg_id)
+        if out is None:
+            if not 1 <= msg.msg_id <= self._msg_counter:
+                self.counters.unknown += 1
+                self._drop(
+                    now,
+                    b"",
+                    msg,
+                    "seq ack for a message never sent",
+                    peer=self.name_of(src),
+                    size=16,
+                )
+                return
+            step(SENDER, SendState.DONE, SendInput.SEQ_ACK)
+            self.counters.duplicate_seq_acks += 1
+            return
+        event = SendInput.SEQ_ACK if src in out.awaiting else SendInput.SEQ_ACK_DUP
+        _, action = step(SENDER, out.state, event)
+        if action is not SendAction.STOP_SEQ:
+            self.counters.duplicate_seq_acks += 1
+            return
+        out.awaiting.discard(src)
+        self._tx.answered(("seq", out.msg_id), src)
+        if not out.awaiting:
+            self._all_answered(out, now)
+
+    # -- view-change flush ------------------------------------------------------------
+
+    def _coordinator(self) -> int:
+        return self._view[0]
+
+    def _outcome(self, key: MsgKey) -> tuple[int, int] | None:
+        """What this member knows for sure about a message: its final, or ``(0, me)``
+        when it was discarded; ``None`` when undecided or forgotten."""
+        entry = self._queue.get(key)
+        if entry is not None:
+            return (entry.seq, entry.proposer) if entry.deliverable else None
+        log = self._done.get(key[0])
+        if log is None:
+            return None
+        if key[1] in log.discarded:
+            return (0, self._me)
+        return log.finals.get(key[1])
+
+    def _flush_role(self, flush: _Flush, now: float) -> None:
+        """(Re)assign our part in settling ``flush.key`` after a view change."""
+        sender, msg_id = flush.key
+        if self._coordinator() == self._me:
+            self._tx.cancel(("stmt", flush.key))
+            awaiting = set(self._view) - {self._me} - flush.none_from
+            if flush.role != "collect":
+                flush.role = "collect"
+                query = wire.AckMessage(
+                    sender=sender, msg_id=msg_id, proposed_seq=0, proposer=self._me
+                )
+                self._tx.start(
+                    ("query", flush.key),
+                    wire.encode(query),
+                    awaiting,
+                    now,
+                    label="QueryAck",
+                    msg=self._msg_name(*flush.key),
+                )
+            else:
+                self._tx.retarget(("query", flush.key), awaiting, now)
+            if not awaiting:
+                # Every survivor stated it has no final: nobody can have delivered it.
+                self._on_seq(
+                    wire.SeqMessage(
+                        sender=sender, msg_id=msg_id, final_seq=0, final_seq_proposer=self._me
+                    ),
+                    self._me,
+                    now,
+                )
+            return
+        self._tx.cancel(("query", flush.key))
+        coordinator = {self._coordinator()}
+        if flush.role == "statement" and ("stmt", flush.key) in self._tx:
+            self._tx.retarget(("stmt", flush.key), coordinator, now)
+            return
+        flush.role = "statement"
+        entry = self._queue.get(flush.key)
+        statement = wire.AckMessage(
+            sender=sender,
+            msg_id=msg_id,
+            proposed_seq=entry.proposal if entry else 1,
+            proposer=self._me,
+        )
+        self._tx.start(
+            ("stmt", flush.key),
+            wire.encode(statement),
+            coordinator,
+            now,
+            label="StatementAck",
+            msg=self._msg_name(*flush.key),
+        )
+
+    def _flush_resolved(self, key: MsgKey, now: float) -> None:
+        """``key`` got its outcome here: stop the flush and tell whoever asked."""
+        flush = self._flushes.pop(key, None)
+        if flush is None:
+            return
+        self._tx.cancel(("stmt", key))
+        self._tx.cancel(("query", key))
+        outcome = self._outcome(key)
+        if outcome is None:
+            return
+        for member in sorted(flush.none_from):
+            if member != self._me and member not in self._removed:
+                self._send_outcome(key, outcome, member, now)
+
+    def _on_flush_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        """An Ack about another member's message: a flush query or statement."""
+        key = (msg.sender, msg.msg_id)
+        outcome = self._outcome(key)
+        if outcome is not None:
+            self._send_outcome(key, outcome, src, now)
+            return
+        state = self._recv_state(key)
+        if state is RecvState.DELIVERED:
+            return  # delivered but its final is no longer retained: cannot help
+        if msg.sender not in self._removed:
+            # The crashed sender's Seq may still reach us; we must not speak for it
+            # before our own membership layer removes it (the asker retransmits).
+            return
+        if self._coordinator() == self._me:
+            flush = self._flushes.get(key)
+            if flush is None:
+                flush = self._flushes[key] = _Flush(key=key)
+            flush.none_from.add(src)
+            self._flush_role(flush, now)
+        if msg.proposed_seq == 0:  # a query: give our statement
+            entry = self._queue.get(key)
+            self._send(
+                wire.AckMessage(
+                    sender=msg.sender,
+                    msg_id=msg.msg_id,
+                    proposed_seq=entry.proposal if entry else 1,
+                    proposer=self._me,
+                ),
+                src,
+                now,
+            )
+
+    def _send_outcome(self, key: MsgKey, outcome: tuple[int, int], to: int, now: float) -> None:
+        self.counters.flush_answers += 1
+        seq = wire.SeqMessage(
+            sender=key[0], msg_id=key[1], final_seq=outcome[0], final_seq_proposer=outcome[1]
+        )
+        self._send(seq, to, now)
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _others(self) -> set[int]:
+        return {m for m in self._view if m != self._me}
+
+    def _send_ack(self, sender: int, msg_id: int, proposal: int, now: float) -> None:
+        ack = wire.AckMessage(
+            sender=sender, msg_id=msg_id, proposed_seq=proposal, proposer=self._me
+        )
+        self._send(ack, sender, now)
+
+    def _send_seq_ack(self, msg: wire.SeqMessage, to: int, now: float) -> None:
+        # Answer the member the Seq came from: the data sender, or a member that
+        # settled a crashed sender's message.
+        seq_ack = wire.SeqAckMessage(sender=msg.sender, msg_id=msg.msg_id, ack_sender=self._me)
+        self._send(seq_ack, to, now)
+
+    def _send(self, msg: wire.IsisMessage, to: int, now: float) -> None:
+        if to == self._me:
+            self._loopback.append(msg)
+            return
+        if to in self._removed or to not in self._members:
+            return
+        payload = wire.encode(msg)
+        addr = self._members[to].addr
+        faults = self.config.faults
+        if (
+            faults.delay
+            and isinstance(msg, wire.AckMessage | wire.SeqAckMessage)
+            and self._rng.random() < faults.delay_fraction
+        ):
+            self.counters.delayed += 1
+            label = TYPE_NAMES[type(msg)]
+            self._trace(
+                now,
+                LAYER,
+                "delay",
+                msg=self._msg_name(msg.sender, msg.msg_id),
+                peer=self.name_of(to),
+                attrs={"type": label, "ms": f"{faults.delay * 1000:g}"},
+            )
+            self._delay_counter += 1
+            heapq.heappush(self._delayed, (now + faults.delay, self._delay_counter, payload, addr))
+            return
+        self._emit(payload, addr)
+
+    def _send_payload(self, payload: bytes, to: int) -> None:
+        """The transmitter's way out (never to ourselves: it addresses other members)."""
+        member = self._members.get(to)
+        if member is not None and to not in self._removed:
+            self._emit(payload, member.addr)
+
+    def _emit(self, payload: bytes, addr: Address) -> None:
+        self.counters.messages_out += 1
+        delay = self.config.batch_delay
+        if not delay:
+            self.counters.datagrams_out += 1
+            self._outbox.append((payload, addr))
+            return
+        batch = self._batches.get(addr)
+        if batch is None:
+            batch = self._batches[addr] = []
+            self._batch_sizes[addr] = 0
+            if self._batch_due is None:
+                self._batch_due = self._now + delay
+        if self._batch_sizes[addr] + len(payload) > self.config.batch_bytes:
+            self.counters.datagrams_out += 1
+            self._outbox.append((b"".join(batch), addr))
+            batch.clear()
+            self._batch_sizes[addr] = 0
+        batch.append(payload)
+        self._batch_sizes[addr] += len(payload)
+
+    def _flush_batches(self) -> None:
+        for addr, batch in self._batches.items():
+            if batch:
+                self.counters.datagrams_out += 1
+                self._outbox.append((b"".join(batch), addr))
+        self._batches.clear()
+        self._batch_sizes.clear()
+        self._batch_due = None
+
+    # -- tracing --------------------------------------------------------------------------
+
+    def _msg_name(self, sender: int, msg_id: int) -> str:
+        return f"{self._names.get(sender, sender)}/{msg_id}"
+
+    def _trace_retransmit(self, item: Transmission, now: float) -> None:
+        self._trace(
+            now,
+            LAYER,
+            "retransmit",
+            msg=item.msg,
+            attrs={
+                "type": item.label,
+                "attempt": str(item.attempt),
+                "to": ",".join(self.name_of(m) for m in sorted(item.recipients)),
+            },
+        )
+
+    def _drop(
+        self,
+        now: float,
+        data: bytes,
+        msg: wire.IsisMessage | None,
+        reason: str,
+        *,
+        peer: str | None,
+        size: int | None = None,
+    ) -> None:
+        attrs = {"reason": reason}
+        if msg is not None:
+            attrs["type"] = TYPE_NAMES[type(msg)]
+        self._trace(
+            now, LAYER, "drop", peer=peer, size=size if size is not None else len(data), attrs=attrs
+        )
+
+    def _spoofed(self, now: float, msg: wire.IsisMessage, src: int, size: int) -> None:
+        self.counters.spoofed += 1
+        self._drop(
+            now,
+            b"",
+            msg,
+            "identity field does not match the source address",
+            peer=self.name_of(src),
+            size=size,
+        )
+
+
+_SIZES: dict[type[wire.IsisMessage], int] = {
+    wire.DataMessage: 16,
+    wire.AckMessage: 20,
+    wire.SeqMessage: 20,
+    wire.SeqAckMessage: 16,
+    wire.MarkerMessage: 8,
+    wire.SnapshotMarker: 12,
+}
+
+
+def wire_size(msg: wire.IsisMessage) -> int:
+    """Bytes of one message on the wire (reference (a), "Wire formats")."""
+    return _SIZES[type(msg)]
+
+
+def members_from(entries: Sequence[tuple[str, Address]]) -> tuple[Member, ...]:
+    """Members numbered from 1 in the given order (the original's hostfile line index)."""
+    return tuple(
+        Member(id=index, name=name, addr=addr) for index, (name, addr) in enumerate(entries, 1)
+    )

@@ -1,0 +1,100 @@
+"""The demonstration workload: money transfers whose total every snapshot must preserve.
+
+Each member holds an account with ``initial`` units. A transfer of ``amount`` from p
+to q is one multicast whose uint32 data is ``to << 24 | amount``: p debits its account
+when it asks for the multicast; q credits its account when it *delivers* the message
+(every member delivers every transfer, in the total order; only the recipient acts on
+it). Money is therefore never created or destroyed, and at any instant
+
+    sum of balances + money held back by p (multicasts queued behind a snapshot)
+    + money received by q but not yet delivered (q's hold-back queue)
+    + money on the wire to q  ==  members x initial.
+
+A snapshot is consistent exactly when that equation holds in the recorded states
+(:func:`gossamer.proto.snapshot.checks.check_bank`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.proto.snapshot.node import Workload
+
+if TYPE_CHECKING:
+    from random import Random
+
+__all__ = ["AMOUNT_BITS", "Bank", "decode_transfer", "encode_transfer", "transfer_amount"]
+
+AMOUNT_BITS = 24
+_AMOUNT_MASK = (1 << AMOUNT_BITS) - 1
+
+
+def encode_transfer(to: int, amount: int) -> int:
+    """The uint32 data of a transfer of ``amount`` to member ``to`` (ids up to 255)."""
+    if not 1 <= to <= 255 or not 0 < amount <= _AMOUNT_MASK:
+        raise LocalProtocolError(
+            "a transfer needs 1 <= to <= 255 and 0 < amount < 2**24", to=to, amount=amount
+        )
+    return to << AMOUNT_BITS | amount
+
+
+def decode_transfer(data: int) -> tuple[int, int]:
+    """``(to, amount)`` of a transfer's data."""
+    return data >> AMOUNT_BITS, data & _AMOUNT_MASK
+
+
+def transfer_amount(data: int, receiver: int) -> int:
+    """The money a transfer multicast carries to ``receiver`` (0 unless it is the payee)."""
+    to, amount = decode_transfer(data)
+    return amount if to == receiver else 0
+
+
+def local_value(state: Mapping[str, Any]) -> int:
+    """A member's money in a recorded local state (``SnapshotNode`` format): its balance,
+    its transfers held back by a snapshot, and the transfers to it received but not yet
+    delivered."""
+    me = int(state["isis"]["id"])
+    value = int(state["app"]["balance"])
+    value += sum(decode_transfer(int(data))[1] for data in state["queued"])
+    value += sum(transfer_amount(int(entry["data"]), me) for entry in state["isis"]["holdback"])
+    return value
+
+
+class Bank:
+    """One member's account and its stream of random transfers to the others."""
+
+    def __init__(
+        self, *, me: int, members: Sequence[int], initial: int, rng: Random, max_amount: int = 50
+    ) -> None:
+        if initial < 0 or max_amount < 1:
+            raise ConfigError("need initial >= 0 and max_amount >= 1")
+        self.me = me
+        self.others = sorted(m for m in members if m != me)
+        self.balance = initial
+        self.max_amount = max_amount
+        self._rng = rng
+
+    def next_transfer(self) -> int | None:
+        """Debit a random amount for a random other member and return the data to
+        multicast, or ``None`` when the account is empty or alone."""
+        if self.balance <= 0 or not self.others:
+            return None
+        to = self.others[self._rng.randrange(len(self.others))]
+        amount = self._rng.randint(1, min(self.balance, self.max_amount))
+        self.balance -= amount
+        return encode_transfer(to, amount)
+
+    def delivered(self, data: int) -> None:
+        """A transfer was delivered here: credit it if it is ours."""
+        to, amount = decode_transfer(data)
+        if to == self.me:
+            self.balance += amount
+
+    def state(self) -> dict[str, int]:
+        return {"balance": self.balance}
+
+    def workload(self, *, total: float | None = None) -> Workload:
+        """This account as a ``SnapshotNode`` workload (its money is traced as values)."""
+        return Workload(state=self.state, value=local_value, amount=transfer_amount, total=total)

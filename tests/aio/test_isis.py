@@ -1,0 +1,329 @@
+"""gossamer.aio.isis and ``gossamer isis`` on real UDP sockets on 127.0.0.1.
+
+Members run in one event loop (uvloop and the default loop) or, for the command, as
+separate processes. Nothing leaves 127.0.0.1. Assertions are about order and
+completeness, never about speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gossamer.aio import loop as aio_loop
+from gossamer.aio.faults import FaultInjector
+from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
+from gossamer.aio.sockets import udp_socket
+from gossamer.errors import ConfigError
+from gossamer.faults import FaultPlan
+from gossamer.proto.isis import (
+    Delivered,
+    FaultFlags,
+    IsisConfig,
+    Member,
+    RetransmitSchedule,
+    members_from,
+    parse_hostfile,
+)
+from gossamer.proto.isis.checks import Delivery, IsisRecord, check_all
+from gossamer.proto.snapshot import (
+    Bank,
+    SnapshotConfig,
+    SnapshotDone,
+    check_bank,
+    check_cut,
+)
+from gossamer.trace import MemorySink, Tracer
+
+Runner = Callable[[Coroutine[Any, Any, None]], None]
+FAST = RetransmitSchedule(initial=0.01, maximum=0.16)
+
+
+@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
+def run(request: pytest.FixtureRequest) -> Runner:
+    if request.param:
+        pytest.importorskip("uvloop")
+
+    def runner(main: Coroutine[Any, Any, None]) -> None:
+        async def bounded() -> None:
+            async with asyncio.timeout(30):
+                await main
+
+        aio_loop.run(bounded(), use_uvloop=request.param)
+
+    return runner
+
+
+async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+class Group:
+    """``n`` members on 127.0.0.1, their events, and a shared trace sink."""
+
+    def __init__(self, n: int) -> None:
+        self.socks = [udp_socket("127.0.0.1", 0) for _ in range(n)]
+        self.members = members_from(
+            [(f"m{i}", s.getsockname()) for i, s in enumerate(self.socks, 1)]
+        )
+        self.sink = MemorySink()
+        self.services: dict[int, IsisService] = {}
+        self.events: dict[int, list[object]] = {m.id: [] for m in self.members}
+        self.injectors: list[FaultInjector] = []
+        self.banks: dict[int, Bank] = {}
+
+    async def start(
+        self,
+        *,
+        faults: FaultFlags | None = None,
+        plan: FaultPlan | None = None,
+        bank: bool = False,
+    ) -> None:
+        for member, sock in zip(self.members, self.socks, strict=True):
+            tracer = Tracer(self.sink, run="aio", node=member.name)
+            injector = None
+            if plan is not None:
+                injector = FaultInjector(plan, rng=random.Random(member.id), tracer=tracer)
+                self.injectors.append(injector)
+            workload = None
+            if bank:
+                self.banks[member.id] = Bank(
+                    me=member.id,
+                    members=[m.id for m in self.members],
+                    initial=100,
+                    rng=random.Random(member.id),
+                )
+                workload = self.banks[member.id].workload(total=100 * len(self.members))
+            self.services[member.id] = await open_isis(
+                IsisConfig(
+                    me=member.id,
+                    members=self.members,
+                    retransmit=FAST,
+                    faults=faults or FaultFlags(),
+                ),
+                tracer=tracer,
+                faults=injector,
+                snapshot_config=SnapshotConfig(retransmit_initial=0.01, retransmit_maximum=0.16),
+                workload=workload,
+                on_event=self._recorder(member.id),
+                event_queue=False,
+                sock=sock,
+            )
+
+    def _recorder(self, member: int) -> Callable[[object], None]:
+        def record(event: object) -> None:
+            self.events[member].append(event)
+            if isinstance(event, Delivered) and member in self.banks:
+                self.banks[member].delivered(event.data)
+
+        return record
+
+    def delivered(self, member: int) -> list[Delivered]:
+        return [e for e in self.events[member] if isinstance(e, Delivered)]
+
+    def snapshots(self) -> dict[int, dict[str, dict[str, Any]]]:
+        parts: dict[int, dict[str, dict[str, Any]]] = {}
+        for events in self.events.values():
+            for e in events:
+                if isinstance(e, SnapshotDone):
+                    parts.setdefault(e.snapshot_id, {})[e.node] = e.to_json()
+        return parts
+
+    def record(self, live: list[int]) -> IsisRecord:
+        multicasts: dict[str, dict[str, int]] = {}
+        for e in self.sink.select(layer="isis", kind="multicast"):
+            assert e.msg is not None
+            multicasts.setdefault(e.node, {})[e.msg] = int(e.attrs["data"])
+        name = {m.id: m.name for m in self.members}
+        deliveries = {
+            name[i]: [
+                Delivery(
+                    msg=f"{name[d.sender]}/{d.msg_id}",
+                    seq=d.final_seq,
+                    proposer=d.proposer,
+                    data=d.data,
+                )
+                for d in self.delivered(i)
+            ]
+            for i in live
+        }
+        return IsisRecord(multicasts=multicasts, deliveries=deliveries)
+
+    async def close(self) -> None:
+        for service in self.services.values():
+            await service.aclose()
+
+
+def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
+    run: Runner,
+) -> None:
+    async def main() -> None:
+        g = Group(4)
+        plan = FaultPlan(drop=0.15, duplicate=0.1, reorder=0.2, reorder_by=0.01)
+        await g.start(faults=FaultFlags(drop_rate=0.1, delay=0.03), plan=plan)
+        for i in range(6):
+            for member in (1, 2, 3):
+                g.services[member].multicast(100 * member + i)
+            await asyncio.sleep(0.002)
+        await until(lambda: all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4)))
+        await until(lambda: all(s.idle for s in g.services.values()))
+        await asyncio.sleep(0.2)  # a quiet period: nothing more may be delivered
+        assert all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4))
+        names = [m.name for m in g.members]
+        assert check_all(g.record([1, 2, 3, 4]), names) == []
+        counts = [sum(inj.counts.values()) for inj in g.injectors]
+        assert all(c > 0 for c in counts)
+        kinds = {k for inj in g.injectors for k in inj.counts}
+        assert {"drop", "duplicate", "reorder"} <= kinds
+        assert sum(s.isis.counters.injected_drops for s in g.services.values()) > 0
+        assert sum(s.isis.counters.delayed for s in g.services.values()) > 0
+        await g.close()
+
+    run(main())
+
+
+def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner) -> None:
+    async def main() -> None:
+        g = Group(4)
+        await g.start(plan=FaultPlan(drop=0.1, reorder=0.3, reorder_by=0.005), bank=True)
+        started = []
+        for step in range(40):
+            for member, bank in g.banks.items():
+                data = bank.next_transfer()
+                if data is not None:
+                    g.services[member].multicast(data)
+            if step in (10, 25):
+                started.append(g.services[1 + step % 4].initiate_snapshot())
+            await asyncio.sleep(0.002)
+        await until(lambda: all(len(g.snapshots().get(s, {})) == 4 for s in started))
+        await until(lambda: all(s.idle for s in g.services.values()))
+        parts = g.snapshots()
+        for sid in started:
+            assert check_cut(parts[sid]) == []
+            assert check_bank(parts[sid], total=400) == (400, [])
+        assert sum(bank.balance for bank in g.banks.values()) == 400
+        await g.close()
+
+    run(main())
+
+
+def test_survivors_remove_a_crashed_member_and_go_on(run: Runner) -> None:
+    async def main() -> None:
+        g = Group(4)
+        await g.start()
+        await g.services[4].aclose()  # member 4 crashes
+        g.services[1].multicast(1)
+        g.services[2].multicast(2)
+        await asyncio.sleep(0.3)
+        assert g.delivered(1) == []  # every multicast waits for member 4's Ack
+        for member in (1, 2, 3):
+            g.services[member].remove_member(4)
+        await until(lambda: all(len(g.delivered(m)) == 2 for m in (1, 2, 3)))
+        assert check_all(g.record([1, 2, 3]), ["m1", "m2", "m3"]) == []
+        for member in (1, 2, 3):
+            await g.services[member].aclose()
+
+    run(main())
+
+
+def test_find_me_and_resolve_members() -> None:
+    entries = parse_hostfile("a localhost:7001\nb 127.0.0.1:7002\nc 10.255.255.1:7003\n")
+    members = resolve_members(entries)
+    assert members[0].addr == ("127.0.0.1", 7001)
+    assert find_me(members, "b").id == 2 and find_me(members, "3").name == "c"
+    with pytest.raises(ConfigError):
+        find_me(members, "zz")
+    with pytest.raises(ConfigError):  # a and b are both local: ambiguous
+        find_me(members)
+    with pytest.raises(ConfigError):
+        resolve_members(parse_hostfile("x.invalid\ny.invalid\nz.invalid\n"))
+    local = (
+        Member(id=1, name="a", addr=("127.0.0.1", 1)),
+        Member(id=2, name="b", addr=("10.255.255.2", 2)),
+    )
+    assert find_me(local).name == "a"
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
+    """``gossamer isis`` as the original program ran it, four processes on 127.0.0.1."""
+    ports = _free_ports(4)
+    names = ["alpha", "beta", "gamma", "delta"]
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("".join(f"{n} 127.0.0.1:{p}\n" for n, p in zip(names, ports, strict=True)))
+    procs = []
+    for name in names:
+        argv = [
+            sys.executable,
+            "-m",
+            "gossamer.cli.isis_cmd",
+            "--hostfile",
+            str(hostfile),
+            "--me",
+            name,
+            "--senders",
+            "alpha,beta",
+            "--msg-count",
+            "5",
+            "--drop-rate",
+            "0.2",
+            "--delay",
+            "100",
+            "--retransmit-initial",
+            "10",
+            "--retransmit-max",
+            "160",
+            "--out",
+            str(tmp_path / "out"),
+            "--exit-after-idle",
+            "0.5",
+        ]
+        if name == "beta":
+            argv += ["--initiate-snapshot-count", "2"]
+        procs.append(
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+    outputs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            outputs.append((out, err))
+    finally:
+        for proc in procs:
+            proc.kill()
+    lines = [[ln for ln in out.splitlines() if ln.startswith("delivering")] for out, _ in outputs]
+    assert all(len(ls) == 10 for ls in lines)
+    assert lines[0] == lines[1] == lines[2] == lines[3]
+    assert lines[0][0].startswith("delivering dataMsg: type: 1, sender: ")
+    datas = sorted(int(ln.split("data: ")[1].split(",")[0]) for ln in lines[0])
+    assert datas == [11, 11, 12, 12, 13, 13, 14, 14, 15, 15]
+    errs = "".join(err for _, err in outputs)
+    assert "dropping " in errs and "delaying messageType: " in errs
+    snaps = sorted((tmp_path / "out" / "snapshots").glob("*.json"))
+    assert len(snaps) == 4
+    parts = {p["node"]: p for p in (orjson.loads(s.read_bytes()) for s in snaps)}
+    assert check_cut(parts) == []
+    assert all("snapshot done: id=" in out for out, _ in outputs)
+    traces = sorted(p.name for p in (tmp_path / "out").glob("*.jsonl"))
+    assert traces == sorted(f"{n}.jsonl" for n in names)

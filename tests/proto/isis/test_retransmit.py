@@ -1,0 +1,85 @@
+"""The ContinuousMsgSender schedule: per message, 200 ms doubling to the 4000 ms cap, then 200."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from gossamer.errors import ConfigError
+from gossamer.proto.isis.retransmit import RetransmitSchedule, Transmitter
+
+
+def test_default_schedule_is_the_spec_sequence() -> None:
+    # Spec "ContinuousMsgSender": 200, 400, 800, 1600, 3200 ms, then back to 200 ms
+    # (4000 is never used: 6400 > 4000 resets).
+    first = list(itertools.islice(RetransmitSchedule().intervals(), 12))
+    assert [round(x * 1000) for x in first] == [
+        200, 400, 800, 1600, 3200, 200, 400, 800, 1600, 3200, 200, 400,
+    ]  # fmt: skip
+
+
+def test_schedule_is_configurable_and_the_maximum_itself_may_be_used() -> None:
+    schedule = RetransmitSchedule(initial=0.01, maximum=0.04)
+    assert [schedule.interval(i) for i in range(5)] == [0.01, 0.02, 0.04, 0.01, 0.02]
+    tripled = RetransmitSchedule(initial=1.0, maximum=10.0, factor=3.0)
+    assert [tripled.interval(i) for i in range(4)] == [1.0, 3.0, 9.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"initial": 0.0}, {"initial": 1.0, "maximum": 0.5}, {"factor": 1.0}]
+)
+def test_bad_schedules_are_config_errors(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        RetransmitSchedule(**kwargs)
+
+
+def make() -> tuple[Transmitter, list[tuple[float, bytes, int]], list[float]]:
+    sent: list[tuple[float, bytes, int]] = []
+    clock = [0.0]
+    tx = Transmitter(RetransmitSchedule(), lambda payload, to: sent.append((clock[0], payload, to)))
+    return tx, sent, clock
+
+
+def run_until(tx: Transmitter, clock: list[float], end: float) -> None:
+    while (deadline := tx.next_deadline()) is not None and deadline <= end:
+        clock[0] = deadline
+        tx.due(deadline)
+
+
+def test_first_send_at_once_then_only_to_recipients_that_have_not_answered() -> None:
+    tx, sent, clock = make()
+    tx.start("m", b"x", {2, 3}, 0.0, label="DataMsg", msg="a/1")
+    assert sent == [(0.0, b"x", 2), (0.0, b"x", 3)]
+    assert tx.answered("m", 2) is True
+    assert tx.answered("m", 2) is False  # a duplicate answer is recognised as such
+    run_until(tx, clock, 1.5)
+    times = [round(t, 6) for t, _, to in sent if to == 3]
+    assert times == [0.0, 0.2, 0.6, 1.4]
+    assert all(to == 3 for t, _, to in sent if t > 0)
+    assert tx.answered("m", 3) is True
+    assert "m" not in tx and tx.next_deadline() is None
+
+
+def test_each_message_has_its_own_back_off() -> None:
+    """Reference (a) bug 4: the original shared one counter, so a new message waited for
+    an old message's long interval. Here a later message starts at 200 ms."""
+    tx, sent, clock = make()
+    tx.start("old", b"o", {2}, 0.0, label="DataMsg", msg="a/1")
+    run_until(tx, clock, 3.0)  # old is now on its 1.6 s interval
+    tx.start("new", b"n", {2}, 3.0, label="DataMsg", msg="a/2")
+    run_until(tx, clock, 3.7)
+    assert [round(t, 6) for t, p, _ in sent if p == b"n"] == [3.0, 3.2, 3.6]
+
+
+def test_retarget_drop_member_and_cancel() -> None:
+    tx, sent, _ = make()
+    tx.start("s", b"s", {2}, 0.0, label="StatementAck", msg="c/1")
+    tx.retarget("s", {3}, 0.1)
+    assert sent[-1] == (0.0, b"s", 3)  # the new target gets it at once
+    tx.start("d", b"d", {2, 3}, 0.0, label="DataMsg", msg="a/1")
+    tx.drop_member(3)
+    assert "s" not in tx and tx.get("d") is not None and tx.get("d").recipients == {2}  # type: ignore[union-attr]
+    tx.cancel("d")
+    assert len(tx) == 0 and tx.next_deadline() is None
+    assert tx.start("e", b"e", set(), 0.0, label="DataMsg", msg="a/2") is None
