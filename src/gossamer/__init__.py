@@ -13,4 +13,14 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "socket"]
+
+
+def __getattr__(name: str) -> object:
+    # ``gossamer.socket(...)`` is the public entry to links; imported lazily so that
+    # ``import gossamer`` does not pull in asyncio and the drivers.
+    if name == "socket":
+        from gossamer.aio.link import socket
+
+        return socket
+    raise AttributeError(f"module 'gossamer' has no attribute {name!r}")
