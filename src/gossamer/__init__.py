@@ -20,7 +20,7 @@ def __getattr__(name: str) -> object:
     # ``gossamer.socket(...)`` is the public entry to links; imported lazily so that
     # ``import gossamer`` does not pull in asyncio and the drivers.
     if name == "socket":
-        from gossamer.aio.link import socket
+        from gossamer.aio.link import socket  # noqa: PLC0415 - lazy on purpose
 
         return socket
     raise AttributeError(f"module 'gossamer' has no attribute {name!r}")

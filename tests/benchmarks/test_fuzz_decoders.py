@@ -27,8 +27,8 @@ COUNT = 1500  # random and mutated inputs each: 3,000 per decoder
 
 
 def _load_fuzzer() -> ModuleType:
-    # Inside pytest the name ``bench`` is this test package (tests/bench/__init__.py), so the
-    # script is loaded from its path under a name of its own.
+    # The script is loaded from its path under a name of its own, so the test does not
+    # depend on the repository root being importable.
     spec = importlib.util.spec_from_file_location(
         "gossamer_bench_fuzz_decoders", ROOT / "bench" / "fuzz_decoders.py"
     )
