@@ -6,12 +6,7 @@ Layers (see docs/architecture.md): pure codecs in ``wire``, the trace schema in
 pipeline in ``analysis``, real multi-process runs in ``lab`` and the CLI in ``cli``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("gossamer")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from gossamer._version import __version__
 
 __all__ = ["__version__", "socket"]
 

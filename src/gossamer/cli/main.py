@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from gossamer import __version__
-from gossamer.cli import isis_cmd, ping_cmd, sim_cmd, trace_cmd
+from gossamer._version import __version__
+from gossamer.cli import gateway_cmd, isis_cmd, ping_cmd, sim_cmd, trace_cmd
 from gossamer.errors import GossamerError
 
 __all__ = ["entry", "main"]
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cmd.add_parser(commands)
     ping_cmd.add_parser(commands)
     isis_cmd.add_parser(commands)
+    gateway_cmd.add_parser(commands)
     return parser
 
 

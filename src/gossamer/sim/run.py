@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from gossamer import __version__
+from gossamer._version import __version__
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.sim import scenarios

@@ -1,0 +1,12 @@
+"""The asyncio client of the gateway (public name of ``gossamer.aio.gateway_client``)."""
+
+from gossamer.aio.gateway_client import (
+    GatewayClient,
+    GatewayInvalidError,
+    Message,
+    VersionString,
+    parse_dsn,
+    typed,
+)
+
+__all__ = ["GatewayClient", "GatewayInvalidError", "Message", "VersionString", "parse_dsn", "typed"]

@@ -1,0 +1,364 @@
+"""The gateway's HTTP API, sans-I/O: request heads, the endpoints, responses.
+
+Endpoints (singyeong-as-coded §13, plus the dead-letter queue):
+
+- ``GET /api/version`` (no auth): ``{"api": "v1", "singyeong": VERSION}``;
+- ``POST /api/v1/query`` (body: a query): the selected clients, each with ``app_id``,
+  ``client_id``, ``metadata``, ``metadata_types``, ``queues``, ``socket_ip``;
+- ``POST /api/v1/proxy`` (body: ``method``, ``route``, ``query``, ``body``?,
+  ``headers``?): the response of ``METHOD http://<client ip>/<route>`` for one client
+  chosen as for a SEND;
+- ``GET /api/v1/queues``: per queue, ``ready``, ``inflight``, ``dead``, ``waiting``;
+- ``GET /api/v1/queues/<name>/dead``: the dead letters of a queue;
+- ``POST /api/v1/queues/<name>/dead/replay`` (body ``{"ids": [...]}``, or empty for
+  all): ``{"replayed": [ids]}``.
+
+Auth is the reference's: the header ``Authorization: <password>`` (no scheme),
+compared in constant time; wrong or missing gives 401
+``{"status": "error", "error": "not authorized"}``; open when no password is set.
+Other paths give 404 ``{"code": 404, "error": "not found"}``.
+
+``handle`` returns either an ``HttpResponse`` or, for the proxy, a ``ProxyRequest``
+that the driver performs (and answers 502/504 when the client's server fails).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote, urlsplit
+
+import orjson
+
+from gossamer.errors import DecodeError
+from gossamer.proto.gateway.query import QueryError
+
+if TYPE_CHECKING:
+    from gossamer.proto.gateway.core import GatewayCore
+
+__all__ = [
+    "HttpRequest",
+    "HttpResponse",
+    "ProxyRequest",
+    "handle",
+    "parse_request_head",
+    "parse_response",
+    "proxy_request_bytes",
+    "response_bytes",
+]
+
+MAX_HEAD: Final = 16 * 1024
+_REASONS: Final = {
+    200: "OK",
+    302: "Found",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
+}
+_PROXY_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"})
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: Hop-by-hop headers (RFC 9110 §7.6.1) are not forwarded in either direction.
+_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "host",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpRequest:
+    method: str
+    #: The path, percent-decoded, without the query string.
+    path: str
+    #: Header names in lower case.
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpResponse:
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyRequest:
+    """An HTTP request to send to a client's server (``POST /api/v1/proxy``)."""
+
+    method: str
+    scheme: str
+    host: str
+    port: int
+    #: Path and query string, starting with ``/``.
+    target: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    client: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _json(status: int, value: Any) -> HttpResponse:
+    return HttpResponse(status=status, body=orjson.dumps(value))
+
+
+def parse_request_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    """``(method, target, headers)`` of a request head (without the blank line).
+
+    Raises ``DecodeError`` on anything that is not a well-formed HTTP/1.x head.
+    """
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+        raise DecodeError("request head is not text") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
+        raise DecodeError("malformed request line")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise DecodeError("malformed header line")
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
+    return parts[0].upper(), parts[1], headers
+
+
+def response_bytes(response: HttpResponse) -> bytes:
+    """The response as HTTP/1.1 bytes (``Connection: close``: one request per socket)."""
+    reason = _REASONS.get(response.status, "Status")
+    lines = [f"HTTP/1.1 {response.status} {reason}"]
+    lines += [f"{name}: {value}" for name, value in response.headers]
+    lines += [f"Content-Length: {len(response.body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1", "replace") + response.body
+
+
+def _authorized(core: GatewayCore, headers: Mapping[str, str]) -> bool:
+    password = core.config.password
+    if password is None:
+        return True
+    given = headers.get("authorization")
+    return given is not None and hmac.compare_digest(given.encode(), password.encode())
+
+
+def handle(core: GatewayCore, request: HttpRequest, *, peer: str, now: float) -> (
+    HttpResponse | ProxyRequest
+):
+    """Answer one API request (see the module docstring)."""
+    method, path = request.method, request.path.rstrip("/") or "/"
+    if path == "/api/version":
+        if method not in ("GET", "HEAD"):
+            return _json(405, {"code": 405, "error": "method not allowed"})
+        return _json(200, {"api": "v1", "singyeong": core.config.version})
+    if not path.startswith("/api/v1/"):
+        return _json(404, {"code": 404, "error": "not found"})
+    if not _authorized(core, request.headers):
+        return _json(401, {"status": "error", "error": "not authorized"})
+    segments = path.split("/")[3:]  # after "", "api", "v1"
+    if segments in (["query"], ["proxy"]):
+        if method != "POST":
+            return _json(405, {"code": 405, "error": "method not allowed"})
+        try:
+            body = orjson.loads(request.body) if request.body else None
+        except orjson.JSONDecodeError:
+            return _json(400, {"errors": ["body is not JSON"]})
+        if segments == ["query"]:
+            return _query(core, body)
+        return _proxy(core, body, peer)
+    if segments and segments[0] == "queues":
+        return _queues(core, method, segments[1:], request.body, now)
+    return _json(404, {"code": 404, "error": "not found"})
+
+
+def _query(core: GatewayCore, body: Any) -> HttpResponse:
+    try:
+        clients = core.query_clients(body)
+    except QueryError as exc:
+        return _json(400, {"errors": [f"invalid query: {exc.reason}"], "where": exc.where})
+    return _json(200, [core.describe(c) for c in clients])
+
+
+def _proxy(core: GatewayCore, body: Any, peer: str) -> HttpResponse | ProxyRequest:
+    if not isinstance(body, dict):
+        return _json(400, {"errors": ["body must be an object"]})
+    missing = {
+        name: [f"no {name} provided"] for name in ("method", "route", "query") if name not in body
+    }
+    if missing:
+        return _json(400, missing)
+    method, route = body["method"], body["route"]
+    if not isinstance(method, str) or method.upper() not in _PROXY_METHODS:
+        return _json(400, {"method": ["invalid or unsupported method"]})
+    method = method.upper()
+    if not isinstance(route, str):
+        return _json(400, {"route": ["route must be a string"]})
+    has_body = body.get("body") is not None
+    if method in _BODY_METHODS and not has_body:
+        return _json(400, {"body": [f"{method} requires a body"]})
+    if method not in _BODY_METHODS and has_body:
+        return _json(400, {"body": [f"{method} must not have a body"]})
+    headers = body.get("headers") or {}
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        return _json(400, {"headers": ["headers must map strings to strings"]})
+    try:
+        client = core.pick_client(body["query"])
+    except QueryError as exc:
+        return _json(400, {"errors": [f"invalid query: {exc.reason}"]})
+    if client is None or not client.ip:
+        return _json(400, {"errors": ["no matches"]})
+    base = client.ip if "://" in client.ip else f"http://{client.ip}"
+    url = urlsplit(base)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        return _json(502, {"errors": [f"client address {client.ip!r} is not an http URL"]})
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError:
+        return _json(502, {"errors": [f"client address {client.ip!r} has a bad port"]})
+    payload: bytes | None = None
+    forwarded = [(k, v) for k, v in headers.items() if k.lower() not in _HOP]
+    if has_body:
+        raw = body["body"]
+        if isinstance(raw, str):
+            payload = raw.encode()
+        else:
+            payload = orjson.dumps(raw)
+            if not any(k.lower() == "content-type" for k, _v in forwarded):
+                forwarded.append(("Content-Type", "application/json"))
+    prefix = url.path.rstrip("/")
+    return ProxyRequest(
+        method=method,
+        scheme=url.scheme,
+        host=url.hostname,
+        port=port,
+        target=f"{prefix}/{route.lstrip('/')}",
+        headers=(*forwarded, ("X-Forwarded-For", peer)),
+        body=payload,
+        client=f"{client.app_id}/{client.client_id}",
+    )
+
+
+def proxy_request_bytes(request: ProxyRequest) -> bytes:
+    """The upstream request as HTTP/1.1 bytes."""
+    host = request.host if ":" not in request.host else f"[{request.host}]"
+    default = 443 if request.scheme == "https" else 80
+    authority = host if request.port == default else f"{host}:{request.port}"
+    lines = [f"{request.method} {request.target} HTTP/1.1", f"Host: {authority}"]
+    lines += [f"{name}: {value}" for name, value in request.headers]
+    if request.body is not None:
+        lines.append(f"Content-Length: {len(request.body)}")
+    lines += ["Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1", "replace") + (request.body or b"")
+
+
+def parse_response(data: bytes) -> HttpResponse:
+    """An upstream response read to EOF; raises ``DecodeError`` when malformed."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    if not sep:
+        raise DecodeError("response head is incomplete")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise DecodeError("malformed status line")
+    headers: list[tuple[str, str]] = []
+    chunked = False
+    length: int | None = None
+    for line in lines[1:]:
+        name, _sep, value = line.partition(":")
+        key, value = name.strip().lower(), value.strip()
+        if key == "transfer-encoding" and "chunked" in value.lower():
+            chunked = True
+        elif key == "content-length" and value.isdigit():
+            length = int(value)
+        if key not in _HOP:
+            headers.append((name.strip(), value))
+    body = _dechunk(rest) if chunked else rest if length is None else rest[:length]
+    return HttpResponse(status=int(parts[1]), body=body, headers=tuple(headers))
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    pos = 0
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            raise DecodeError("truncated chunked body")
+        size_text = data[pos:end].split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise DecodeError("bad chunk size") from None
+        if size == 0:
+            return bytes(out)
+        start = end + 2
+        if start + size > len(data):
+            raise DecodeError("truncated chunk")
+        out += data[start : start + size]
+        pos = start + size + 2
+
+
+def _queues(
+    core: GatewayCore, method: str, segments: list[str], body: bytes, now: float
+) -> HttpResponse:
+    if not segments:
+        if method != "GET":
+            return _json(405, {"code": 405, "error": "method not allowed"})
+        return _json(200, core.queues.stats())
+    name = unquote(segments[0])
+    rest = segments[1:]
+    if rest == ["dead"]:
+        if method != "GET":
+            return _json(405, {"code": 405, "error": "method not allowed"})
+        return _json(
+            200,
+            [
+                {
+                    "id": m.id,
+                    "seq": m.seq,
+                    "nonce": m.nonce,
+                    "target": m.target,
+                    "payload": m.payload,
+                    "attempts": m.attempts,
+                    "reason": m.reason,
+                }
+                for m in core.queues.dead_letters(name)
+            ],
+        )
+    if rest == ["dead", "replay"]:
+        if method != "POST":
+            return _json(405, {"code": 405, "error": "method not allowed"})
+        ids: list[str] | None = None
+        if body.strip():
+            try:
+                parsed = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return _json(400, {"errors": ["body is not JSON"]})
+            raw_ids = parsed.get("ids") if isinstance(parsed, dict) else None
+            if raw_ids is not None:
+                if not isinstance(raw_ids, list) or not all(isinstance(i, str) for i in raw_ids):
+                    return _json(400, {"errors": ["ids must be a list of strings"]})
+                ids = raw_ids
+        replayed = core.replay_dead_letters(name, ids, now)
+        return _json(200, {"replayed": [m.id for m in replayed]})
+    return _json(404, {"code": 404, "error": "not found"})
