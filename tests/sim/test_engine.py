@@ -153,6 +153,13 @@ def test_extra_ports_receive_unicast_and_broadcast_but_send_from_the_main_port()
     assert core(sim, "a").received[-1][:2] == (b"reply", (host.ip, 5000))
     with pytest.raises(ConfigError, match="already taken"):
         sim.add_node("c", host, 5001, Recorder)
+    # A second node of the same host may share the extra port (SO_REUSEPORT).
+    sim.add_node("e", host, 5002, Recorder, extra_ports=[5001])
+    sim.run(until=1.0)
+    sim.local("a", lambda c, now: c.send(b"bcast2", (host.broadcast, 5001)))
+    sim.run(until=2.0)
+    assert core(sim, "e").received[-1][0] == b"bcast2"
+    assert core(sim, "b").received[-1][0] == b"bcast2"
     with pytest.raises(ConfigError, match="twice"):
         sim.add_node("d", host, 6000, Recorder, extra_ports=[6000])
 

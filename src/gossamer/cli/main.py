@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gossamer._version import __version__
-from gossamer.cli import gateway_cmd, isis_cmd, ping_cmd, sim_cmd, trace_cmd
+from gossamer.cli import discovery_cmd, gateway_cmd, isis_cmd, ping_cmd, sim_cmd, trace_cmd
 from gossamer.errors import GossamerError
 
 __all__ = ["entry", "main"]
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     ping_cmd.add_parser(commands)
     isis_cmd.add_parser(commands)
     gateway_cmd.add_parser(commands)
+    discovery_cmd.add_parser(commands)
     return parser
 
 

@@ -105,6 +105,7 @@ class Simulator:
         self._seq = 0
         self._by_address: dict[Address, SimNode] = {}
         self._groups: dict[Address, list[SimNode]] = {}
+        self._shared: dict[Address, list[SimNode]] = {}
 
     # -- scheduling -----------------------------------------------------------
 
@@ -139,15 +140,19 @@ class Simulator:
         at the same port); its core is built by ``factory`` at time ``start``.
 
         ``extra_ports`` are further ports the node receives unicast and broadcast
-        datagrams on (as a second socket would, e.g. Prototari's broadcast port);
-        the node always sends from ``port``, so receivers see ``(host.ip, port)``
-        as the source."""
+        datagrams on (as a second socket would, e.g. Prototari's broadcast port).
+        Like ``SO_REUSEPORT`` sockets, several nodes of one host may share an extra
+        port: a broadcast reaches all of them, a unicast the first. The node always
+        sends from ``port``, which stays exclusive, so receivers see
+        ``(host.ip, port)`` as the source."""
         if node_id in self.nodes:
             raise ConfigError(f"duplicate node id {node_id!r}")
         ports = (port, *extra_ports)
         if len(set(ports)) != len(ports):
             raise ConfigError(f"node {node_id!r} lists a port twice", ports=ports)
-        for p in ports:
+        if (host.ip, port) in self._by_address or (host.ip, port) in self._shared:
+            raise ConfigError(f"address {host.ip}:{port} is already taken")
+        for p in extra_ports:
             if (host.ip, p) in self._by_address:
                 raise ConfigError(f"address {host.ip}:{p} is already taken")
         for group in groups:
@@ -163,8 +168,10 @@ class Simulator:
             tracer=Tracer(self._sink_for(node_id), run=self.run_id, node=node_id),
         )
         self.nodes[node_id] = node
-        for p in ports:
-            self._by_address[(host.ip, p)] = node
+        self._by_address[(host.ip, port)] = node
+        for p in extra_ports:
+            # Shared like SO_REUSEPORT sockets: every node of the host may listen on it.
+            self._shared.setdefault((host.ip, p), []).append(node)
         for group in groups:
             self._groups.setdefault((group, port), []).append(node)
         self.at(start, lambda: self._boot(node))
@@ -297,6 +304,8 @@ class Simulator:
             ]
         else:
             target = self._by_address.get(addr)
+            if target is None and addr in self._shared:
+                target = self._shared[addr][0]  # a unicast reaches one of the sharers
             receivers = [target] if target is not None else []
             if target is None:
                 self.stats["unreachable"] += 1

@@ -1,1 +1,37 @@
-"""Prototari discovery, heartbeats, delivery and leave (sans-I/O)."""
+"""Prototari discovery, heartbeats, delivery and leave (sans-I/O).
+
+``DiscoveryCore`` is one node (``core.py``); ``table.py`` is its per-address
+state table; ``ratelimit.py`` bounds how often it answers. The asyncio node is
+``gossamer.aio.discovery``; the simulator scenario is ``discovery``.
+"""
+
+from gossamer.proto.discovery.core import (
+    LAYER,
+    DataReceived,
+    DiscoveryConfig,
+    DiscoveryCore,
+    DiscoveryCounters,
+    DiscoveryEvent,
+    PeerDown,
+    PeerUp,
+)
+from gossamer.proto.discovery.ratelimit import AnswerLimiter, TokenBucket
+from gossamer.proto.discovery.table import TRANSITIONS, Action, Input, PeerState, transition
+
+__all__ = [
+    "LAYER",
+    "TRANSITIONS",
+    "Action",
+    "AnswerLimiter",
+    "DataReceived",
+    "DiscoveryConfig",
+    "DiscoveryCore",
+    "DiscoveryCounters",
+    "DiscoveryEvent",
+    "Input",
+    "PeerDown",
+    "PeerState",
+    "PeerUp",
+    "TokenBucket",
+    "transition",
+]

@@ -1,0 +1,200 @@
+"""``gossamer discovery``: run one Prototari node (the lab's discovery role).
+
+The node runs until SIGTERM or SIGINT (a clean stop: ``agur!`` to every peer)
+or until ``--duration`` passes; SIGKILL is a crash. It prints one JSON object
+per line on stdout, flushed at once, so a supervising process (the lab, a test)
+can follow it::
+
+    {"event": "ready", "node": "10.77.1.10:21450", "t": 12.5}
+    {"event": "peer_up", "peer": "10.77.1.11:21450", "reason": "handshake", "t": 12.9}
+    {"event": "data", "peer": "10.77.1.11:21450", "size": 18, "t": 13.4}
+    {"event": "peer_down", "peer": "10.77.1.11:21450", "reason": "heartbeat", "t": 20.1}
+    {"event": "stopped", "peers": 0, "counters": {...}, "t": 30.0}
+
+``t`` is the event loop's clock (``loop.time()``, monotonic seconds), the same
+clock as the trace written with ``--trace``. Where the node lives is always
+given: ``--interface`` or ``--address`` with ``--broadcast``.
+
+Also runnable as ``python -m gossamer.cli.discovery_cmd ARGS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import random
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, PeerEvent
+from gossamer.aio.loop import run as run_loop
+from gossamer.errors import ConfigError, GossamerError
+from gossamer.proto.discovery import PeerDown
+from gossamer.trace.sink import JsonlSink, TraceSink
+
+__all__ = ["add_parser", "main", "run"]
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    where = p.add_argument_group("where the node lives (one of)")
+    where.add_argument("--interface", help="network device: address and broadcast from it")
+    where.add_argument("--address", help="this node's IPv4 address (its identity with --port)")
+    where.add_argument("--broadcast", help="broadcast address (default: the interface's)")
+    p.add_argument("--port", type=int, default=21450, help="unicast port (default 21450)")
+    p.add_argument(
+        "--broadcast-port", type=int, default=21451, help="broadcast port (default 21451)"
+    )
+    p.add_argument("--max-peers", type=int, default=64, help="peers at most (default 64)")
+    p.add_argument("--interval", type=float, default=5.0, help="broadcast interval, s (5)")
+    p.add_argument("--inactive", type=float, default=10.0, help="inactive-peer time, s (10)")
+    p.add_argument("--wait", type=float, default=1.0, help="heartbeat max wait, s (1)")
+    p.add_argument("--node-id", help="node id in traces (default ADDRESS:PORT)")
+    p.add_argument("--trace", type=Path, help="append trace events to this JSON-lines file")
+    p.add_argument("--run", default="discovery", help="run id written into trace events")
+    p.add_argument("--duration", type=float, help="stop cleanly after this many seconds")
+    p.add_argument(
+        "--send-every",
+        type=float,
+        metavar="SECONDS",
+        help="send a datagram to every peer this often (exercises delivery)",
+    )
+    p.add_argument("--seed", type=int, help="seed for the first-broadcast jitter")
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``discovery`` on the ``gossamer`` command's subparsers."""
+    p = commands.add_parser(
+        "discovery",
+        help="run one Prototari discovery node (lab role)",
+        description="Run a Prototari node until SIGTERM/SIGINT or --duration; "
+        "print its peer events as JSON lines.",
+    )
+    _configure(p)
+    p.set_defaults(handler=run)
+
+
+def _emit(record: dict[str, Any]) -> None:
+    sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _peer_record(event: PeerEvent, now: float) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event": "peer_down" if isinstance(event, PeerDown) else "peer_up",
+        "peer": event.name,
+        "reason": event.reason,
+        "t": now,
+    }
+    if isinstance(event, PeerDown) and event.local:
+        record["local"] = True
+    return record
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    options = DiscoveryOptions(
+        interface=args.interface,
+        address=args.address,
+        broadcast_address=args.broadcast,
+        port=args.port,
+        broadcast_port=args.broadcast_port,
+        max_peers=args.max_peers,
+        broadcast_interval=args.interval,
+        inactive_time=args.inactive,
+        heartbeat_wait=args.wait,
+        node_id=args.node_id,
+    )
+    loop = asyncio.get_running_loop()
+    sink: TraceSink | None = None
+    jsonl: JsonlSink | None = None
+    if args.trace is not None:
+        jsonl = JsonlSink(args.trace)
+        sink = jsonl
+    node = DiscoveryNode(
+        options,
+        on_peer=lambda event: _emit(_peer_record(event, loop.time())),
+        sink=sink,
+        run=args.run,
+        rng=random.Random(args.seed),
+    )
+    done = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, done.set)
+    try:
+        await node.start()
+        ip, port = node.address
+        _emit({"event": "ready", "node": f"{ip}:{port}", "t": loop.time()})
+
+        async def read_data() -> None:
+            while True:
+                message = await node.receive()
+                _emit(
+                    {
+                        "event": "data",
+                        "peer": message.name,
+                        "size": len(message.payload),
+                        "t": loop.time(),
+                    }
+                )
+
+        async def chat(period: float) -> None:
+            count = 0
+            while True:
+                await asyncio.sleep(period)
+                count += 1
+                node.send_to_peers(f"{ip}:{port}/{count}".encode())
+
+        tasks = [loop.create_task(read_data())]
+        if args.send_every:
+            tasks.append(loop.create_task(chat(args.send_every)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout=args.duration)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await node.stop()
+        counters = {
+            key: value for key, value in dataclasses.asdict(node.core.counters).items() if value
+        }
+        _emit({"event": "stopped", "peers": len(node.peers()), "counters": counters,
+               "t": loop.time()})  # fmt: skip
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        node.abort()
+        if jsonl is not None:
+            jsonl.close()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``discovery`` subcommand's handler."""
+    if args.interface is None and args.address is None:
+        raise ConfigError("give --interface or --address (the node never guesses where it lives)")
+    try:
+        return run_loop(_serve(args))
+    except OSError as exc:  # a port in use, an interface that is down
+        print(f"gossamer discovery: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gossamer.cli.discovery_cmd``: the subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="gossamer discovery", description=__doc__)
+    _configure(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return run(args)
+    except GossamerError as exc:
+        print(f"gossamer discovery: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
