@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from gossamer.trace.schema import FIELDS, FieldSpec
 
-__all__ = ["TRACE_SCHEMA", "spark_type"]
+__all__ = ["EVENTS_SCHEMA", "EVENT_COLUMNS", "SOURCE_FIELDS", "TRACE_SCHEMA", "spark_type"]
 
 _SCALARS: dict[str, T.DataType] = {
     "int": T.LongType(),
@@ -33,3 +33,20 @@ def spark_type(spec: FieldSpec) -> T.DataType:
 TRACE_SCHEMA = T.StructType(
     [T.StructField(spec.name, spark_type(spec), nullable=spec.nullable) for spec in FIELDS]
 )
+
+
+#: Where each loaded event came from: the file's name inside the run directory and
+#: its 1-based line number. Together with ``t`` they give every node's events a
+#: total order (``t`` ties are common in the simulator, where one input causes
+#: several events at the same virtual instant), and they let every violation point
+#: at the exact trace line that shows it.
+SOURCE_FIELDS: tuple[T.StructField, ...] = (
+    T.StructField("file", T.StringType(), nullable=False),
+    T.StructField("line", T.LongType(), nullable=False),
+)
+
+#: The schema of a loaded run: every trace field, then the source fields.
+EVENTS_SCHEMA = T.StructType([*TRACE_SCHEMA.fields, *SOURCE_FIELDS])
+
+#: Column names of ``EVENTS_SCHEMA`` in order.
+EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in EVENTS_SCHEMA.fields)

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gossamer._version import __version__
-from gossamer.cli import discovery_cmd, gateway_cmd, isis_cmd, ping_cmd, sim_cmd, trace_cmd
+from gossamer.cli import (
+    analyze_cmd,
+    discovery_cmd,
+    gateway_cmd,
+    gossip_cmd,
+    isis_cmd,
+    ping_cmd,
+    sim_cmd,
+    trace_cmd,
+)
 from gossamer.errors import GossamerError
 
 __all__ = ["entry", "main"]
@@ -43,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     isis_cmd.add_parser(commands)
     gateway_cmd.add_parser(commands)
     discovery_cmd.add_parser(commands)
+    gossip_cmd.add_parser(commands)
+    analyze_cmd.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,407 @@
+"""Benchmark: the trace analysis on Spark ``local[*]`` against DuckDB on the same Parquet data.
+
+Synthetic ISIS runs of 1 million and 10 million events (8 nodes) are generated with
+Spark and stored as ``gossamer analyze`` stores a converted run (``load.write_events``:
+Parquet partitioned by layer and kind). Two computations are timed, each in both engines on the same
+files in the same run, rounds alternating between the engines so that a noisy
+neighbour hurts both alike:
+
+* **total order**: what ``gossamer analyze`` runs for ``isis.total_order`` on a run
+  that keeps its promises, the linear pre-check ``isis.order_suspects`` (per-node
+  delivery order against the final sequence, and final-sequence agreement per message);
+* **latency**: ``metrics.latencies`` (send to deliver) then ``metrics.latency_stats``, the
+  101-point CDF per layer and per node in one rollup, with approximate percentiles in
+  both engines (Spark's ``percentile_approx``, DuckDB's ``approx_quantile``).
+
+DuckDB runs the same algorithm, written in its SQL. Figures are wall-clock seconds,
+the best of several rounds after one warm-up; the ratio is Spark / DuckDB.
+
+Run from the repository root: ``.venv/bin/python -m bench.analysis [--quick]``
+(``--quick``: 1M events only, two rounds, a few minutes with Spark's start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from bench._report import machine, table, update_section
+from gossamer.analysis import metrics, session
+from gossamer.analysis.checks import isis
+from gossamer.analysis.load import read_events, write_events
+from gossamer.analysis.schema import EVENT_COLUMNS
+
+NODES = 8
+#: Events per message: 1 multicast, 7 DATA sends, 7 receptions, 8 deliveries, and one
+#: injected drop per 20 messages (layer ``net``).
+PER_MESSAGE = 1 + (NODES - 1) * 2 + NODES + 0.05
+GOAL_RATIO = 4.0
+DT = 0.001  # seconds between multicasts
+
+
+def generate(spark: SparkSession, events: int, path: str) -> int:
+    """Write a correct synthetic ISIS run of about ``events`` events; return the exact count.
+
+    Message i is multicast by node i % 8 at i * DT with final sequence i + 1; node k
+    delivers it after a slowly drifting per-node delay plus jitter below DT / 2, so
+    every node delivers in sequence order (the run holds total order) and latencies
+    vary by node and over time.
+    """
+    messages = int(events / PER_MESSAGE)
+    m = spark.range(messages).select(
+        F.col("id"),
+        (F.col("id") % NODES).alias("sender"),
+        (F.col("id") * DT).alias("t0"),
+    )
+    node_ids = spark.range(NODES).select(F.col("id").alias("k"))
+
+    def name(col: str) -> Any:
+        return F.concat(F.lit("n"), F.col(col).cast("string"))
+
+    msg = F.concat(name("sender"), F.lit("/"), (F.col("id") / NODES).cast("long").cast("string"))
+    jitter = (F.abs(F.hash("id", "k")) % 1000) / 1000.0 * (DT / 2)
+    # A network delay that drifts slowly (its slope stays far above -1, so delivery
+    # order still follows sending order) makes latencies a continuous distribution.
+    delay = 0.002 + 0.001 * F.col("k") + 0.004 * (1 + F.sin(F.col("t0") * 0.5))
+    common = {"v": F.lit(1).cast("long"), "run": F.lit("bench"), "layer": F.lit("isis")}
+
+    def rows(df: DataFrame, **cols: Any) -> DataFrame:
+        merged = {**common, **cols}
+        merged["file"] = F.concat(merged["node"], F.lit(".jsonl"))
+        merged["line"] = (merged["t"] * 1e6).cast("long")  # file order follows time here
+        return df.select(*[merged[c].alias(c) for c in EVENT_COLUMNS])
+
+    no_attrs = F.create_map().cast("map<string,string>")
+    null_s, null_l = F.lit(None).cast("string"), F.lit(None).cast("long")
+    multicast = rows(
+        m,
+        node=name("sender"),
+        t=F.col("t0"),
+        kind=F.lit("multicast"),
+        msg=msg,
+        peer=null_s,
+        seq=null_l,
+        size=null_l,
+        attrs=no_attrs,
+    )
+    pairs = m.crossJoin(node_ids)
+    others = pairs.where(F.col("k") != F.col("sender"))
+    data = F.create_map(F.lit("type"), F.lit("data"))
+    sends = rows(
+        others,
+        node=name("sender"),
+        t=F.col("t0"),
+        kind=F.lit("send"),
+        msg=msg,
+        peer=name("k"),
+        seq=null_l,
+        size=F.lit(16).cast("long"),
+        attrs=data,
+    )
+    recvs = rows(
+        others,
+        node=name("k"),
+        t=F.col("t0") + DT / 4,
+        kind=F.lit("recv"),
+        msg=msg,
+        peer=name("sender"),
+        seq=null_l,
+        size=F.lit(16).cast("long"),
+        attrs=data,
+    )
+    delivers = rows(
+        pairs,
+        node=name("k"),
+        t=F.col("t0") + delay + jitter,
+        kind=F.lit("deliver"),
+        msg=msg,
+        peer=name("sender"),
+        seq=F.col("id") + 1,
+        size=null_l,
+        attrs=F.create_map(F.lit("proposer"), name("sender")),
+    )
+    drops = rows(
+        m.where(F.col("id") % 20 == 0),
+        node=name("sender"),
+        t=F.col("t0") + DT / 3,
+        kind=F.lit("fault"),
+        msg=null_s,
+        peer=F.lit("n0"),
+        seq=null_l,
+        size=F.lit(16).cast("long"),
+        attrs=F.create_map(F.lit("fault"), F.lit("drop")),
+    ).withColumn("layer", F.lit("net"))
+    run = multicast.unionByName(sends).unionByName(recvs).unionByName(delivers).unionByName(drops)
+    valid = {c: F.lit(None).cast("string") for c in ("reason", "bad_layer", "text")}
+    # As many writers as a conversion from JSON would have: one per 128 MB split of
+    # about 200-byte lines. Each writes its own file per (layer, kind), which is what
+    # lets both engines read one kind in parallel.
+    splits = max(2, events // 625_000)
+    parsed = run.withColumns({**valid, "version": F.lit(None).cast("long")}).repartition(splits)
+    write_events(parsed, path)
+    return int(read_events(spark, path).count())
+
+
+# -- Spark ----------------------------------------------------------------------------------
+
+
+def spark_total_order(spark: SparkSession, path: str) -> int:
+    return int(isis.order_suspects(read_events(spark, path)).count())
+
+
+def spark_latency(spark: SparkSession, path: str) -> list[tuple[str, str, float]]:
+    stats = metrics.latency_stats(metrics.latencies(read_events(spark, path)), points=100)
+    return [(r["layer"], r["node"] or "*", float(r["quantiles"][50])) for r in stats.collect()]
+
+
+# -- DuckDB ---------------------------------------------------------------------------------
+
+
+def _source(path: str) -> str:
+    return f"read_parquet('{path}/*/*/*.parquet', hive_partitioning = true)"
+
+
+def duck_total_order(con: duckdb.DuckDBPyConnection, path: str) -> int:
+    sql = f"""
+    WITH ev AS (SELECT * FROM {_source(path)}),
+    crashed AS (SELECT DISTINCT node FROM ev
+                WHERE layer = 'net' AND kind = 'fault' AND attrs['fault'] = 'crash'),
+    d AS (SELECT node, msg, seq, attrs['proposer'] AS proposer, t, file, line FROM ev
+          WHERE layer = 'isis' AND kind = 'deliver' AND msg IS NOT NULL
+            AND node NOT IN (SELECT node FROM crashed)),
+    inverted AS (
+        SELECT node FROM (
+            SELECT node, {{'s': seq, 'n': length(proposer), 'p': proposer}} AS key,
+                   lag({{'s': seq, 'n': length(proposer), 'p': proposer}})
+                       OVER (PARTITION BY node ORDER BY t, file, line) AS prev,
+                   hash(msg) AS m,
+                   lag(hash(msg)) OVER (PARTITION BY node ORDER BY t, file, line) AS prev_m
+            FROM d)
+        WHERE prev > key OR (prev = key AND prev_m <> m)),
+    disputed AS (
+        SELECT msg FROM d GROUP BY msg
+        HAVING min({{'s': seq, 'p': proposer}}) IS DISTINCT FROM max({{'s': seq, 'p': proposer}}))
+    SELECT count(*) FROM (
+        SELECT node FROM inverted
+        UNION SELECT node FROM d WHERE msg IN (SELECT msg FROM disputed))
+    """
+    (row,) = con.execute(sql).fetchall()
+    return int(row[0])
+
+
+def duck_latency(con: duckdb.DuckDBPyConnection, path: str) -> list[tuple[str, str, float]]:
+    probs = ", ".join(str(i / 100) for i in range(101))
+    rows = con.execute(f"""
+    WITH ev AS (SELECT layer, node, kind, msg, t FROM {_source(path)}
+                WHERE msg IS NOT NULL AND layer <> 'net'),
+    origins AS (SELECT layer, msg, min(t) AS t0 FROM ev
+                WHERE kind IN {tuple(metrics.ORIGIN_KINDS)} GROUP BY layer, msg),
+    lat AS (SELECT d.layer, d.node, d.t - o.t0 AS latency
+            FROM ev d JOIN origins o USING (layer, msg) WHERE d.kind = 'deliver')
+    SELECT layer, node, count(*), avg(latency), max(latency),
+           approx_quantile(latency, [{probs}])
+    FROM lat GROUP BY ROLLUP (layer, node) HAVING layer IS NOT NULL
+    """).fetchall()
+    return [(r[0], r[1] or "*", float(r[5][50])) for r in rows]
+
+
+# -- timing ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One timed run: wall-clock seconds, and CPU seconds of every process doing the work."""
+
+    wall: float
+    cpu: float
+
+
+def _jvm_cpu(spark: SparkSession) -> float:
+    """CPU seconds used so far by the local-mode JVM (driver and executors in one process)."""
+    pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sample(run: Callable[[], Any], cpu: Callable[[], float]) -> Sample:
+    wall0, cpu0 = time.perf_counter(), cpu()
+    run()
+    return Sample(wall=time.perf_counter() - wall0, cpu=cpu() - cpu0)
+
+
+def measure(
+    spark: SparkSession, con: duckdb.DuckDBPyConnection, path: str, rounds: int
+) -> dict[str, dict[str, list[Sample]]]:
+    """Samples per round for each query and engine (after one warm-up of each).
+
+    CPU time is robust against a busy neighbour where wall-clock time is not: Spark's
+    is the JVM's (plus this process's, which drives it), DuckDB's this process's
+    (its threads run in it).
+    """
+    queries: dict[str, dict[str, Callable[[], Any]]] = {
+        "total order": {
+            "spark": lambda: spark_total_order(spark, path),
+            "duckdb": lambda: duck_total_order(con, path),
+        },
+        "latency": {
+            "spark": lambda: spark_latency(spark, path),
+            "duckdb": lambda: duck_latency(con, path),
+        },
+    }
+    clocks: dict[str, Callable[[], float]] = {
+        "spark": lambda: _jvm_cpu(spark) + time.process_time(),
+        "duckdb": time.process_time,
+    }
+    samples: dict[str, dict[str, list[Sample]]] = {q: {"spark": [], "duckdb": []} for q in queries}
+    for query, engines in queries.items():
+        results = {engine: run() for engine, run in engines.items()}  # warm-up
+        _agree(query, results)
+        for r in range(rounds):
+            order = ("spark", "duckdb") if r % 2 == 0 else ("duckdb", "spark")
+            for engine in order:
+                samples[query][engine].append(_sample(engines[engine], clocks[engine]))
+    return samples
+
+
+def _agree(query: str, results: dict[str, Any]) -> None:
+    """Both engines must compute the same thing, or the timing means nothing."""
+    if query == "total order":
+        assert results["spark"] == results["duckdb"] == 0, results
+        return
+    spark_p50 = {(layer, node): v for layer, node, v in results["spark"]}
+    duck_p50 = {(layer, node): v for layer, node, v in results["duckdb"]}
+    assert spark_p50.keys() == duck_p50.keys(), (spark_p50.keys(), duck_p50.keys())
+    for key, v in spark_p50.items():
+        # Both are approximations (GK sketch, t-digest) of the same median.
+        assert math.isclose(v, duck_p50[key], rel_tol=0.05, abs_tol=1e-4), (key, v, duck_p50[key])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1M events only, two rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep the data")
+    args = parser.parse_args()
+    sizes = (1_000_000,) if args.quick else (1_000_000, 10_000_000)
+    rounds = args.rounds or (2 if args.quick else 3)
+
+    started = time.perf_counter()
+    spark = session.build_session(
+        conf={"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"},
+        app_name="gossamer-bench-analysis",
+    )
+    spark_start = time.perf_counter() - started
+    spark_version = spark.version
+    con = duckdb.connect()
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gossamer-bench-"))
+    rows: list[list[object]] = []
+    best: dict[tuple[int, str, str], Sample] = {}
+    counts: dict[int, int] = {}
+    try:
+        for size in sizes:
+            path = str(root / f"events-{size}.parquet")
+            start = time.perf_counter()
+            count = generate(spark, size, path)
+            counts[size] = count
+            print(f"generated {count:,} events in {time.perf_counter() - start:.1f} s", flush=True)
+            for query, engines in measure(spark, con, path, rounds).items():
+                for engine, got in engines.items():
+                    best[(size, query, engine)] = Sample(
+                        wall=min(x.wall for x in got), cpu=min(x.cpu for x in got)
+                    )
+                sw, dw = best[(size, query, "spark")], best[(size, query, "duckdb")]
+                rows.append(
+                    [
+                        f"{count / 1e6:.0f} M",
+                        query,
+                        f"{sw.wall:.2f}",
+                        f"{statistics.median(x.wall for x in engines['spark']):.2f}",
+                        f"{dw.wall:.2f}",
+                        f"{statistics.median(x.wall for x in engines['duckdb']):.2f}",
+                        f"**{sw.wall / dw.wall:.1f}x**",
+                        f"{sw.cpu:.1f} / {dw.cpu:.1f}",
+                        f"{sw.cpu / dw.cpu:.1f}x",
+                    ]
+                )
+                print(rows[-1], flush=True)
+    finally:
+        spark.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+    lines = [
+        "## Trace analysis on Spark (`bench/analysis.py`)",
+        "",
+        f"Synthetic ISIS runs, {NODES} nodes, {PER_MESSAGE:.2f} events per message, stored as "
+        "`gossamer analyze` stores a converted run (Parquet, partitioned by layer and kind). "
+        "Spark `local[*]` (2 cores, 4 shuffle partitions, adaptive execution on, 4 GB driver) "
+        "against DuckDB (2 threads) reading the same files, the same algorithm in each. "
+        f"Wall-clock seconds, best and median of {rounds} rounds after a warm-up, rounds "
+        "alternating between the engines; CPU seconds (best round) of the processes doing "
+        "the work, which a busy neighbour disturbs less. "
+        f"{machine()}, Spark {spark_version}, DuckDB {duckdb.__version__}. Spark's session "
+        f"start ({spark_start:.1f} s here) is not counted.",
+        "",
+        table(
+            [
+                "events",
+                "query",
+                "Spark best s",
+                "Spark median s",
+                "DuckDB best s",
+                "DuckDB median s",
+                "Spark / DuckDB",
+                "CPU s Spark / DuckDB",
+                "CPU ratio",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    if len(sizes) > 1:
+        small, large = sizes
+        queries = ("total order", "latency")
+        growth = [
+            f"{q}: Spark x{best[(large, q, 'spark')].wall / best[(small, q, 'spark')].wall:.1f}"
+            f" wall (x{best[(large, q, 'spark')].cpu / best[(small, q, 'spark')].cpu:.1f} CPU),"
+            f" DuckDB x{best[(large, q, 'duckdb')].wall / best[(small, q, 'duckdb')].wall:.1f}"
+            for q in queries
+        ]
+        worst = max(
+            best[(large, q, "spark")].wall / best[(large, q, "duckdb")].wall for q in queries
+        )
+        worst_cpu = max(
+            best[(large, q, "spark")].cpu / best[(large, q, "duckdb")].cpu for q in queries
+        )
+        verdict = "met" if worst <= GOAL_RATIO else "not met"
+        lines += [
+            f"From {counts[small]:,} to {counts[large]:,} events "
+            f"(x{counts[large] / counts[small]:.1f}): " + "; ".join(growth) + ".",
+            "",
+            f"Worst Spark / DuckDB ratio at 10 M events: **{worst:.1f}x** wall-clock "
+            f"({worst_cpu:.1f}x in CPU time); goal: at most {GOAL_RATIO:g}x, {verdict}.",
+            "",
+        ]
+    lines += [
+        "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only). "
+        "What the figures mean for a cluster, and a billion events, is in `docs/analysis.md`.",
+    ]
+    update_section("analysis", "\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+"""Every checker with its property, its parameters and how its violations are listed.
+
+``CHECKS`` is the list ``gossamer analyze`` runs, in report order. Parameters
+(``PARAMS``) have defaults; a scenario can supply bounds through its ``run.json``
+(``derive_params``), and the command line overrides both
+(``--param gossip.max_depth=5``). A check whose bound is unknown is skipped and
+says which parameter it needs, rather than guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from gossamer.analysis.checks import demo, discovery, gateway, gossip, isis, link, snapshot
+from gossamer.errors import ConfigError
+
+__all__ = ["CHECKS", "PARAMS", "Check", "CheckInputs", "Param", "derive_params", "resolve_params"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """A tunable bound or threshold of a checker."""
+
+    name: str
+    default: float | None
+    help: str
+
+
+PARAMS: tuple[Param, ...] = (
+    Param(
+        name="discovery.max_peers",
+        default=64,
+        help="the nodes' max peers: a full view is min(max_peers, N - 1) peers",
+    ),
+    Param(
+        name="discovery.full_view_within",
+        default=None,
+        help="seconds from a node's start to its full view (none: only eventually)",
+    ),
+    Param(
+        name="discovery.detect_within",
+        default=None,
+        help="seconds from a crash to its removal by every peer (none: only eventually)",
+    ),
+    Param(
+        name="discovery.removal_window",
+        default=30.0,
+        help="a removal is justified by a crash or partition this many seconds before it",
+    ),
+    Param(
+        name="gossip.min_coverage",
+        default=1.0,
+        help="fraction of correct destinations each broadcast must reach",
+    ),
+    Param(name="gossip.max_depth", default=None, help="largest allowed hop depth of a broadcast"),
+    Param(name="snapshot.tolerance", default=1e-6, help="relative tolerance of the invariant"),
+)
+_PARAM_NAMES = {p.name for p in PARAMS}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckInputs:
+    """What a check gets besides the events: extra nodes and resolved parameters."""
+
+    nodes: DataFrame | None
+    params: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One property: the checker that finds its violations and how to list them.
+
+    ``shortcut``, when given, is a cheap transform that is empty only if the property
+    certainly holds; the job runs it first and skips ``run`` when it is empty.
+    """
+
+    name: str
+    layer: str
+    property: str
+    order: tuple[str, ...]
+    run: Callable[[DataFrame, CheckInputs], DataFrame]
+    needs: tuple[str, ...] = ()
+    shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
+
+
+def _p(inputs: CheckInputs, name: str) -> float:
+    return inputs.params[name]
+
+
+def _opt(inputs: CheckInputs, name: str) -> float | None:
+    return inputs.params.get(name)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        name="isis.total_order",
+        layer="isis",
+        property="every two correct nodes deliver their common messages in the same order",
+        order=("node_a", "node_b", "at_a"),
+        run=lambda e, i: isis.total_order(e, nodes=i.nodes),
+        shortcut=lambda e, i: isis.order_suspects(e, nodes=i.nodes),
+    ),
+    Check(
+        name="isis.agreement",
+        layer="isis",
+        property="a message delivered by one correct node is delivered by every correct node",
+        order=("msg",),
+        run=lambda e, i: isis.agreement(e, nodes=i.nodes),
+    ),
+    Check(
+        name="isis.validity",
+        layer="isis",
+        property="a correct node delivers every message it multicast",
+        order=("node", "msg"),
+        run=lambda e, i: isis.validity(e, nodes=i.nodes),
+    ),
+    Check(
+        name="isis.integrity",
+        layer="isis",
+        property="no node delivers a message twice, or one that nobody multicast",
+        order=("problem", "node", "msg"),
+        run=lambda e, i: isis.integrity(e),
+    ),
+    Check(
+        name="isis.final_sequence",
+        layer="isis",
+        property="every node delivers a message with the same final sequence and proposer",
+        order=("msg",),
+        run=lambda e, i: isis.final_sequence(e),
+    ),
+    Check(
+        name="gossip.coverage",
+        layer="gossip",
+        property="every broadcast reaches its correct destinations (gossip.min_coverage of them)",
+        order=("coverage", "msg"),
+        run=lambda e, i: gossip.coverage(
+            e, nodes=i.nodes, min_coverage=_p(i, "gossip.min_coverage")
+        ),
+    ),
+    Check(
+        name="gossip.depth",
+        layer="gossip",
+        property="no broadcast needs more hops than gossip.max_depth",
+        order=("msg",),
+        run=lambda e, i: gossip.depth(e, max_depth=int(_p(i, "gossip.max_depth"))),
+        needs=("gossip.max_depth",),
+    ),
+    Check(
+        name="gossip.integrity",
+        layer="gossip",
+        property="each node delivers each broadcast at most once, and only real broadcasts",
+        order=("problem", "node", "msg"),
+        run=lambda e, i: gossip.integrity(e),
+    ),
+    Check(
+        name="discovery.full_view",
+        layer="discovery",
+        property="every correct node reaches a full view (within discovery.full_view_within)",
+        order=("node",),
+        run=lambda e, i: discovery.full_view(
+            e,
+            nodes=i.nodes,
+            max_peers=int(_p(i, "discovery.max_peers")),
+            within=_opt(i, "discovery.full_view_within"),
+        ),
+    ),
+    Check(
+        name="discovery.crash_detection",
+        layer="discovery",
+        property="every crashed node is removed by its correct peers "
+        "(within discovery.detect_within)",
+        order=("crashed_at", "crashed", "observer"),
+        run=lambda e, i: discovery.crash_detection(
+            e, nodes=i.nodes, within=_opt(i, "discovery.detect_within")
+        ),
+    ),
+    Check(
+        name="discovery.false_removals",
+        layer="discovery",
+        property="no live, reachable peer is removed from a view",
+        order=("t", "node", "peer"),
+        run=lambda e, i: discovery.false_removals(e, window=_p(i, "discovery.removal_window")),
+    ),
+    Check(
+        name="snapshot.consistency",
+        layer="snapshot",
+        property="every snapshot is a consistent cut with complete local and channel states",
+        order=("snapshot", "problem", "node", "msg"),
+        run=lambda e, i: snapshot.consistency(e, nodes=i.nodes),
+    ),
+    Check(
+        name="snapshot.invariant",
+        layer="snapshot",
+        property="the workload's conserved total adds up in every snapshot",
+        order=("snapshot",),
+        run=lambda e, i: snapshot.invariant(e, tolerance=_p(i, "snapshot.tolerance")),
+    ),
+    Check(
+        name="link.delivery",
+        layer="link",
+        property="every message sent on a link is delivered exactly once; none is invented",
+        order=("problem", "msg"),
+        run=lambda e, i: link.delivery(e, nodes=i.nodes),
+    ),
+    Check(
+        name="link.credit",
+        layer="link",
+        property="no sender exceeds the credit its receiver granted",
+        order=("node", "peer", "link", "used"),
+        run=lambda e, i: link.credit(e),
+    ),
+    Check(
+        name="gateway.routing",
+        layer="gateway",
+        property="every routed message reaches the clients its query selected, and only them",
+        order=("problem", "msg", "client"),
+        run=lambda e, i: gateway.routing(e),
+    ),
+    Check(
+        name="gateway.queues",
+        layer="gateway",
+        property="queues lose nothing and never redeliver a message after its ack is stored",
+        order=("problem", "msg"),
+        run=lambda e, i: gateway.queues(e),
+    ),
+    Check(
+        name="demo.pings",
+        layer="demo",
+        property="every ping is answered or given up exactly once, and only real pings",
+        order=("problem", "node", "msg"),
+        run=lambda e, i: demo.pings(e, nodes=i.nodes),
+    ),
+)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def derive_params(metadata: Mapping[str, Any]) -> dict[str, float]:
+    """Bounds a run's ``run.json`` implies (see docs/analysis.md, "Parameters").
+
+    * ``analysis`` (top level) or ``summary.analysis``: explicit ``{param: number}``;
+    * scenario parameter ``max_peers`` -> ``discovery.max_peers``;
+    * a ``gossip`` run without crashed nodes -> ``gossip.max_depth`` =
+      ceil(log2 S) + 2 with the multicast shortcut over S subnets, ceil(log2 N) without
+      (issue 5's targets).
+    """
+    derived: dict[str, float] = {}
+    params = metadata.get("params") or {}
+    if not isinstance(params, Mapping):
+        params = {}
+    max_peers = _number(params.get("max_peers"))
+    if max_peers is not None:
+        derived["discovery.max_peers"] = max_peers
+    if metadata.get("scenario") == "gossip":
+        nodes = _number(metadata.get("nodes"))
+        subnets = _number(params.get("subnets")) or 1.0
+        crashed = _number(params.get("crashed")) or 0.0
+        multicast = str(params.get("multicast", "on")).lower() in ("on", "true", "1", "yes")
+        if nodes and crashed == 0:
+            if multicast:
+                derived["gossip.max_depth"] = math.ceil(math.log2(max(subnets, 1.0))) + 2
+            else:
+                derived["gossip.max_depth"] = max(1, math.ceil(math.log2(max(nodes, 2.0))))
+    summary = metadata.get("summary")
+    for source in (
+        metadata.get("analysis"),
+        summary.get("analysis") if isinstance(summary, Mapping) else None,
+    ):
+        if isinstance(source, Mapping):
+            for name, value in source.items():
+                number = _number(value)
+                if name in _PARAM_NAMES and number is not None:
+                    derived[name] = number
+    return derived
+
+
+def resolve_params(derived: Mapping[str, float], overrides: Mapping[str, str]) -> dict[str, float]:
+    """Defaults, then ``derived``, then command-line ``overrides`` (validated)."""
+    params = {p.name: float(p.default) for p in PARAMS if p.default is not None}
+    params.update(derived)
+    for name, text in overrides.items():
+        if name not in _PARAM_NAMES:
+            known = ", ".join(sorted(_PARAM_NAMES))
+            raise ConfigError(f"unknown check parameter {name!r} (known: {known})")
+        value = _number(text)
+        if value is None or math.isnan(value):
+            raise ConfigError(f"check parameter {name} needs a number, not {text!r}")
+        params[name] = value
+    return params

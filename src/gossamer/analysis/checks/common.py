@@ -1,0 +1,118 @@
+"""Building blocks shared by the checkers: positions, attributes, nodes and faults.
+
+Every function here is a pure DataFrame transform over a loaded run
+(``gossamer.analysis.schema.EVENTS_SCHEMA``); nothing reads or writes anything.
+
+Two conventions hold everywhere:
+
+* **Order within a node** is ``(t, file, line)``: a node's clock orders its events,
+  and its trace file breaks the ties (one input often causes several events at the
+  same instant). Positions of different nodes are never compared with each other.
+* **Correct nodes** are the nodes of the run that never crashed: the simulator and
+  the lab trace each crash as ``layer=net, kind=fault, attrs.fault=crash`` on the
+  node that crashed. A restarted node lost its state, so it is not correct either.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+__all__ = [
+    "OUTAGE_ENDS",
+    "attr",
+    "correct_nodes",
+    "crashed_nodes",
+    "faults",
+    "layer_events",
+    "location",
+    "outages",
+    "population",
+    "position",
+]
+
+#: Faults that start an outage of a node, and the fault that ends each kind.
+OUTAGE_ENDS: dict[str, str] = {"crash": "restart", "partition": "heal"}
+
+
+def position(prefix: str = "") -> Column:
+    """A node-local position ``struct(t, file, line)`` that orders one node's events."""
+    return F.struct(
+        F.col(f"{prefix}t").alias("t"),
+        F.col(f"{prefix}file").alias("file"),
+        F.col(f"{prefix}line").alias("line"),
+    )
+
+
+def location(prefix: str = "") -> Column:
+    """``file:line`` of an event, to point a reader at the trace line."""
+    return F.concat(F.col(f"{prefix}file"), F.lit(":"), F.col(f"{prefix}line").cast("string"))
+
+
+def attr(name: str) -> Column:
+    """The string attribute ``attrs[name]`` (null when absent)."""
+    return F.col("attrs").getItem(name)
+
+
+def layer_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
+    """The events of one layer, optionally only of the given kinds."""
+    cond = F.col("layer") == layer
+    if kinds:
+        cond = cond & F.col("kind").isin(*kinds)
+    return events.where(cond)
+
+
+def faults(events: DataFrame) -> DataFrame:
+    """Injected faults: ``node, t, fault, peer, size, file, line`` (``layer=net, kind=fault``)."""
+    return layer_events(events, "net", "fault").select(
+        "node", "t", attr("fault").alias("fault"), "peer", "size", "file", "line"
+    )
+
+
+def population(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
+    """Every node of the run: those with events, plus ``nodes`` (e.g. one per trace file)."""
+    seen = events.select("node").distinct()
+    if nodes is not None:
+        seen = seen.unionByName(nodes.select("node")).distinct()
+    return seen
+
+
+def crashed_nodes(events: DataFrame) -> DataFrame:
+    """``node, crashed_at``: nodes that crashed at least once, and their first crash."""
+    return (
+        faults(events)
+        .where(F.col("fault") == "crash")
+        .groupBy("node")
+        .agg(F.min("t").alias("crashed_at"))
+    )
+
+
+def correct_nodes(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
+    """``node``: the nodes of the run that never crashed."""
+    return population(events, nodes).join(crashed_nodes(events), "node", "left_anti")
+
+
+def outages(events: DataFrame) -> DataFrame:
+    """``node, outage, start, end``: crash-to-restart and partition-to-heal intervals.
+
+    ``end`` is null when the outage lasted to the end of the run. A partition is
+    traced on every node it isolated, so each of them gets its own interval.
+    """
+    f = faults(events)
+    starts = f.where(F.col("fault").isin(*OUTAGE_ENDS)).select(
+        "node", F.col("fault").alias("outage"), F.col("t").alias("start")
+    )
+    end_of = F.create_map(*[F.lit(x) for pair in OUTAGE_ENDS.items() for x in pair])
+    ends = f.where(F.col("fault").isin(*OUTAGE_ENDS.values())).select(
+        F.col("node").alias("end_node"),
+        F.col("fault").alias("end_fault"),
+        F.col("t").alias("t_end"),
+    )
+    joined = starts.join(
+        ends,
+        (F.col("node") == F.col("end_node"))
+        & (end_of[F.col("outage")] == F.col("end_fault"))
+        & (F.col("t_end") >= F.col("start")),
+        "left",
+    )
+    return joined.groupBy("node", "outage", "start").agg(F.min("t_end").alias("end"))

@@ -1,0 +1,168 @@
+"""신경 (singyeong) gateway: routed messages reach matching clients; queues lose nothing.
+
+Trace conventions (``layer=gateway``, recorded by the gateway node): ``route`` when a
+message is matched (``msg``; ``attrs.matched`` = comma-separated ids of the clients
+its query matched; ``attrs.targets`` = the ones chosen to receive it, e.g. one for
+SEND and all for BROADCAST), ``deliver`` to a client (``peer`` = client id),
+``enqueue`` (``attrs.queue``), ``ack`` once the ack is stored, ``redeliver`` after
+an ack timeout (``peer``), ``dead_letter``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from gossamer.analysis.checks.common import attr, layer_events, position
+
+__all__ = ["LAYER", "queues", "routing"]
+
+LAYER = "gateway"
+
+
+def _ids(text: Column) -> Column:
+    return F.filter(F.split(F.coalesce(text, F.lit("")), ","), lambda x: F.trim(x) != "")
+
+
+def routing(events: DataFrame) -> DataFrame:
+    """Routed messages delivered to a client that was not chosen, or not delivered.
+
+    Property: every delivery of a routed message goes to one of its targets (to a
+    client its query matched, when ``attrs.targets`` is absent), and every target
+    receives it (at least one matched client does, when ``attrs.targets`` is absent).
+    Columns: ``problem, msg, client, at, detail``.
+    """
+    routes = (
+        layer_events(events, LAYER, "route")
+        .where(F.col("msg").isNotNull())
+        .select(
+            "msg",
+            _ids(attr("matched")).alias("matched"),
+            F.when(attr("targets").isNotNull(), _ids(attr("targets"))).alias("targets"),
+            F.concat_ws(":", "file", "line").alias("at"),
+        )
+    )
+    allowed = routes.groupBy("msg").agg(
+        F.array_distinct(F.flatten(F.collect_list(F.coalesce("targets", "matched")))).alias(
+            "allowed"
+        )
+    )
+    delivs = (
+        layer_events(events, LAYER, "deliver")
+        .where(F.col("msg").isNotNull())
+        .select("msg", F.col("peer").alias("client"), "file", "line")
+    )
+    stray = (
+        delivs.join(allowed, "msg")
+        .where(~F.coalesce(F.array_contains("allowed", F.col("client")), F.lit(False)))
+        .select(
+            F.lit("unmatched client").alias("problem"),
+            "msg",
+            "client",
+            F.concat_ws(":", "file", "line").alias("at"),
+            F.format_string(
+                "%s was delivered to %s (%s:%d), which its query did not select",
+                "msg",
+                F.coalesce("client", F.lit("?")),
+                "file",
+                "line",
+            ).alias("detail"),
+        )
+    )
+    targeted = routes.where(F.col("targets").isNotNull()).select(
+        "msg", F.explode("targets").alias("client"), "at"
+    )
+    undelivered = targeted.join(delivs.select("msg", "client"), ["msg", "client"], "left_anti")
+    untargeted = routes.where(F.col("targets").isNull() & (F.size("matched") > 0)).select(
+        "msg", F.lit(None).cast("string").alias("client"), "at"
+    )
+    nobody = untargeted.join(delivs.select("msg"), "msg", "left_anti")
+    missed = (
+        undelivered.unionByName(nobody)
+        .distinct()
+        .select(
+            F.lit("not delivered").alias("problem"),
+            "msg",
+            "client",
+            "at",
+            F.format_string(
+                "%s was routed (%s) but never delivered to %s",
+                "msg",
+                "at",
+                F.coalesce("client", F.lit("any matching client")),
+            ).alias("detail"),
+        )
+    )
+    return stray.unionByName(missed)
+
+
+def queues(events: DataFrame) -> DataFrame:
+    """Queued messages that were lost, or delivered again after their ack was stored.
+
+    Property: every enqueued message ends acked or dead-lettered (queues lose
+    nothing), and once its ack is stored it is never delivered or redelivered again.
+    Columns: ``problem, msg, queue, at, detail``.
+    """
+    enq = (
+        layer_events(events, LAYER, "enqueue")
+        .where(F.col("msg").isNotNull())
+        .groupBy("msg")
+        .agg(
+            F.first(attr("queue"), ignorenulls=True).alias("queue"),
+            F.min(position()).alias("p"),
+        )
+    )
+    acks = (
+        layer_events(events, LAYER, "ack")
+        .where(F.col("msg").isNotNull())
+        .groupBy("msg")
+        .agg(F.min_by("node", position()).alias("ack_node"), F.min(position()).alias("ack"))
+    )
+    dead = layer_events(events, LAYER, "dead_letter").select("msg")
+    lost = (
+        enq.join(acks.select("msg"), "msg", "left_anti")
+        .join(dead, "msg", "left_anti")
+        .select(
+            F.lit("lost").alias("problem"),
+            "msg",
+            "queue",
+            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            F.format_string(
+                "%s was enqueued on %s (%s:%d) and never acked nor dead-lettered",
+                "msg",
+                F.coalesce("queue", F.lit("?")),
+                "p.file",
+                "p.line",
+            ).alias("detail"),
+        )
+    )
+    again = (
+        layer_events(events, LAYER, "deliver", "redeliver")
+        .where(F.col("msg").isNotNull())
+        .select("msg", "node", "kind", position().alias("p"))
+        .join(acks, "msg")
+    )
+    # Order is exact on the gateway that stored the ack; across gateways, compare times.
+    after = F.when(F.col("node") == F.col("ack_node"), F.col("p") > F.col("ack")).otherwise(
+        F.col("p.t") > F.col("ack.t")
+    )
+    late = (
+        again.where(after)
+        .join(enq.select("msg", "queue"), "msg", "left")
+        .select(
+            F.lit("delivered after ack").alias("problem"),
+            "msg",
+            "queue",
+            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            F.format_string(
+                "%s was acked (%s:%d) and then %sed again (%s:%d)",
+                "msg",
+                "ack.file",
+                "ack.line",
+                "kind",
+                "p.file",
+                "p.line",
+            ).alias("detail"),
+        )
+    )
+    return lost.unionByName(late)

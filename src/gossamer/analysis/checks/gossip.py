@@ -1,0 +1,211 @@
+"""Gossip (Chatter) broadcast: coverage, hop depth, integrity, and redundancy figures.
+
+Trace conventions (``layer=gossip``): ``broadcast`` at the origin (``msg`` =
+``<origin>/<seqno>``, optional ``attrs.dests`` = comma-separated node ids when the
+broadcast is addressed to a subset), ``send`` of each copy (``peer``, ``size``,
+``attrs.via`` = ``tcp`` or ``multicast``), ``recv`` of each copy (``peer`` = the node
+it came from, ``attrs.hop`` = transmissions from the origin, 1 for a copy received
+straight from it), and ``deliver`` once per node.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+
+__all__ = [
+    "LAYER",
+    "broadcasts",
+    "coverage",
+    "depth",
+    "first_hops",
+    "integrity",
+    "redundancy",
+]
+
+LAYER = "gossip"
+
+
+def broadcasts(events: DataFrame) -> DataFrame:
+    """``msg, origin, t, dests``: each broadcast at its origin (``dests`` null = everyone)."""
+    return (
+        layer_events(events, LAYER, "broadcast")
+        .where(F.col("msg").isNotNull())
+        .groupBy("msg")
+        .agg(
+            F.min_by("node", "t").alias("origin"),
+            F.min("t").alias("t"),
+            F.min_by(attr("dests"), "t").alias("dests"),
+        )
+    )
+
+
+def coverage(
+    events: DataFrame, *, nodes: DataFrame | None = None, min_coverage: float = 1.0
+) -> DataFrame:
+    """Broadcasts that reached too few of the correct nodes they were meant for.
+
+    Property: every correct destination delivers every broadcast (``min_coverage`` =
+    1.0), or at least that fraction of them. Destinations are ``attrs.dests`` when
+    given, else every node of the run; the origin counts as covered. Columns:
+    ``msg, origin, delivered, expected, coverage, missing, detail``.
+    """
+    correct = correct_nodes(events, nodes)
+    b = broadcasts(events)
+    everyone = correct.agg(F.collect_set("node").alias("everyone"))
+    targets = b.crossJoin(F.broadcast(everyone)).select(
+        "msg",
+        "origin",
+        F.when(F.col("dests").isNull(), F.col("everyone"))
+        .otherwise(F.array_intersect(F.split("dests", ","), F.col("everyone")))
+        .alias("targets"),
+    )
+    wanted = targets.select("msg", "origin", F.explode("targets").alias("node"))
+    got = (
+        layer_events(events, LAYER, "deliver")
+        .select("msg", "node")
+        .unionByName(b.select("msg", F.col("origin").alias("node")))
+        .distinct()
+    )
+    reached = wanted.join(got.withColumn("hit", F.lit(True)), ["msg", "node"], "left")
+    per = reached.groupBy("msg", "origin").agg(
+        F.count("*").alias("expected"),
+        F.count("hit").alias("delivered"),
+        F.slice(
+            F.sort_array(F.collect_list(F.when(F.col("hit").isNull(), F.col("node")))), 1, 10
+        ).alias("missing"),
+    )
+    cov = F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")).otherwise(1.0)
+    return (
+        per.select("msg", "origin", "delivered", "expected", cov.alias("coverage"), "missing")
+        .where(F.col("coverage") < F.lit(min_coverage) - F.lit(1e-12))
+        .select(
+            "*",
+            F.format_string(
+                "%s from %s reached %d of %d correct destinations (%.1f%%); not %s",
+                "msg",
+                "origin",
+                "delivered",
+                "expected",
+                F.col("coverage") * 100,
+                F.array_join("missing", ", "),
+            ).alias("detail"),
+        )
+    )
+
+
+def first_hops(events: DataFrame) -> DataFrame:
+    """``msg, node, hop, receptions``: each node's first (smallest) hop count per broadcast."""
+    return (
+        layer_events(events, LAYER, "recv")
+        .where(F.col("msg").isNotNull())
+        .select("msg", "node", attr("hop").cast("long").alias("hop"))
+        .groupBy("msg", "node")
+        .agg(F.min("hop").alias("hop"), F.count("*").alias("receptions"))
+    )
+
+
+def depth(events: DataFrame, *, max_depth: int) -> DataFrame:
+    """Broadcasts whose tree was deeper than ``max_depth`` hops.
+
+    Property: the depth of a broadcast (the largest over nodes of the hop count of
+    their first copy) is at most the bound, e.g. ceil(log2 N) over TCP only and
+    ceil(log2 S) + 2 with S multicast subnets (docs/gossip.md). Columns:
+    ``msg, depth, bound, deepest, detail``.
+    """
+    return (
+        first_hops(events)
+        .groupBy("msg")
+        .agg(F.max("hop").alias("depth"), F.max_by("node", "hop").alias("deepest"))
+        .where(F.col("depth") > max_depth)
+        .select(
+            "msg",
+            "depth",
+            F.lit(max_depth).alias("bound"),
+            "deepest",
+            F.format_string(
+                "%s needed %d hops to reach %s; the bound is %d",
+                "msg",
+                "depth",
+                "deepest",
+                F.lit(max_depth),
+            ).alias("detail"),
+        )
+    )
+
+
+def integrity(events: DataFrame) -> DataFrame:
+    """Broadcasts delivered twice by one node, or delivered but never broadcast.
+
+    Property: each node delivers each broadcast at most once, and only broadcasts
+    some node made. Columns: ``problem, node, msg, count, at, detail``.
+    """
+    d = layer_events(events, LAYER, "deliver").where(F.col("msg").isNotNull())
+    dups = (
+        d.groupBy("node", "msg")
+        .agg(F.count("*").alias("count"), F.max(position()).alias("p"))
+        .where(F.col("count") > 1)
+        .select(
+            F.lit("duplicate").alias("problem"),
+            "node",
+            "msg",
+            "count",
+            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            F.format_string(
+                "%s delivered %s %d times (last at %s:%d)",
+                "node",
+                "msg",
+                "count",
+                "p.file",
+                "p.line",
+            ).alias("detail"),
+        )
+    )
+    invented = d.join(broadcasts(events).select("msg"), "msg", "left_anti").select(
+        F.lit("never broadcast").alias("problem"),
+        "node",
+        "msg",
+        F.lit(1).cast("long").alias("count"),
+        F.concat_ws(":", "file", "line").alias("at"),
+        F.format_string(
+            "%s delivered %s (%s:%d) but no node broadcast it", "node", "msg", "file", "line"
+        ).alias("detail"),
+    )
+    return dups.unionByName(invented)
+
+
+def redundancy(events: DataFrame) -> DataFrame:
+    """Per broadcast: ``msg, depth, receivers, receptions, redundant, tcp_sends, bytes``.
+
+    ``redundant`` counts receptions beyond each node's first: the price of the
+    multicast shortcut and of re-planned chunks. A figure, not a property.
+    """
+    hops = (
+        first_hops(events)
+        .groupBy("msg")
+        .agg(
+            F.max("hop").alias("depth"),
+            F.count("*").alias("receivers"),
+            F.sum("receptions").alias("receptions"),
+        )
+    )
+    sends = (
+        layer_events(events, LAYER, "send")
+        .where(F.col("msg").isNotNull())
+        .groupBy("msg")
+        .agg(
+            F.count(F.when(F.coalesce(attr("via"), F.lit("tcp")) == "tcp", 1)).alias("tcp_sends"),
+            F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+        )
+    )
+    return hops.join(sends, "msg", "full").select(
+        "msg",
+        "depth",
+        F.coalesce("receivers", F.lit(0)).alias("receivers"),
+        F.coalesce("receptions", F.lit(0)).alias("receptions"),
+        (F.coalesce("receptions", F.lit(0)) - F.coalesce("receivers", F.lit(0))).alias("redundant"),
+        F.coalesce("tcp_sends", F.lit(0)).alias("tcp_sends"),
+        F.coalesce("bytes", F.lit(0)).alias("bytes"),
+    )

@@ -1,0 +1,322 @@
+"""ISIS total-order multicast: total order, agreement, validity, integrity, final sequence.
+
+Trace conventions (``layer=isis``, docs/analysis.md has the full table):
+``multicast`` at the sender (``msg`` = ``<sender>/<msg_id>``) and ``deliver`` at each
+node that delivers it (``msg``, ``seq`` = the final sequence number,
+``attrs.proposer`` = the node whose proposal won). Properties follow the usual
+definitions of total-order broadcast (Défago, Schiper and Urbán, "Total order
+broadcast and multicast algorithms", ACM Computing Surveys 36(4), 2004, §2.2):
+total order and agreement are required of correct nodes, integrity of every node.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+
+__all__ = [
+    "LAYER",
+    "agreement",
+    "deliveries",
+    "final_sequence",
+    "integrity",
+    "multicasts",
+    "order_suspects",
+    "total_order",
+    "validity",
+]
+
+LAYER = "isis"
+
+
+def deliveries(events: DataFrame) -> DataFrame:
+    """``node, msg, seq, proposer, t, file, line`` of every ISIS delivery."""
+    return (
+        layer_events(events, LAYER, "deliver")
+        .where(F.col("msg").isNotNull())
+        .select("node", "msg", "seq", attr("proposer").alias("proposer"), "t", "file", "line")
+    )
+
+
+def multicasts(events: DataFrame) -> DataFrame:
+    """``node, msg, t, file, line`` of every ISIS multicast (at its sender)."""
+    return (
+        layer_events(events, LAYER, "multicast")
+        .where(F.col("msg").isNotNull())
+        .select("node", "msg", "t", "file", "line")
+    )
+
+
+def _correct_deliveries(events: DataFrame, nodes: DataFrame | None) -> DataFrame:
+    return deliveries(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
+
+
+def _final(prefix: str = "") -> Column:
+    return F.struct(
+        F.col(f"{prefix}seq").alias("seq"), F.col(f"{prefix}proposer").alias("proposer")
+    )
+
+
+def order_suspects(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """``node``: the correct nodes whose delivery order might disagree with another's.
+
+    A cheap sufficient test, linear in the number of deliveries: if every message
+    carries the same final ``(seq, proposer)`` at every node, no two messages share
+    one, and every node delivers in increasing ``(seq, proposer)`` order, then all
+    nodes follow one total order and no two of them can disagree. The suspects are
+    the nodes where that test fails: a delivery with a smaller key than the one before
+    it (or the same key on another message), or a message whose final sequence
+    differs between nodes. Only suspects need the pairwise comparison of
+    ``total_order``; in a run that keeps its promises there are none.
+
+    Proposers are compared in natural order (``n2`` before ``n10``), as a group of
+    numbered members breaks ties; an implementation that orders them otherwise makes
+    nodes suspects on ties, which costs time, never correctness.
+    """
+    d = _correct_deliveries(events, nodes)
+    in_order = Window.partitionBy("node").orderBy("t", "file", "line")
+    # Natural order: shorter ids first, then by text. The message id travels as a
+    # 64-bit hash, enough to tell "same message again" from "another message".
+    key = F.struct(F.col("seq"), F.length("proposer").alias("n"), F.col("proposer"))
+    msg_hash = F.xxhash64("msg")
+    stepped = d.select(
+        "node",
+        key.alias("key"),
+        F.lag(key).over(in_order).alias("prev"),
+        msg_hash.alias("m"),
+        F.lag(msg_hash).over(in_order).alias("prev_m"),
+    )
+    inverted = stepped.where(
+        (F.col("prev") > F.col("key"))
+        | ((F.col("prev") == F.col("key")) & (F.col("prev_m") != F.col("m")))
+    ).select("node")
+    disputed = (
+        d.groupBy("msg")
+        .agg(F.min(_final()).alias("lo"), F.max(_final()).alias("hi"))
+        .where(~F.col("lo").eqNullSafe(F.col("hi")))
+        .select("msg")
+    )
+    # Disputed messages are rare (none in a correct run): broadcasting them spares a
+    # shuffle of every delivery.
+    of_disputed = d.join(F.broadcast(disputed), "msg", "left_semi").select("node")
+    return inverted.unionByName(of_disputed).distinct()
+
+
+def total_order(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """Pairs of correct nodes that delivered two common messages in opposite orders.
+
+    Property: for any two correct nodes p and q and messages m1, m2 delivered by both,
+    p delivers m1 before m2 if and only if q does.
+
+    For each suspect p (see ``order_suspects``) and every other node q, the messages
+    both delivered are sorted by p's order; q's positions must then increase, and every
+    place where they decrease is a violation (``msg_1`` before ``msg_2`` at ``node_a``,
+    the other way round at ``node_b``). A pair where both nodes are suspects is
+    compared once. Duplicate deliveries count at their first position (integrity
+    reports the duplicates). Columns: ``node_a, node_b, msg_1, msg_2, at_a, at_b, detail``.
+    """
+    first = (
+        _correct_deliveries(events, nodes)
+        .groupBy("node", "msg")
+        .agg(F.min(position()).alias("pos"))
+    )
+    suspects = order_suspects(events, nodes=nodes)
+    a = first.join(F.broadcast(suspects), "node", "left_semi").select(
+        F.col("node").alias("node_a"), "msg", F.col("pos").alias("pos_a")
+    )
+    b = first.select(F.col("node").alias("node_b"), "msg", F.col("pos").alias("pos_b"))
+    b_suspect = suspects.select(F.col("node").alias("node_b"), F.lit(True).alias("b_suspect"))
+    pairs = (
+        a.join(b, "msg")
+        .where(F.col("node_a") != F.col("node_b"))
+        .join(F.broadcast(b_suspect), "node_b", "left")
+        .where((F.col("node_a") < F.col("node_b")) | F.col("b_suspect").isNull())
+    )
+    along_a = Window.partitionBy("node_a", "node_b").orderBy("pos_a")
+    stepped = pairs.select(
+        "node_a",
+        "node_b",
+        F.lag("msg").over(along_a).alias("msg_1"),
+        F.col("msg").alias("msg_2"),
+        F.lag("pos_a").over(along_a).alias("pos_a1"),
+        F.col("pos_a").alias("pos_a2"),
+        F.lag("pos_b").over(along_a).alias("pos_b1"),
+        F.col("pos_b").alias("pos_b2"),
+    ).where(F.col("pos_b1") > F.col("pos_b2"))
+    return stepped.select(
+        "node_a",
+        "node_b",
+        "msg_1",
+        "msg_2",
+        F.concat_ws(":", "pos_a1.file", "pos_a1.line").alias("at_a"),
+        F.concat_ws(":", "pos_b2.file", "pos_b2.line").alias("at_b"),
+        F.format_string(
+            "%s delivered %s before %s (%s:%d, %s:%d); %s delivered %s first (%s:%d, %s:%d)",
+            "node_a",
+            "msg_1",
+            "msg_2",
+            "pos_a1.file",
+            "pos_a1.line",
+            "pos_a2.file",
+            "pos_a2.line",
+            "node_b",
+            "msg_2",
+            "pos_b2.file",
+            "pos_b2.line",
+            "pos_b1.file",
+            "pos_b1.line",
+        ).alias("detail"),
+    )
+
+
+def agreement(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """Messages delivered by some correct node but not by every correct node.
+
+    Property: if a correct node delivers m, every correct node delivers m.
+    Columns: ``msg, delivered_by, expected, missing, detail`` (``missing`` lists up to
+    ten of the correct nodes that never delivered it).
+    """
+    correct = correct_nodes(events, nodes)
+    d = _correct_deliveries(events, nodes).select("msg", "node").distinct()
+    expected = correct.agg(F.count("*").alias("expected"))
+    short = (
+        d.groupBy("msg")
+        .agg(F.count("*").alias("delivered_by"))
+        .crossJoin(F.broadcast(expected))
+        .where(F.col("delivered_by") < F.col("expected"))
+    )
+    # Only for the (few) short messages: who delivered them, hence who did not.
+    who = (
+        d.join(short.select("msg"), "msg", "left_semi")
+        .groupBy("msg")
+        .agg(F.collect_set("node").alias("who"))
+    )
+    everyone = correct.agg(F.sort_array(F.collect_set("node")).alias("everyone"))
+    missing = F.slice(F.array_except("everyone", "who"), 1, 10)
+    return (
+        short.join(who, "msg")
+        .crossJoin(F.broadcast(everyone))
+        .select("msg", "delivered_by", "expected", missing.alias("missing"))
+        .select(
+            "*",
+            F.format_string(
+                "%s was delivered by %d of %d correct nodes; not by %s",
+                "msg",
+                "delivered_by",
+                "expected",
+                F.array_join("missing", ", "),
+            ).alias("detail"),
+        )
+    )
+
+
+def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """Messages multicast by a correct node that this node never delivered itself.
+
+    Property: if a correct node multicasts m, it eventually delivers m (with agreement,
+    every correct node then does). Columns: ``node, msg, t, at, detail``.
+    """
+    sent = multicasts(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
+    own = deliveries(events).select("node", "msg")
+    return sent.join(own, ["node", "msg"], "left_anti").select(
+        "node",
+        "msg",
+        "t",
+        F.concat_ws(":", "file", "line").alias("at"),
+        F.format_string(
+            "%s multicast %s at t=%.6f (%s:%d) and never delivered it",
+            "node",
+            "msg",
+            "t",
+            "file",
+            "line",
+        ).alias("detail"),
+    )
+
+
+def integrity(events: DataFrame) -> DataFrame:
+    """Duplicate deliveries, and deliveries of messages that nobody multicast.
+
+    Property (every node, crashed or not): a node delivers a message at most once,
+    and only if some node multicast it. Columns: ``problem, node, msg, count, at, detail``
+    with ``problem`` = ``duplicate`` or ``never multicast``.
+    """
+    d = deliveries(events)
+    dups = (
+        d.groupBy("node", "msg")
+        .agg(
+            F.count("*").alias("count"),
+            F.min(position()).alias("p1"),
+            F.max(position()).alias("p2"),
+        )
+        .where(F.col("count") > 1)
+        .select(
+            F.lit("duplicate").alias("problem"),
+            "node",
+            "msg",
+            "count",
+            F.concat_ws(":", "p2.file", "p2.line").alias("at"),
+            F.format_string(
+                "%s delivered %s %d times (first %s:%d, last %s:%d)",
+                "node",
+                "msg",
+                "count",
+                "p1.file",
+                "p1.line",
+                "p2.file",
+                "p2.line",
+            ).alias("detail"),
+        )
+    )
+    invented = d.join(multicasts(events).select("msg"), "msg", "left_anti").select(
+        F.lit("never multicast").alias("problem"),
+        "node",
+        "msg",
+        F.lit(1).cast("long").alias("count"),
+        F.concat_ws(":", "file", "line").alias("at"),
+        F.format_string(
+            "%s delivered %s (%s:%d) but no node multicast it", "node", "msg", "file", "line"
+        ).alias("detail"),
+    )
+    return dups.unionByName(invented)
+
+
+def final_sequence(events: DataFrame) -> DataFrame:
+    """Messages delivered with different final ``(seq, proposer)`` at different nodes.
+
+    Property: every node that delivers m agrees on its final sequence number and
+    proposer (the spec's final sequence is the largest proposal, ties broken by the
+    smallest proposer id, and is sent to everyone). Columns: ``msg, node_lo, final_lo,
+    node_hi, final_hi, detail``.
+    """
+    d = deliveries(events)
+    text = F.concat_ws("/", F.col("seq").cast("string"), F.col("proposer"))
+    return (
+        d.groupBy("msg")
+        .agg(
+            F.min(_final()).alias("lo"),
+            F.max(_final()).alias("hi"),
+            F.min_by("node", _final()).alias("node_lo"),
+            F.max_by("node", _final()).alias("node_hi"),
+            F.min_by(text, _final()).alias("final_lo"),
+            F.max_by(text, _final()).alias("final_hi"),
+        )
+        .where(~F.col("lo").eqNullSafe(F.col("hi")))
+        .select(
+            "msg",
+            "node_lo",
+            "final_lo",
+            "node_hi",
+            "final_hi",
+            F.format_string(
+                "%s has final sequence %s at %s but %s at %s",
+                "msg",
+                "final_lo",
+                "node_lo",
+                "final_hi",
+                "node_hi",
+            ).alias("detail"),
+        )
+    )

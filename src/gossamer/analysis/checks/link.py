@@ -1,0 +1,174 @@
+"""Exon/A3M links: nothing lost, duplicated or invented on a link; credit never exceeded.
+
+Trace conventions (``layer=link``; ``attrs.link`` names a link incarnation, unique
+for its two ends, e.g. ``<src tag>><dst tag>#<incarnation>``): ``link_up`` at each end
+(``peer``; on the sending side ``attrs.credits`` = the credits it starts with),
+``link_down`` (``attrs.reason``), ``send`` of each message (``msg`` unique per link
+message, ``peer`` = the receiving node), ``deliver`` when the receiving application
+takes it (``peer`` = the sending node), ``credit`` when a sender is granted credits
+(``peer`` = the receiver that granted them, ``attrs.amount``, negative when the
+receiver lowered its capacity).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+
+__all__ = ["LAYER", "credit", "delivery"]
+
+LAYER = "link"
+
+
+def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """Messages lost between correct nodes, delivered twice, or delivered but never sent.
+
+    Property: each message sent on a link between two correct nodes is delivered to
+    the receiver exactly once (Exon promised exactly-once per incarnation, over UDP
+    too), and nothing is delivered that was not sent. Columns: ``problem, msg,
+    sender, receiver, count, at, detail``.
+    """
+    sends = (
+        layer_events(events, LAYER, "send")
+        .where(F.col("msg").isNotNull())
+        .groupBy("msg", F.col("node").alias("sender"), F.col("peer").alias("receiver"))
+        .agg(F.min(position()).alias("p"))
+    )
+    delivs = (
+        layer_events(events, LAYER, "deliver")
+        .where(F.col("msg").isNotNull())
+        .select(
+            "msg",
+            F.col("node").alias("receiver"),
+            F.col("peer").alias("sender"),
+            position().alias("p"),
+        )
+    )
+    correct = correct_nodes(events, nodes)
+    ok_sender = correct.select(F.col("node").alias("sender"))
+    ok_receiver = correct.select(F.col("node").alias("receiver"))
+    lost = (
+        sends.join(F.broadcast(ok_sender), "sender", "left_semi")
+        .join(F.broadcast(ok_receiver), "receiver", "left_semi")
+        .join(delivs.select("msg", "receiver"), ["msg", "receiver"], "left_anti")
+        .select(
+            F.lit("lost").alias("problem"),
+            "msg",
+            "sender",
+            "receiver",
+            F.lit(0).cast("long").alias("count"),
+            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            F.format_string(
+                "%s sent %s to %s (%s:%d) and it was never delivered",
+                "sender",
+                "msg",
+                "receiver",
+                "p.file",
+                "p.line",
+            ).alias("detail"),
+        )
+    )
+    dups = (
+        delivs.groupBy("msg", "receiver")
+        .agg(
+            F.count("*").alias("count"),
+            F.first("sender").alias("sender"),
+            F.max("p").alias("p"),
+        )
+        .where(F.col("count") > 1)
+        .select(
+            F.lit("duplicate").alias("problem"),
+            "msg",
+            "sender",
+            "receiver",
+            "count",
+            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            F.format_string(
+                "%s delivered %s %d times (last %s:%d)",
+                "receiver",
+                "msg",
+                "count",
+                "p.file",
+                "p.line",
+            ).alias("detail"),
+        )
+    )
+    invented = delivs.join(sends.select("msg"), "msg", "left_anti").select(
+        F.lit("never sent").alias("problem"),
+        "msg",
+        "sender",
+        "receiver",
+        F.lit(1).cast("long").alias("count"),
+        F.concat_ws(":", "p.file", "p.line").alias("at"),
+        F.format_string(
+            "%s delivered %s (%s:%d) but nobody sent it", "receiver", "msg", "p.file", "p.line"
+        ).alias("detail"),
+    )
+    return lost.unionByName(dups).unionByName(invented)
+
+
+def credit(events: DataFrame) -> DataFrame:
+    """Sends that went beyond the credit the receiver had granted.
+
+    Property: on every link incarnation, the number of messages sent never exceeds
+    the initial credits plus every grant received so far (grants may be negative).
+    Only links with credit information (``attrs.credits`` on ``link_up`` or any
+    ``credit`` event) are checked; a new ``link_up`` starts a new count. Columns:
+    ``node, peer, link, msg, used, granted, at, detail``.
+    """
+    e = layer_events(events, LAYER, "link_up", "credit", "send").select(
+        "node",
+        "peer",
+        F.coalesce(attr("link"), F.lit("")).alias("link"),
+        "kind",
+        "msg",
+        "t",
+        "file",
+        "line",
+        F.when(F.col("kind") == "link_up", attr("credits").cast("long"))
+        .when(F.col("kind") == "credit", attr("amount").cast("long"))
+        .alias("grant"),
+    )
+    key = ["node", "peer", "link"]
+    informed = e.where(F.col("grant").isNotNull()).select(*key).distinct()
+    e = e.join(informed, key, "left_semi")
+    upto = Window.partitionBy(*key).orderBy("t", "file", "line")
+    e = e.withColumn(
+        "epoch",
+        F.sum(F.when(F.col("kind") == "link_up", 1).otherwise(0)).over(
+            upto.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
+    running = (
+        Window.partitionBy(*key, "epoch")
+        .orderBy("t", "file", "line")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    counted = e.select(
+        *key,
+        "kind",
+        "msg",
+        "file",
+        "line",
+        F.sum(F.when(F.col("kind") == "send", 1).otherwise(0)).over(running).alias("used"),
+        F.coalesce(F.sum("grant").over(running), F.lit(0)).alias("granted"),
+    )
+    return counted.where((F.col("kind") == "send") & (F.col("used") > F.col("granted"))).select(
+        *key,
+        "msg",
+        "used",
+        "granted",
+        F.concat_ws(":", "file", "line").alias("at"),
+        F.format_string(
+            "%s sent message %d (%s) to %s with only %d credits granted (%s:%d)",
+            "node",
+            "used",
+            F.coalesce("msg", F.lit("?")),
+            "peer",
+            "granted",
+            "file",
+            "line",
+        ).alias("detail"),
+    )

@@ -1,0 +1,240 @@
+"""Chandy–Lamport snapshots: the recorded cut is consistent, and the workload invariant holds.
+
+Trace conventions (``layer=snapshot``, ``attrs.snapshot`` = the snapshot id on every
+snapshot event): ``local_state`` where a node records its state (``attrs.value`` = its
+part of the workload's conserved quantity, e.g. its balance; optional ``attrs.total``
+= the quantity's known global total), ``channel_state`` for each incoming channel
+(``peer`` = the channel's sender, ``attrs.value`` = the amount recorded in flight,
+``attrs.count`` = the number of messages recorded), ``marker`` and
+``snapshot_done``. The workload's own messages are ``send`` (``peer`` = receiver)
+and ``recv`` (``peer`` = sender) with one ``msg`` id and ``attrs.amount``.
+
+A node's cut point for snapshot s is its ``local_state`` event; "before the cut"
+means earlier in that node's own order, ``(t, file, line)``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+
+__all__ = ["LAYER", "consistency", "cuts", "invariant", "snapshot_totals"]
+
+LAYER = "snapshot"
+
+
+def cuts(events: DataFrame) -> DataFrame:
+    """``node, snapshot, cut, value, total``: each node's recorded state per snapshot."""
+    return (
+        layer_events(events, LAYER, "local_state")
+        .where(attr("snapshot").isNotNull())
+        .groupBy("node", attr("snapshot").alias("snapshot"))
+        .agg(
+            F.min(position()).alias("cut"),
+            F.min_by(attr("value").cast("double"), position()).alias("value"),
+            F.max(attr("total").cast("double")).alias("total"),
+        )
+    )
+
+
+def _messages(events: DataFrame, kind: str, side: str) -> DataFrame:
+    return (
+        layer_events(events, LAYER, kind)
+        .where(F.col("msg").isNotNull())
+        .select(
+            "msg",
+            F.col("node").alias(side),
+            F.col("peer").alias(f"{side}_peer"),
+            position().alias(f"{side}_pos"),
+            attr("amount").cast("double").alias(f"{side}_amount"),
+        )
+    )
+
+
+def _fmt(text: str, *cols: Column | str) -> Column:
+    return F.format_string(text, *cols)
+
+
+def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """Orphan messages, missing local states and wrong channel states, per snapshot.
+
+    Property (Chandy and Lamport, "Distributed snapshots", ACM TOCS 3(1), 1985): the
+    cut is consistent, i.e. no message is received before its receiver's cut point
+    but sent after its sender's (``orphan``); every correct node that takes part
+    records its state (``missing local state``); and each channel's recorded state is
+    exactly the messages sent before the sender's cut and received after the
+    receiver's (``channel state``, checked on ``attrs.count`` and ``attrs.value`` when
+    recorded). Columns: ``problem, snapshot, node, peer, msg, detail``.
+    """
+    c = cuts(events)
+    snaps = c.select("snapshot").distinct()
+    sends = _messages(events, "send", "sender")
+    recvs = _messages(events, "recv", "receiver")
+    cut_s = c.select(F.col("node").alias("sender"), "snapshot", F.col("cut").alias("sender_cut"))
+    cut_r = c.select(
+        F.col("node").alias("receiver"), "snapshot", F.col("cut").alias("receiver_cut")
+    )
+    msgs = sends.join(recvs, "msg").join(cut_s, "sender").join(cut_r, ["receiver", "snapshot"])
+    sent_before = F.col("sender_pos") < F.col("sender_cut")
+    recv_before = F.col("receiver_pos") < F.col("receiver_cut")
+    orphans = msgs.where(recv_before & ~sent_before).select(
+        F.lit("orphan").alias("problem"),
+        "snapshot",
+        F.col("receiver").alias("node"),
+        F.col("sender").alias("peer"),
+        "msg",
+        _fmt(
+            "snapshot %s: %s recorded %s as received (%s:%d) but %s sent it after its cut (%s:%d)",
+            "snapshot",
+            "receiver",
+            "msg",
+            "receiver_pos.file",
+            "receiver_pos.line",
+            "sender",
+            "sender_pos.file",
+            "sender_pos.line",
+        ).alias("detail"),
+    )
+
+    takers = correct_nodes(events, nodes).join(
+        layer_events(events, LAYER).select("node").distinct(), "node", "left_semi"
+    )
+    missing = (
+        takers.crossJoin(snaps)
+        .join(c.select("node", "snapshot"), ["node", "snapshot"], "left_anti")
+        .select(
+            F.lit("missing local state").alias("problem"),
+            "snapshot",
+            "node",
+            F.lit(None).cast("string").alias("peer"),
+            F.lit(None).cast("string").alias("msg"),
+            _fmt("snapshot %s: %s never recorded its local state", "snapshot", "node").alias(
+                "detail"
+            ),
+        )
+    )
+
+    in_flight = (
+        msgs.where(sent_before & ~recv_before)
+        .groupBy("snapshot", "receiver", "sender")
+        .agg(
+            F.count("*").alias("flying"),
+            F.sum(F.coalesce("sender_amount", "receiver_amount")).alias("flying_value"),
+        )
+    )
+    recorded = (
+        layer_events(events, LAYER, "channel_state")
+        .where(attr("snapshot").isNotNull() & F.col("peer").isNotNull())
+        .select(
+            attr("snapshot").alias("snapshot"),
+            F.col("node").alias("receiver"),
+            F.col("peer").alias("sender"),
+            attr("count").cast("long").alias("count"),
+            attr("value").cast("double").alias("value"),
+        )
+    )
+    channels = in_flight.join(recorded, ["snapshot", "receiver", "sender"], "full").select(
+        "snapshot",
+        "receiver",
+        "sender",
+        F.coalesce("flying", F.lit(0)).alias("flying"),
+        F.coalesce("flying_value", F.lit(0.0)).alias("flying_value"),
+        "count",
+        "value",
+    )
+    value_off = F.abs(F.col("value") - F.col("flying_value")) > F.lit(1e-6) * F.greatest(
+        F.lit(1.0), F.abs("flying_value")
+    )
+    wrong = channels.where(
+        (F.col("count").isNotNull() & (F.col("count") != F.col("flying")))
+        | (F.col("value").isNotNull() & value_off)
+        | (F.col("count").isNull() & F.col("value").isNull() & (F.col("flying") > 0))
+    ).select(
+        F.lit("channel state").alias("problem"),
+        "snapshot",
+        F.col("receiver").alias("node"),
+        F.col("sender").alias("peer"),
+        F.lit(None).cast("string").alias("msg"),
+        _fmt(
+            "snapshot %s: channel %s->%s recorded %s messages worth %s, "
+            "but %d worth %s were in flight",
+            "snapshot",
+            "sender",
+            "receiver",
+            F.coalesce(F.col("count").cast("string"), F.lit("no")),
+            F.coalesce(F.col("value").cast("string"), F.lit("nothing")),
+            "flying",
+            F.col("flying_value").cast("string"),
+        ).alias("detail"),
+    )
+    return orphans.unionByName(missing).unionByName(wrong)
+
+
+def snapshot_totals(events: DataFrame) -> DataFrame:
+    """``snapshot, nodes, local_sum, channel_sum, total, declared``: sums per snapshot.
+
+    ``declared`` is the largest ``attrs.total`` any node recorded (null when none did).
+    """
+    c = cuts(events)
+    local = c.groupBy("snapshot").agg(
+        F.count("*").alias("nodes"),
+        F.sum("value").alias("local_sum"),
+        F.max("total").alias("declared"),
+    )
+    chan = (
+        layer_events(events, LAYER, "channel_state")
+        .where(attr("snapshot").isNotNull())
+        .groupBy(attr("snapshot").alias("snapshot"))
+        .agg(F.sum(attr("value").cast("double")).alias("channel_sum"))
+    )
+    return local.join(chan, "snapshot", "left").select(
+        "snapshot",
+        "nodes",
+        "local_sum",
+        F.coalesce("channel_sum", F.lit(0.0)).alias("channel_sum"),
+        (F.col("local_sum") + F.coalesce("channel_sum", F.lit(0.0))).alias("total"),
+        "declared",
+    )
+
+
+def invariant(events: DataFrame, *, tolerance: float = 1e-6) -> DataFrame:
+    """Snapshots in which the workload's conserved quantity does not add up.
+
+    Property: in every snapshot, the recorded local values plus the values recorded
+    in channels equal the expected total: ``attrs.total`` when the workload declares
+    it, otherwise the total most snapshots agree on. Columns: ``snapshot, total,
+    expected, local_sum, channel_sum, detail``.
+    """
+    totals = snapshot_totals(events)
+    usual = (
+        totals.groupBy(F.round("total", 6).alias("usual"))
+        .agg(F.count("*").alias("n"))
+        .agg(F.max_by("usual", F.struct("n", "usual")).alias("usual"))
+    )
+    expected = F.coalesce("declared", "usual")
+    off = F.abs(F.col("total") - F.col("expected")) > F.lit(tolerance) * F.greatest(
+        F.lit(1.0), F.abs("expected")
+    )
+    return (
+        totals.crossJoin(F.broadcast(usual))
+        .withColumn("expected", expected)
+        .where(off)
+        .select(
+            "snapshot",
+            "total",
+            "expected",
+            "local_sum",
+            "channel_sum",
+            _fmt(
+                "snapshot %s adds up to %s (%s in %d local states + %s in channels), expected %s",
+                "snapshot",
+                F.col("total").cast("string"),
+                F.col("local_sum").cast("string"),
+                "nodes",
+                F.col("channel_sum").cast("string"),
+                F.col("expected").cast("string"),
+            ).alias("detail"),
+        )
+    )

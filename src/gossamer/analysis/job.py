@@ -1,0 +1,411 @@
+"""The analysis job: load a run, run every check and metric, write the summary and report.
+
+This is the one module of the pipeline that triggers Spark actions and writes
+files; checkers and metrics stay pure transforms. ``analyze`` is what
+``gossamer analyze`` calls, with a session it built (``gossamer.analysis.session``)
+or, in tests, the shared one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+
+from gossamer.analysis import catalog, fsio, metrics, report
+from gossamer.analysis.checks import discovery, gossip, isis
+from gossamer.analysis.checks.common import correct_nodes
+from gossamer.analysis.load import InputReport, load_run, nodes_frame
+
+__all__ = ["Analysis", "CheckResult", "analyze", "run_check"]
+
+#: Cache the events in memory for runs up to this many events (above, re-read Parquet).
+CACHE_LIMIT = 5_000_000
+#: Time bins of the timelines.
+BINS = 100
+#: Largest number of nodes drawn one by one (more are summarised).
+MAX_DRAWN_NODES = 12
+#: Largest number of nodes in the delivery-order matrix.
+MAX_MATRIX_NODES = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckResult:
+    """The verdict of one check: ``pass``, ``fail`` or ``skipped``, and its first violations."""
+
+    name: str
+    layer: str
+    property: str
+    status: str
+    violations: int
+    columns: tuple[str, ...] = ()
+    first: tuple[Mapping[str, Any], ...] = ()
+    note: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "layer": self.layer,
+            "property": self.property,
+            "status": self.status,
+            "violations": self.violations,
+            "note": self.note,
+            "seconds": round(self.seconds, 3),
+            "columns": list(self.columns),
+            "first_violations": [dict(r) for r in self.first],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Analysis:
+    """Everything ``analyze`` found, and where it wrote it."""
+
+    summary: dict[str, Any]
+    checks: tuple[CheckResult, ...]
+    input: InputReport
+    out: str
+    summary_path: str
+    report_path: str
+    violated: bool = field(default=False)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6) if math.isfinite(value) else None
+    if isinstance(value, Row):
+        return {k: _jsonable(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _rows(df: DataFrame) -> list[dict[str, Any]]:
+    return [_jsonable(r.asDict()) for r in df.collect()]
+
+
+def run_check(
+    check: catalog.Check,
+    events: DataFrame,
+    inputs: catalog.CheckInputs,
+    *,
+    present: set[str],
+    listed: int = 10,
+) -> CheckResult:
+    """Run one check: skip it without events of its layer or without its bounds."""
+    base: dict[str, Any] = {"name": check.name, "layer": check.layer, "property": check.property}
+    if check.layer not in present:
+        return CheckResult(**base, status="skipped", violations=0, note=f"no {check.layer} events")
+    missing = [p for p in check.needs if p not in inputs.params]
+    if missing:
+        note = "needs " + ", ".join(f"--param {p}=..." for p in missing)
+        return CheckResult(**base, status="skipped", violations=0, note=note)
+    started = time.perf_counter()
+    if check.shortcut is not None and not check.shortcut(events, inputs).limit(1).collect():
+        return CheckResult(
+            **base,
+            status="pass",
+            violations=0,
+            note="holds: shown by the linear pre-check",
+            seconds=time.perf_counter() - started,
+        )
+    violations = check.run(events, inputs)
+    first = violations.orderBy(*check.order).limit(listed).collect()
+    count = len(first) if len(first) < listed else violations.count()
+    return CheckResult(
+        **base,
+        status="fail" if count else "pass",
+        violations=count,
+        columns=tuple(violations.columns),
+        first=tuple(_jsonable(r.asDict()) for r in first),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _read_metadata(spark: SparkSession, run_dir: str) -> dict[str, Any]:
+    text = fsio.read_text(spark, fsio.join(run_dir, "run.json"))
+    if not text:
+        return {}
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return {"error": "run.json is not valid JSON"}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _latency_metrics(events: DataFrame) -> dict[str, Any]:
+    per_layer: list[dict[str, Any]] = []
+    per_node: list[dict[str, Any]] = []
+    cdf: dict[str, list[float]] = {}
+    # One job for the tables and the plot: p50/p90/p99 are points of the 101-point CDF.
+    stats = metrics.latency_stats(metrics.latencies(events), points=100)
+    for r in _rows(stats.orderBy("layer", F.col("node").asc_nulls_first())):
+        qs = r["quantiles"]
+        row = {
+            "layer": r["layer"],
+            **({"node": r["node"]} if r["node"] is not None else {}),
+            "count": r["count"],
+            "mean": r["mean"],
+            **{f"p{round(p * 100)}": qs[round(p * 100)] for p in metrics.QUANTILES},
+            "max": r["max"],
+        }
+        if r["node"] is None:
+            per_layer.append(row)
+            cdf[r["layer"]] = qs
+        else:
+            per_node.append(row)
+    return {"by_layer": per_layer, "by_node": per_node, "cdf": cdf}
+
+
+_TRAFFIC = ("sent", "bytes_sent", "received", "bytes_received", "delivered", "retransmitted")
+
+
+def _node_metrics(events: DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Traffic per layer and node, and fault counts, from one pass."""
+    rows = _rows(metrics.per_node(events).orderBy("layer", "node", "fault"))
+    traffic_rows = [
+        {"layer": r["layer"], "node": r["node"], **{k: int(r[k] or 0) for k in _TRAFFIC}}
+        for r in rows
+        if r["layer"] != "net"
+    ]
+    totals: dict[str, dict[str, int]] = {}
+    for r in traffic_rows:
+        t = totals.setdefault(r["layer"], dict.fromkeys(_TRAFFIC, 0))
+        for k in _TRAFFIC:
+            t[k] += r[k]
+    fault_rows = [
+        {"fault": r["fault"], "node": r["node"], "count": int(r["faults"])}
+        for r in rows
+        if r["layer"] == "net" and r["fault"] is not None
+    ]
+    fault_totals: dict[str, int] = {}
+    for r in fault_rows:
+        fault_totals[r["fault"]] = fault_totals.get(r["fault"], 0) + r["count"]
+    traffic = {"by_layer": totals, "by_node": traffic_rows}
+    faults = {"totals": dict(sorted(fault_totals.items())), "by_node": fault_rows}
+    return traffic, faults
+
+
+def _timelines(events: DataFrame, t_min: float, t_max: float) -> tuple[list[Any], list[Any]]:
+    """Events per (bin, layer) and per-datagram faults per (bin, fault), from one pass."""
+    rows = _rows(metrics.activity(events, t_min, t_max, BINS))
+    per_layer: dict[tuple[int, str], dict[str, int]] = {}
+    for r in rows:
+        cell = per_layer.setdefault((r["bin"], r["layer"]), {"events": 0, "deliveries": 0})
+        cell["events"] += int(r["events"])
+        cell["deliveries"] += int(r["deliveries"])
+    timeline = [{"bin": b, "layer": layer, **v} for (b, layer), v in sorted(per_layer.items())]
+    faults = sorted(
+        (
+            {"bin": r["bin"], "fault": r["fault"], "count": int(r["events"])}
+            for r in rows
+            if r["fault"] is not None and r["fault"] not in metrics.DISCRETE_FAULTS
+        ),
+        key=lambda r: (r["bin"], r["fault"]),
+    )
+    return timeline, faults
+
+
+def _membership(events: DataFrame, t_min: float, t_max: float) -> dict[str, Any]:
+    tl = metrics.membership_timeline(events, t_min, t_max, BINS)
+    bands = _rows(
+        tl.groupBy("bin")
+        .agg(F.min("size").alias("min"), F.mean("size").alias("mean"), F.max("size").alias("max"))
+        .orderBy("bin")
+    )
+    nodes = [r["node"] for r in _rows(tl.select("node").distinct().orderBy("node"))]
+    drawn: dict[str, list[int]] = {}
+    if len(nodes) <= MAX_DRAWN_NODES:
+        for r in _rows(tl.orderBy("node", "bin")):
+            drawn.setdefault(r["node"], []).append(int(r["size"]))
+    return {"bands": bands, "nodes": drawn}
+
+
+def _order_matrix(
+    events: DataFrame, inputs: catalog.CheckInputs, result: CheckResult
+) -> dict[str, Any] | None:
+    nodes = [
+        r["node"]
+        for r in _rows(
+            correct_nodes(events, inputs.nodes)
+            .join(isis.deliveries(events).select("node").distinct(), "node", "left_semi")
+            .orderBy("node")
+        )
+    ]
+    if not nodes or len(nodes) > MAX_MATRIX_NODES:
+        return None
+    index = {n: i for i, n in enumerate(nodes)}
+    counts = [[0] * len(nodes) for _ in nodes]
+    if result.status == "fail":
+        pairs = isis.total_order(events, nodes=inputs.nodes).groupBy("node_a", "node_b").count()
+        for r in _rows(pairs):
+            a, b = index.get(r["node_a"]), index.get(r["node_b"])
+            if a is not None and b is not None:
+                counts[a][b] += int(r["count"])
+                counts[b][a] += int(r["count"])
+    return {"nodes": nodes, "disagreements": counts}
+
+
+def _layer_metrics(
+    events: DataFrame,
+    *,
+    inputs: catalog.CheckInputs,
+    present: set[str],
+    results: Sequence[CheckResult],
+    t_min: float,
+    t_max: float,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "gossip" in present:
+        per = gossip.redundancy(events)
+        out["gossip"] = {
+            "depth_histogram": _rows(metrics.depth_histogram(events).orderBy("hop")),
+            "per_broadcast": _rows(
+                per.agg(
+                    F.count("*").alias("broadcasts"),
+                    F.mean("depth").alias("mean_depth"),
+                    F.max("depth").alias("max_depth"),
+                    F.mean("redundant").alias("mean_redundant"),
+                    F.mean("tcp_sends").alias("mean_tcp_sends"),
+                    F.mean("bytes").alias("mean_bytes"),
+                )
+            )[0],
+        }
+    if "discovery" in present:
+        max_peers = int(inputs.params["discovery.max_peers"])
+        full = discovery.full_view_times(events, nodes=inputs.nodes, max_peers=max_peers)
+        out["discovery"] = {
+            "full_view": _rows(full.orderBy("node")),
+            "detections": _rows(
+                discovery.detections(events, nodes=inputs.nodes).orderBy(
+                    "crashed_at", "crashed", "observer"
+                )
+            ),
+            "membership": _membership(events, t_min, t_max),
+        }
+    if "isis" in present:
+        total_order = next(r for r in results if r.name == "isis.total_order")
+        matrix = _order_matrix(events, inputs, total_order)
+        if matrix is not None:
+            out["isis"] = {"order_matrix": matrix}
+    return out
+
+
+def _spark_info(spark: SparkSession) -> dict[str, Any]:
+    info: dict[str, Any] = {"version": spark.version}
+    for key, name in (("spark.master", "master"), ("spark.app.id", "app_id")):
+        try:
+            info[name] = spark.conf.get(key)
+        except Exception:  # not every key is readable over Spark Connect
+            info[name] = None
+    return info
+
+
+def analyze(
+    spark: SparkSession,
+    run_dir: str,
+    out: str | None = None,
+    *,
+    strict: bool = False,
+    params: Mapping[str, str] | None = None,
+    listed: int = 10,
+) -> Analysis:
+    """Analyze the run in ``run_dir`` and write ``summary.json`` and ``report.html`` to ``out``.
+
+    ``out`` defaults to ``<run_dir>/analysis``; the run's Parquet conversion is kept
+    in ``<out>/events.parquet`` and reused while the traces are unchanged. ``params``
+    override check parameters (``catalog.PARAMS``). Raises ``GossamerError``
+    subclasses for unusable input (see ``load_run``) and unknown parameters.
+    """
+    started = time.perf_counter()
+    out = out or fsio.join(run_dir, "analysis")
+    metadata = _read_metadata(spark, run_dir)
+    resolved = catalog.resolve_params(catalog.derive_params(metadata), params or {})
+    events, found = load_run(spark, run_dir, fsio.join(out, "events.parquet"), strict=strict)
+    loaded = time.perf_counter()
+    cached = found.events <= CACHE_LIMIT
+    if cached:
+        events = events.cache()
+    try:
+        inputs = catalog.CheckInputs(
+            nodes=nodes_frame(spark, found) if found.empty_files else None, params=resolved
+        )
+        present = {layer for layer, n in found.layers.items() if n}
+        results = tuple(
+            run_check(c, events, inputs, present=present, listed=listed) for c in catalog.CHECKS
+        )
+        checked = time.perf_counter()
+        t_min, t_max = found.t_min, found.t_max
+        traffic, faults = _node_metrics(events)
+        timeline, fault_timeline = _timelines(events, t_min, t_max)
+        faults["timeline"] = fault_timeline
+        faults["outages"] = (
+            _rows(metrics.outage_events(events).limit(1000)) if faults["totals"] else []
+        )
+        measured: dict[str, Any] = {
+            "time_range": {"start": t_min, "end": t_max},
+            "latency": _latency_metrics(events),
+            "traffic": traffic,
+            "faults": faults,
+            "timeline": {
+                "bins": BINS,
+                "width": (t_max - t_min) / BINS if t_max > t_min else 1.0,
+                "rows": timeline,
+            },
+            **_layer_metrics(
+                events,
+                inputs=inputs,
+                present=present,
+                results=results,
+                t_min=t_min,
+                t_max=t_max,
+            ),
+        }
+    finally:
+        if cached:
+            events.unpersist()
+    violated = any(r.status == "fail" for r in results)
+    summary: dict[str, Any] = {
+        "run": found.run_ids[0] if found.run_ids else None,
+        "verdict": "fail" if violated else "pass",
+        "counts": {
+            status: sum(r.status == status for r in results)
+            for status in ("pass", "fail", "skipped")
+        },
+        "checks": [r.to_json() for r in results],
+        "input": found.to_json(),
+        "scenario": {
+            k: metadata[k]
+            for k in ("scenario", "nodes", "seed", "duration", "faults", "fault_counts", "params")
+            if k in metadata
+        },
+        "params": dict(sorted(resolved.items())),
+        "metrics": _jsonable(measured),
+        "timing": {
+            "load_seconds": round(loaded - started, 3),
+            "check_seconds": round(checked - loaded, 3),
+            "total_seconds": round(time.perf_counter() - started, 3),
+        },
+        "spark": _spark_info(spark),
+    }
+    summary_path = fsio.join(out, "summary.json")
+    report_path = fsio.join(out, "report.html")
+    fsio.write_text(spark, summary_path, json.dumps(summary, indent=1, sort_keys=False) + "\n")
+    fsio.write_text(spark, report_path, report.render_html(summary))
+    return Analysis(
+        summary=summary,
+        checks=results,
+        input=found,
+        out=out,
+        summary_path=summary_path,
+        report_path=report_path,
+        violated=violated,
+    )

@@ -1,0 +1,382 @@
+"""Load a run: JSON-lines traces -> validated events, converted once to Parquet.
+
+The conversion reads every ``<run>/<node>.jsonl`` as text, numbers the lines, parses
+and validates them (``gossamer.analysis.parse``) and writes one Parquet dataset
+partitioned by ``layer`` and ``kind``, so a checker reads only the files of the kinds
+it needs. Rejected lines go to the partition ``layer=_bad`` with their file, line
+number and reason. A manifest next to the data records the source files' names, sizes and
+modification times and the input report; a later analysis of the same unchanged run
+reuses the Parquet data instead of parsing again.
+
+Line numbers are computed without sorting anything: Spark reads each split of a
+file (a block) in order within one task, so a row's line is the number of lines in
+the file's earlier blocks plus its offset from the first row of its own block, both
+found with ``monotonically_increasing_id`` and one small aggregation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from gossamer.analysis import fsio
+from gossamer.analysis.parse import PARSED_SCHEMA, parse_lines
+from gossamer.analysis.schema import EVENT_COLUMNS
+from gossamer.errors import DecodeError, TraceFormatError
+from gossamer.trace.jsonl import BadLine
+from gossamer.trace.schema import LAYERS, SCHEMA_VERSION
+
+__all__ = [
+    "BAD_PARTITION",
+    "MANIFEST_SUFFIX",
+    "PARTITION_COLUMNS",
+    "STORED_SCHEMA",
+    "InputReport",
+    "convert",
+    "load_run",
+    "manifest_path",
+    "nodes_frame",
+    "read_events",
+    "write_events",
+]
+
+#: The partition of the Parquet data that holds rejected lines.
+BAD_PARTITION = "_bad"
+#: How the Parquet data is partitioned, outermost first.
+PARTITION_COLUMNS = ("layer", "kind")
+#: The manifest sits next to the Parquet directory, as ``<name>.source.json``: inside
+#: it, Spark would either take it for data or (named ``_...``) refuse to read it back.
+MANIFEST_SUFFIX = ".source.json"
+_MANIFEST_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputReport:
+    """What loading a run found: files, events per layer, and every kind of bad input."""
+
+    run_dir: str
+    parquet: str
+    files: tuple[str, ...]
+    run_ids: tuple[str, ...]
+    events: int
+    layers: Mapping[str, int]
+    bad_lines: int
+    first_bad: tuple[BadLine, ...]
+    unknown_layers: Mapping[str, int]
+    versions: Mapping[int, int]
+    empty_files: tuple[str, ...]
+    t_min: float = 0.0
+    t_max: float = 0.0
+    reused: bool = False
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (the ``input`` section of ``summary.json``)."""
+        return {
+            "run_dir": self.run_dir,
+            "parquet": self.parquet,
+            "reused_parquet": self.reused,
+            "files": len(self.files),
+            "run_ids": list(self.run_ids),
+            "events": self.events,
+            "layers": dict(sorted(self.layers.items())),
+            "bad_lines": self.bad_lines,
+            "first_bad_lines": [
+                {"file": b.path, "line": b.line, "reason": b.reason} for b in self.first_bad
+            ],
+            "unknown_layers": dict(sorted(self.unknown_layers.items())),
+            "schema_versions": {str(k): v for k, v in sorted(self.versions.items())},
+            "empty_files": list(self.empty_files),
+            "time_range": [self.t_min, self.t_max],
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], *, files: Sequence[str]) -> InputReport:
+        return cls(
+            run_dir=obj["run_dir"],
+            parquet=obj["parquet"],
+            files=tuple(files),
+            run_ids=tuple(obj["run_ids"]),
+            events=int(obj["events"]),
+            layers={str(k): int(v) for k, v in obj["layers"].items()},
+            bad_lines=int(obj["bad_lines"]),
+            first_bad=tuple(
+                BadLine(path=b["file"], line=int(b["line"]), reason=b["reason"])
+                for b in obj["first_bad_lines"]
+            ),
+            unknown_layers={str(k): int(v) for k, v in obj["unknown_layers"].items()},
+            versions={int(k): int(v) for k, v in obj["schema_versions"].items()},
+            empty_files=tuple(obj["empty_files"]),
+            t_min=float(obj["time_range"][0]),
+            t_max=float(obj["time_range"][1]),
+            reused=True,
+            warnings=tuple(obj.get("warnings", ())),
+        )
+
+
+def _numbered_lines(spark: SparkSession, sources: Sequence[fsio.SourceFile]) -> DataFrame:
+    """``value, file, line`` for every line of the sources (see the module docstring)."""
+    raw = spark.read.text([s.path for s in sources]).select(
+        "value",
+        F.col("_metadata.file_name").alias("file"),
+        F.col("_metadata.file_path").alias("_path"),
+        F.col("_metadata.file_block_start").alias("_block"),
+        F.monotonically_increasing_id().alias("_rid"),
+    )
+    blocks = (
+        raw.groupBy("_path", "_block")
+        .agg(F.min("_rid").alias("_first"), F.count("*").alias("_n"))
+        .orderBy("_path", "_block")
+        .collect()
+    )
+    before: list[tuple[str, int, int, int]] = []
+    seen: dict[str, int] = {}
+    for b in blocks:
+        path = str(b["_path"])
+        before.append((path, int(b["_block"]), int(b["_first"]), seen.get(path, 0)))
+        seen[path] = seen.get(path, 0) + int(b["_n"])
+    offsets = spark.createDataFrame(before, "_path string, _block long, _first long, _before long")
+    line = F.col("_before") + F.col("_rid") - F.col("_first") + 1
+    return raw.join(F.broadcast(offsets), ["_path", "_block"]).select(
+        "value", "file", line.alias("line")
+    )
+
+
+#: The stored columns: the parsed ones, with ``layer`` and ``kind`` as partition columns.
+STORED_SCHEMA = T.StructType(
+    [
+        *[f for f in PARSED_SCHEMA.fields if f.name not in PARTITION_COLUMNS],
+        *[T.StructField(name, T.StringType()) for name in PARTITION_COLUMNS],
+    ]
+)
+
+
+def write_events(parsed: DataFrame, parquet: str) -> None:
+    """Write parsed rows (``PARSED_COLUMNS``) as the analysis stores a run.
+
+    Partitioned by ``layer`` then ``kind``: nearly every checker and metric reads a
+    few kinds of one layer, and partition pruning skips every other file outright.
+    (Parquet row-group statistics cannot do that, since kinds interleave in time.)
+    Rejected lines go to ``layer=_bad/kind=_bad``. An existing dataset is replaced.
+    """
+    bad = F.col("reason").isNotNull()
+    (
+        parsed.withColumn("layer", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("layer")))
+        .withColumn("kind", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("kind")))
+        .write.mode("overwrite")
+        .partitionBy(*PARTITION_COLUMNS)
+        .parquet(parquet)
+    )
+
+
+def convert(spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: str) -> None:
+    """Parse and validate every line of ``sources`` and write them to ``parquet``."""
+    write_events(parse_lines(_numbered_lines(spark, sources)), parquet)
+
+
+def _stored(spark: SparkSession, parquet: str) -> DataFrame:
+    # The schema is given, not inferred: a kind named "1" must stay a string.
+    return spark.read.schema(STORED_SCHEMA).option("basePath", parquet).parquet(parquet)
+
+
+def read_events(spark: SparkSession, parquet: str) -> DataFrame:
+    """The valid events of a converted run, in ``EVENTS_SCHEMA`` column order."""
+    return _stored(spark, parquet).where(F.col("layer") != BAD_PARTITION).select(*EVENT_COLUMNS)
+
+
+def _inspect(
+    spark: SparkSession,
+    parquet: str,
+    run_dir: str,
+    sources: Sequence[fsio.SourceFile],
+    examples: int,
+) -> InputReport:
+    data = _stored(spark, parquet)
+    groups = (
+        data.groupBy("layer", "run", "bad_layer", "version", "file")
+        .agg(
+            F.count("*").alias("n"),
+            F.first("reason").alias("reason"),
+            F.min("t").alias("t_min"),
+            F.max("t").alias("t_max"),
+        )
+        .collect()
+    )
+    layers: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    unknown: dict[str, int] = {}
+    versions: dict[int, int] = {}
+    with_events: set[str] = set()
+    span: list[float] = []
+    bad = 0
+    for g in groups:
+        n = int(g["n"])
+        if g["layer"] != BAD_PARTITION:
+            layers[g["layer"]] = layers.get(g["layer"], 0) + n
+            runs[g["run"]] = runs.get(g["run"], 0) + n
+            versions[SCHEMA_VERSION] = versions.get(SCHEMA_VERSION, 0) + n
+            with_events.add(g["file"])
+            span += [float(g["t_min"]), float(g["t_max"])]
+            continue
+        bad += n
+        if g["bad_layer"] is not None:
+            unknown[g["bad_layer"]] = unknown.get(g["bad_layer"], 0) + n
+        if g["version"] is not None and str(g["reason"] or "").startswith("schema version"):
+            versions[int(g["version"])] = versions.get(int(g["version"]), 0) + n
+    first_bad: tuple[BadLine, ...] = ()
+    if bad:
+        rows = (
+            data.where(F.col("layer") == BAD_PARTITION)
+            .select("file", "line", "reason")
+            .orderBy("file", "line")
+            .limit(examples)
+            .collect()
+        )
+        first_bad = tuple(
+            BadLine(path=fsio.join(run_dir, r["file"]), line=int(r["line"]), reason=r["reason"])
+            for r in rows
+        )
+    return InputReport(
+        run_dir=run_dir,
+        parquet=parquet,
+        files=tuple(s.name for s in sources),
+        run_ids=tuple(sorted(runs)),
+        events=sum(layers.values()),
+        layers=layers,
+        bad_lines=bad,
+        first_bad=first_bad,
+        unknown_layers=unknown,
+        versions=versions,
+        empty_files=tuple(s.name for s in sources if s.name not in with_events),
+        t_min=min(span, default=0.0),
+        t_max=max(span, default=0.0),
+    )
+
+
+def manifest_path(parquet: str) -> str:
+    """Where the manifest of the Parquet data at ``parquet`` is kept."""
+    base = parquet.rstrip("/")
+    return (base[: -len(".parquet")] if base.endswith(".parquet") else base) + MANIFEST_SUFFIX
+
+
+def _manifest_sources(sources: Sequence[fsio.SourceFile]) -> list[list[Any]]:
+    return [[s.name, s.size, s.mtime] for s in sources]
+
+
+def _reusable(
+    spark: SparkSession, parquet: str, sources: Sequence[fsio.SourceFile]
+) -> InputReport | None:
+    text = fsio.read_text(spark, manifest_path(parquet))
+    if not text:
+        return None
+    try:
+        manifest = json.loads(text)
+        if manifest.get("format") != _MANIFEST_FORMAT:
+            return None
+        if manifest.get("sources") != _manifest_sources(sources):
+            return None
+        return InputReport.from_json(manifest["report"], files=[s.name for s in sources])
+    except (ValueError, KeyError, TypeError):
+        return None  # a damaged manifest only costs a new conversion
+
+
+def _count_text(counts: Mapping[Any, int]) -> str:
+    return ", ".join(f"{k!s} ({v} lines)" for k, v in sorted(counts.items()))
+
+
+def _check_usable(report: InputReport, *, strict: bool) -> None:
+    """Raise for input no analysis can use; ``strict`` also refuses any bad line."""
+    if len(report.versions) > 1:
+        versions = ", ".join(f"v{k} ({v} lines)" for k, v in sorted(report.versions.items()))
+        raise DecodeError(
+            f"mixed trace schema versions in {report.run_dir}: {versions}; "
+            f"this gossamer reads v{SCHEMA_VERSION}: convert or re-record the older traces"
+        )
+    if report.versions and SCHEMA_VERSION not in report.versions:
+        (only,) = report.versions
+        raise DecodeError(
+            f"the traces in {report.run_dir} use schema version {only}; "
+            f"this gossamer reads version {SCHEMA_VERSION}"
+        )
+    if len(report.run_ids) > 1:
+        raise DecodeError(
+            f"{report.run_dir} mixes events of {len(report.run_ids)} runs "
+            f"({', '.join(report.run_ids[:5])}): message ids are only unique within one run"
+        )
+    if report.events == 0:
+        hint = ""
+        if report.unknown_layers:
+            hint = (
+                f"; lines of unknown layers: {_count_text(report.unknown_layers)} "
+                f"(known: {', '.join(LAYERS)})"
+            )
+        elif report.first_bad:
+            hint = f"; first malformed line: {report.first_bad[0]}"
+        raise DecodeError(
+            f"no valid trace events in {report.run_dir} "
+            f"({len(report.files)} files, {report.bad_lines} malformed lines){hint}"
+        )
+    if strict and report.first_bad:
+        first = report.first_bad[0]
+        raise TraceFormatError(
+            f"{report.bad_lines} malformed trace lines (--strict); first: {first.reason}",
+            path=first.path,
+            line=first.line,
+        )
+
+
+def load_run(
+    spark: SparkSession,
+    run_dir: str,
+    parquet: str,
+    *,
+    strict: bool = False,
+    examples: int = 20,
+) -> tuple[DataFrame, InputReport]:
+    """Convert the run (unless an up-to-date conversion exists) and return its events.
+
+    Raises ``ConfigError`` for a missing run directory, ``DecodeError`` for a run
+    without trace files or valid events, with mixed or unsupported schema versions, or
+    with events of several runs, and ``TraceFormatError`` (file and line) with
+    ``strict`` when any line is malformed. Otherwise bad lines are skipped and counted
+    in the report.
+    """
+    sources = fsio.list_sources(spark, run_dir)
+    if not sources:
+        raise DecodeError(f"no trace files (*.jsonl) in {run_dir}: is it a run directory?")
+    if all(s.size == 0 for s in sources):
+        raise DecodeError(f"the {len(sources)} trace files in {run_dir} are all empty")
+    report = _reusable(spark, parquet, sources)
+    if report is None:
+        convert(spark, sources, parquet)
+        report = _inspect(spark, parquet, run_dir, sources, examples)
+        warnings = tuple(
+            f"skipped {n} lines of unknown layer {name!r} (known: {', '.join(LAYERS)})"
+            for name, n in sorted(report.unknown_layers.items())
+        )
+        report = replace(report, warnings=warnings)
+        manifest = {
+            "format": _MANIFEST_FORMAT,
+            "sources": _manifest_sources(sources),
+            "report": report.to_json(),
+        }
+        fsio.write_text(spark, manifest_path(parquet), json.dumps(manifest, indent=1))
+    _check_usable(report, strict=strict)
+    return read_events(spark, parquet), report
+
+
+def nodes_frame(spark: SparkSession, report: InputReport) -> DataFrame:
+    """``node``: the nodes of trace files that hold no valid event (``<node>.jsonl``).
+
+    Checkers add these to the nodes seen in events, so a node that recorded
+    nothing still counts as one that should have delivered.
+    """
+    stems = [(name.rsplit(".", 1)[0],) for name in report.empty_files]
+    return spark.createDataFrame(stems, T.StructType([T.StructField("node", T.StringType())]))

@@ -1,0 +1,131 @@
+"""``gossamer analyze RUN_DIR``: check a run's traces on Spark and write a report.
+
+Exit codes (as every ``gossamer`` command): 0 when every property holds, 1 when any
+is violated, 2 for unusable input (missing or empty run, mixed schema versions,
+malformed lines with ``--strict``, bad options) or when Spark fails. PySpark is an
+optional extra, imported only when this command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gossamer.errors import ConfigError, GossamerError
+
+__all__ = ["add_parser", "main", "run"]
+
+EXIT_OK, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
+_SHOWN_BAD_LINES = 20
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "analyze",
+        help="check a run's traces on Spark: properties, metrics, HTML report",
+        description="Load a run's <node>.jsonl traces (converted once to Parquet), run every "
+        "checker and metric, print a table, write summary.json and report.html. "
+        "Exit 0 if every property holds, 1 if any is violated, 2 on unusable input.",
+    )
+    add_arguments(p)
+    p.set_defaults(handler=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (local path or URI)")
+    p.add_argument(
+        "--out",
+        metavar="REPORT_DIR",
+        help="where to write summary.json, report.html and the Parquet data "
+        "(default RUN_DIR/analysis)",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    where.add_argument("--remote", metavar="URL", help="Spark Connect server, e.g. sc://host")
+    p.add_argument("--strict", action="store_true", help="fail (exit 2) on any malformed line")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a check parameter, e.g. gossip.max_depth=5 (repeatable; see docs/analysis.md)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.driver.memory=4g (repeatable)",
+    )
+
+
+def _pairs(items: Sequence[str], flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} {item!r} is not KEY=VALUE")
+        pairs[key] = value
+    return pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    params = _pairs(args.param, "--param")
+    conf = _pairs(args.conf, "--conf")
+    try:
+        # Imported here so that gossamer works without PySpark until this command runs.
+        from gossamer.analysis import job, report, session  # noqa: PLC0415
+    except ImportError as exc:
+        print(
+            f"gossamer analyze needs PySpark ({exc.name} is missing): "
+            "pip install 'gossamer[spark]'",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
+    spark = None if (args.master or args.remote or conf) else session.active_session()
+    owned = spark is None
+    try:
+        if spark is None:
+            spark = session.build_session(master=args.master, remote=args.remote, conf=conf)
+        analysis = job.analyze(spark, args.run_dir, args.out, strict=args.strict, params=params)
+    except GossamerError:
+        raise
+    except Exception as exc:
+        if not session.is_spark_error(exc):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"gossamer: error: Spark failed: {first}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    finally:
+        if owned and spark is not None:
+            spark.stop()
+    for bad in analysis.input.first_bad[:_SHOWN_BAD_LINES]:
+        print(f"skipped {bad}", file=sys.stderr)
+    if analysis.input.bad_lines > _SHOWN_BAD_LINES:
+        print(
+            f"... and {analysis.input.bad_lines - _SHOWN_BAD_LINES} more malformed lines",
+            file=sys.stderr,
+        )
+    for warning in analysis.input.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(report.text_table(analysis.summary))
+    print(f"report: {analysis.report_path}")
+    return EXIT_VIOLATED if analysis.violated else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run just this command (``python -m gossamer.cli.analyze_cmd RUN_DIR ...``)."""
+    parser = argparse.ArgumentParser(prog="gossamer analyze")
+    add_arguments(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return run(args)
+    except GossamerError as exc:
+        print(f"gossamer: error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""``gossamer gossip``: run one Chatter broadcast node (``gossamer.aio.gossip.GossipNode``).
+
+    CHATTER_KEY=... gossamer gossip --addr 10.77.1.10 --peers 10.77.1.11,10.77.2.10 \\
+        --announce 4 --broadcast "hello" --at 2.5 --duration 5 --out traces/
+
+Configuration comes from Chatter's environment variables (``CHATTER_ADDRESS``,
+``CHATTER_PORT``, ``CHATTER_MULTICAST_ADDRESS``, ``CHATTER_MULTICAST_PORT``,
+``CHATTER_MULTICAST_TTL``, ``CHATTER_KEY``, ``CHATTER_WIRE``); flags override them. There is no
+default key.
+
+Payloads are text (type ``text``). Every delivery is printed on standard output as one line::
+
+    deliver MSG via=multicast hop=2 from=10.77.1.10:29999 text=hello
+
+Timeline (seconds after ``--start-at``, a wall-clock time shared by every node of a test, or
+after start-up): ``--announce N`` broadcasts to nobody (multicast only, so that the LAN
+learns who hears whom) ``--announce-interval`` apart; ``--broadcast TEXT`` at ``--at`` to
+every peer of ``--peers``; exit at ``--duration`` (or on SIGTERM/SIGINT). Traces go to
+``--out``/<node>.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gossamer.aio.gossip import GossipNode
+from gossamer.aio.loop import run as run_loop
+from gossamer.errors import ConfigError, GossamerError
+from gossamer.proto.gossip import Delivered, GossipConfig, MessageHandler, WireFormat
+from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
+from gossamer.wire.chatter import NetID
+
+__all__ = ["add_parser", "main", "run", "text_handler"]
+
+
+def text_handler() -> MessageHandler:
+    """Text payloads: ``("text", str)``, carried as UTF-8."""
+
+    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
+        assert isinstance(payload, tuple)
+        return str(payload[1]).encode()
+
+    return MessageHandler(
+        name="text",
+        encode_with=encode,
+        decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
+    )
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "gossip",
+        help="run one Chatter broadcast node (TCP tree + multicast)",
+        description="One gossip node: Chatter's log-depth tree over TCP with the multicast "
+        "shortcut, gossamer's authenticated envelope by default.",
+    )
+    _arguments(p)
+    p.set_defaults(handler=run)
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--addr", help="this node's IPv4 address (default: CHATTER_ADDRESS)")
+    p.add_argument("--port", type=int, help="TCP port (default: CHATTER_PORT or 29999)")
+    p.add_argument("--multicast-addr", help="multicast group (default 224.1.1.1)")
+    p.add_argument("--multicast-port", type=int, help="multicast port (default 29999)")
+    p.add_argument("--ttl", type=int, help="multicast TTL (default 4)")
+    p.add_argument("--wire", choices=[w.value for w in WireFormat], help="wire format")
+    p.add_argument("--no-multicast", action="store_true", help="TCP tree only")
+    p.add_argument(
+        "--connect-timeout", type=float, metavar="SECONDS", help="TCP connect timeout (2 s)"
+    )
+    p.add_argument("--peers", default="", help="comma-separated IP or IP:PORT of the other nodes")
+    p.add_argument("--announce", type=int, default=0, help="multicast-only announcements")
+    p.add_argument("--announce-interval", type=float, default=0.5, metavar="SECONDS")
+    p.add_argument("--broadcast", help="text to broadcast to every peer")
+    p.add_argument("--at", type=float, default=1.0, metavar="SECONDS", help="when to broadcast")
+    p.add_argument("--count", type=int, default=1, help="how many broadcasts (1 s apart)")
+    p.add_argument("--start-at", type=float, metavar="EPOCH", help="wall-clock time of t=0")
+    p.add_argument("--duration", type=float, metavar="SECONDS", help="exit after this long")
+    p.add_argument("--out", type=Path, help="write traces to OUT/<node>.jsonl")
+    p.add_argument("--run", default="gossip", help="run id in the traces")
+
+
+def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> GossipConfig:
+    overrides: dict[str, Any] = {}
+    for flag, name in (
+        ("addr", "my_addr"),
+        ("port", "my_port"),
+        ("multicast_addr", "multicast_addr"),
+        ("multicast_port", "multicast_port"),
+        ("ttl", "multicast_ttl"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[name] = value
+    if args.wire is not None:
+        overrides["wire"] = WireFormat(args.wire)
+    if args.no_multicast:
+        overrides["multicast"] = False
+    if args.connect_timeout is not None:
+        overrides["connect_timeout"] = args.connect_timeout
+    return GossipConfig.from_env(environ, **overrides)
+
+
+def _peers(text: str, port: int) -> list[NetID]:
+    peers = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            peers.append(NetID.parse(item) if ":" in item else NetID(item, port))
+        except ValueError:
+            raise ConfigError("--peers takes IP or IP:PORT items", item=item) from None
+    return peers
+
+
+async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
+    peers = _peers(args.peers, config.my_port)
+    sink: TraceSink = NullSink()
+    if args.out is not None:
+        sink = JsonlSink(args.out / f"{config.netid}.jsonl")
+    tracer = Tracer(sink, run=args.run, node=str(config.netid))
+
+    def show(event: Delivered) -> None:
+        hop = "?" if event.hop is None else str(event.hop)
+        text = str(event.payload[1]) if isinstance(event.payload, tuple) else repr(event.payload)
+        print(
+            f"deliver {event.msg} via={event.via} hop={hop} from={event.sender} text={text}",
+            flush=True,
+        )
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    node = GossipNode(config, handlers=[text_handler()], tracer=tracer, on_deliver=show)
+    await node.start()
+    print(f"listening {config.netid} multicast={config.multicast}", flush=True)
+    origin = time.time() if args.start_at is None else args.start_at
+
+    async def at(offset: float) -> None:
+        delay = origin + offset - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def timeline() -> None:
+        for k in range(args.announce):
+            await at(k * args.announce_interval)
+            node.broadcast([], ("text", f"announce {k}"))
+        if args.broadcast is not None:
+            for k in range(args.count):
+                await at(args.at + k)
+                msg = node.broadcast(peers, ("text", args.broadcast))
+                print(f"broadcast {msg}", flush=True)
+        if args.duration is not None:
+            await at(args.duration)
+            stop.set()
+
+    task = asyncio.create_task(timeline())
+    try:
+        await stop.wait()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await node.close()
+        if isinstance(sink, JsonlSink):
+            sink.close()
+    return 0
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+    """Run the node until ``--duration`` or a signal; returns the exit code."""
+    config = _config(args, os.environ if environ is None else environ)
+    code: int = run_loop(_serve(args, config))
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gossamer.cli.gossip_cmd``: the subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="gossamer gossip", description=__doc__)
+    _arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except GossamerError as exc:
+        print(f"gossamer gossip: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

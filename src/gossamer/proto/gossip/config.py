@@ -1,0 +1,279 @@
+"""Configuration of a gossip node: Chatter's settings plus gossamer's fixes and bounds.
+
+Chatter reads six settings (specs/chatter.md, "Configure"): the node's own address and port,
+the multicast address, port and TTL, and the key. :meth:`GossipConfig.from_env` reads them
+from the same environment variables (``CHATTER_ADDRESS``, ``CHATTER_PORT``,
+``CHATTER_MULTICAST_ADDRESS``, ``CHATTER_MULTICAST_PORT``, ``CHATTER_MULTICAST_TTL``,
+``CHATTER_KEY``) with Chatter's defaults, and two more of gossamer's: ``CHATTER_WIRE``
+(``envelope``, the default, or ``chatter-compat``) and ``CHATTER_CLUSTER``.
+
+Differences from Chatter, on purpose:
+
+- A missing or empty key is a ``ConfigError``. Chatter logs an error and falls back to a
+  public key (chatter-as-coded.md §4, §12 item 6).
+- ``my_addr`` is required. Chatter falls back to "the first interface with a broadcast
+  address", which DESIGN.md forbids outside a namespace.
+- Everything the original let grow without bound has a bound here (peers, sightings, the
+  duplicate window), and everything that could wait forever has a timeout.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any
+
+from gossamer.errors import ConfigError
+from gossamer.wire import chatter as chatter_wire
+from gossamer.wire.chatter import NetID
+from gossamer.wire.keyring import Key, Keyring
+
+__all__ = ["DEFAULT_MULTICAST_ADDR", "DEFAULT_PORT", "GossipConfig", "WireFormat"]
+
+#: Chatter's defaults (specs/chatter.md, "Configure").
+DEFAULT_PORT = 29999
+DEFAULT_MULTICAST_ADDR = "224.1.1.1"
+DEFAULT_MULTICAST_TTL = 4
+#: Largest multicast datagram a default-configured Chatter peer receives whole: OTP on
+#: Linux truncates every datagram to 8192 bytes (chatter-as-coded.md §8).
+CHATTER_MAX_DATAGRAM = 8192
+
+
+class WireFormat(Enum):
+    """How messages look on the wire.
+
+    ``ENVELOPE``: gossamer's authenticated envelope (AES-256-GCM, replay windows) around a
+    small header and Chatter's gossip structure G. ``CHATTER``: Chatter's own format byte for
+    byte (AES-256-CTR with a fixed IV and no integrity, chatter-as-coded.md §12), to talk to
+    Chatter nodes.
+    """
+
+    ENVELOPE = "envelope"
+    CHATTER = "chatter-compat"
+
+
+def _ipv4(name: str, value: str) -> str:
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a dotted IPv4 address", **{name: value}) from None
+    return str(address)
+
+
+def _port(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ConfigError(f"{name} must be a port between 1 and 65535", **{name: value})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GossipConfig:
+    """Everything a gossip node needs.
+
+    Chatter's settings:
+
+    - ``my_addr``, ``my_port``: the node's NetID; it listens for TCP there.
+    - ``multicast_addr``, ``multicast_port``, ``multicast_ttl``: the UDP multicast group
+      (224.1.1.1:29999, TTL 4 by default).
+    - ``key``: the group key (required). In ``chatter-compat`` mode Chatter's pad/chop rule
+      makes it 32 bytes. In envelope mode exactly 32 bytes are taken as a raw key, and
+      anything else as a high-entropy passphrase (at least 16 bytes) through HKDF bound to
+      ``cluster`` (``gossamer.wire.keyring``).
+
+    gossamer's settings:
+
+    - ``wire``: ``WireFormat.ENVELOPE`` (default) or ``WireFormat.CHATTER``.
+    - ``cluster``, ``key_id``: bound into every envelope key.
+    - ``multicast``: use the multicast shortcut at all (off: the tree is TCP only).
+    - ``multicast_copies``: datagrams per multicast send, ``multicast_spacing`` seconds
+      apart (identical bytes; a receiver drops the later copies as replays before
+      decrypting them). A peer reached by multicast gets no other copy, so one lost datagram
+      is one miss; a second copy costs one datagram per subnet and broadcast and turns a
+      loss rate p into about p squared. Default (``None``): 2 in envelope mode, 1 in
+      ``chatter-compat`` mode, where Chatter peers would dispatch both copies.
+    - ``max_multicast_size``: a multicast datagram larger than this is not sent, and its LAN
+      peers stay on the TCP list (8192: what a Chatter peer receives whole, §8).
+    - ``max_message_size``: bound on one TCP message, both ways.
+    - ``ack_timeout``: a next hop that has not acknowledged a TCP message within this many
+      seconds is presumed dead and its chunk is re-planned (envelope mode). In
+      ``chatter-compat`` mode, where peers send no acks, it is how long a sent chunk is kept
+      for re-planning if the driver reports the connection failed.
+    - ``connect_timeout``: for drivers; Chatter had none (§8).
+    - ``suspect_time``: a peer that failed as a next hop is not chosen as one again for
+      this long, unless no other member is left.
+    - ``announce_interval``: a forwarding node multicasts when its list holds a peer that has
+      seen it on multicast, or at least this often so that its LAN keeps seeing it.
+    - ``max_peers``, ``peer_ttl``, ``seen_ttl``, ``max_seen``, ``max_witnesses``,
+      ``max_others``: peer database bounds and expiry (``peers.py``).
+    - ``dedupe_window``, ``max_origins``, ``origin_ttl``: the duplicate window (``dedupe.py``).
+    - ``first_seqno``: the first broadcast's seqno. Receivers drop seqnos they have seen, so
+      it must grow across restarts of this node: drivers pass a clock-based value.
+    """
+
+    my_addr: str
+    key: bytes
+    my_port: int = DEFAULT_PORT
+    multicast_addr: str = DEFAULT_MULTICAST_ADDR
+    multicast_port: int = DEFAULT_PORT
+    multicast_ttl: int = DEFAULT_MULTICAST_TTL
+    wire: WireFormat = WireFormat.ENVELOPE
+    cluster: str = "chatter"
+    key_id: int = 1
+    multicast: bool = True
+    multicast_copies: int | None = None
+    multicast_spacing: float = 0.002
+    max_multicast_size: int = CHATTER_MAX_DATAGRAM
+    max_message_size: int = 1 << 22
+    ack_timeout: float = 1.0
+    connect_timeout: float = 2.0
+    suspect_time: float = 30.0
+    announce_interval: float = 10.0
+    max_peers: int = 16_384
+    peer_ttl: float = 3600.0
+    seen_ttl: float = 600.0
+    max_seen: int = 1024
+    max_witnesses: int = 1024
+    max_others: int = 4
+    dedupe_window: int = 1024
+    max_origins: int = 16_384
+    origin_ttl: float = 3600.0
+    first_seqno: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "my_addr", _ipv4("my_addr", self.my_addr))
+        group = _ipv4("multicast_addr", self.multicast_addr)
+        if not ipaddress.IPv4Address(group).is_multicast:
+            raise ConfigError("multicast_addr must be in 224.0.0.0/4", multicast_addr=group)
+        object.__setattr__(self, "multicast_addr", group)
+        _port("my_port", self.my_port)
+        _port("multicast_port", self.multicast_port)
+        if not 0 <= self.multicast_ttl <= 255:
+            raise ConfigError("multicast_ttl must be 0 to 255", multicast_ttl=self.multicast_ttl)
+        key: object = self.key
+        if isinstance(key, str):
+            object.__setattr__(self, "key", key.encode())
+        elif not isinstance(key, bytes):
+            raise ConfigError("key must be bytes or str")
+        if not self.key:
+            raise ConfigError(
+                "no key configured (CHATTER_KEY): gossamer has no default key, "
+                "Chatter's public fallback would let anyone read and forge messages"
+            )
+        if not isinstance(self.wire, WireFormat):
+            raise ConfigError("wire must be a WireFormat", wire=self.wire)
+        if self.multicast_copies is None:
+            copies = 1 if self.wire is WireFormat.CHATTER else 2
+            object.__setattr__(self, "multicast_copies", copies)
+        if not 0.0 <= self.multicast_spacing <= 1.0:
+            raise ConfigError(
+                "multicast_spacing must be 0 to 1 seconds", spacing=self.multicast_spacing
+            )
+        for name in ("multicast_copies", "max_peers", "max_seen", "max_witnesses"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1", **{name: getattr(self, name)})
+        if not 0 <= self.max_others <= 64:
+            raise ConfigError("max_others must be 0 to 64", max_others=self.max_others)
+        if not 1 <= self.dedupe_window <= 1 << 16:
+            raise ConfigError("dedupe_window must be 1 to 65536", window=self.dedupe_window)
+        if self.max_origins < 1:
+            raise ConfigError("max_origins must be at least 1", max_origins=self.max_origins)
+        for name in (
+            "ack_timeout",
+            "connect_timeout",
+            "suspect_time",
+            "announce_interval",
+            "peer_ttl",
+            "seen_ttl",
+            "origin_ttl",
+        ):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive seconds", **{name: getattr(self, name)})
+        if not 64 <= self.max_multicast_size <= 65_507:
+            raise ConfigError(
+                "max_multicast_size must be 64 to 65507 bytes", size=self.max_multicast_size
+            )
+        if self.wire is WireFormat.CHATTER and self.max_multicast_size > CHATTER_MAX_DATAGRAM:
+            raise ConfigError(
+                "in chatter-compat mode multicast datagrams must stay within 8192 bytes "
+                "(a default-configured Chatter peer truncates larger ones)",
+                size=self.max_multicast_size,
+            )
+        if not 1024 <= self.max_message_size <= 1 << 30:
+            raise ConfigError("max_message_size must be 1 KiB to 1 GiB", size=self.max_message_size)
+        if not 0 <= self.first_seqno < 1 << 63:
+            raise ConfigError("first_seqno must be in [0, 2**63)", first_seqno=self.first_seqno)
+
+    @property
+    def netid(self) -> NetID:
+        """This node's NetID: ``my_addr:my_port``."""
+        return NetID(self.my_addr, self.my_port)
+
+    @property
+    def group(self) -> tuple[str, int]:
+        """The multicast destination ``(multicast_addr, multicast_port)``."""
+        return (self.multicast_addr, self.multicast_port)
+
+    def chatter_key(self) -> bytes:
+        """The 32-byte AES key of ``chatter-compat`` mode (Chatter's pad/chop rule, §4)."""
+        return chatter_wire.derive_key(self.key)
+
+    def keyring(self) -> Keyring:
+        """The envelope keyring: a raw 32-byte key, or a passphrase through HKDF."""
+        if len(self.key) == chatter_wire.KEY_SIZE:
+            key = Key.from_bytes(self.key, key_id=self.key_id)
+        else:
+            key = Key.from_passphrase(self.key, key_id=self.key_id, cluster=self.cluster)
+        return Keyring(cluster=self.cluster, keys=key)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> GossipConfig:
+        """A configuration from Chatter's environment variables, then ``overrides``.
+
+        ``environ`` is passed in (``os.environ`` by drivers) so that cores never read the
+        process environment. Values in ``overrides`` win. Raises ``ConfigError`` for a
+        missing address or key and for any unparsable value.
+        """
+        values: dict[str, Any] = {}
+        text = {
+            "my_addr": "CHATTER_ADDRESS",
+            "key": "CHATTER_KEY",
+            "multicast_addr": "CHATTER_MULTICAST_ADDRESS",
+            "cluster": "CHATTER_CLUSTER",
+        }
+        numbers = {
+            "my_port": "CHATTER_PORT",
+            "multicast_port": "CHATTER_MULTICAST_PORT",
+            "multicast_ttl": "CHATTER_MULTICAST_TTL",
+        }
+        for name, var in text.items():
+            if environ.get(var):
+                values[name] = environ[var]
+        for name, var in numbers.items():
+            raw = environ.get(var)
+            if raw:
+                try:
+                    values[name] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"{var} must be an integer", value=raw) from None
+        wire = environ.get("CHATTER_WIRE")
+        if wire:
+            try:
+                values["wire"] = WireFormat(wire)
+            except ValueError:
+                raise ConfigError(
+                    "CHATTER_WIRE must be 'envelope' or 'chatter-compat'", value=wire
+                ) from None
+        known = {f.name for f in fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigError("unknown gossip settings", settings=sorted(unknown))
+        values.update(overrides)
+        if "my_addr" not in values:
+            raise ConfigError("no address configured (CHATTER_ADDRESS or my_addr)")
+        if "key" not in values:
+            raise ConfigError(
+                "no key configured (CHATTER_KEY): gossamer has no default key, "
+                "Chatter's public fallback would let anyone read and forge messages"
+            )
+        return cls(**values)

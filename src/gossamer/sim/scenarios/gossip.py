@@ -1,0 +1,687 @@
+"""Scenario ``gossip``: Chatter broadcasts over a tree of TCP hops and per-subnet multicast.
+
+    gossamer sim --scenario gossip --nodes N --param subnets=S --param broadcasts=B
+                 --param size=BYTES --param multicast=on|off --param crashed=FRACTION
+
+Timeline: every node boots at 0; with multicast on, every node announces itself
+``announce`` times (a broadcast to nobody, which still multicasts on its LAN) so that LAN
+peers see each other; ``warmup`` broadcasts from random nodes to everyone let nodes learn
+the other subnets; then ``crashed`` of the nodes crash, and ``broadcasts`` measured
+broadcasts of ``size`` bytes go from random live nodes to everyone, ``interval`` apart.
+The summary checks that every live node delivered every measured broadcast exactly once,
+reports depth, TCP messages and bytes, redundant receptions, and checks bounded state.
+
+Transports in the simulator. The engine (``gossamer.sim.engine``) carries datagrams only, so
+``SimGossipNode`` wraps a gossip core and tags each datagram with its transport:
+
+- multicast datagrams go to the group (224.1.1.1:29999, per subnet, as the engine does);
+- a TCP connection is modelled as datagrams between the two nodes that are delivered whole
+  (each carries complete frames), with the engine's latency, and are lost only to crashes
+  and partitions: the fault plan (``--drop``, ``--dup``, ``--delay``, ``--reorder``) is taken
+  off the engine and applied by the wrapper to **multicast datagrams only**, per receiver,
+  with each fault counted and traced (``layer=net``, ``kind=fault``) as the engine does;
+- stream datagrams are not kept in order (the engine draws a latency per datagram); the core
+  does not rely on order between messages.
+
+A crashed next hop never answers, so the sender learns of it only from the missing ACK, as
+it would from a host that is down. What the engine would need to do this natively: a
+per-datagram ``reliable`` flag (exempt from the fault plan, still subject to crash and
+partition, FIFO per source and destination), and a way to scope the fault plan to multicast
+destinations (see docs/gossip.md).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gossamer._types import Address, Datagram
+from gossamer.errors import ConfigError
+from gossamer.faults import FaultPlan
+from gossamer.proto.gossip import (
+    Delivered,
+    GossipConfig,
+    GossipCore,
+    MessageHandler,
+    StreamSend,
+    WireFormat,
+)
+from gossamer.sim.engine import NodeContext, SimNode, Simulator
+from gossamer.sim.network import is_multicast
+from gossamer.sim.scenarios import (
+    Param,
+    Scenario,
+    Summarize,
+    non_negative_float,
+    positive_int,
+    register,
+)
+from gossamer.trace.schema import TraceEvent
+from gossamer.trace.sink import TraceSink
+from gossamer.wire.chatter import NetID
+
+__all__ = [
+    "GROUP",
+    "PORT",
+    "GossipSim",
+    "GossipStats",
+    "SimGossipNode",
+    "TransportCore",
+    "sim_content",
+    "sim_handler",
+]
+
+PORT = 29999
+GROUP = "224.1.1.1"
+#: The simulator's stand-in key: simulated traffic never leaves the process.
+SIM_KEY = b"gossamer-simulation-key-32-bytes"
+_MCAST, _DGRAM, _STREAM, _REPLY = b"\x00", b"\x01", b"\x02", b"\x03"
+
+
+class TransportCore(Protocol):
+    """What ``SimGossipNode`` drives: ``GossipCore``, or a baseline with the same surface."""
+
+    def broadcast(self, destinations: Sequence[NetID], payload: object, now: float) -> str: ...
+
+    def receive_datagram(
+        self, data: bytes, addr: Address, now: float, *, multicast: bool = False
+    ) -> None: ...
+
+    def receive_stream(self, conn: int, data: bytes, now: float) -> None: ...
+
+    def receive_reply(self, peer: NetID, data: bytes, now: float) -> None: ...
+
+    def datagrams_to_send(self) -> list[Datagram]: ...
+
+    def streams_to_send(self) -> list[StreamSend]: ...
+
+    def events_received(self) -> Sequence[object]: ...
+
+    def handle_timer(self, now: float) -> None: ...
+
+    def next_deadline(self) -> float | None: ...
+
+
+def sim_content(label: str, size: int, *, extra: bytes = b"") -> bytes:
+    """``size`` bytes: ``label|``, ``extra``, then bytes that do not compress (derived from the
+    label, so runs are reproducible). Chatter's format compresses what it carries, and
+    padding that compresses to nothing would flatter it."""
+    head = label.encode() + b"|" + extra
+    filler = random.Random(label).randbytes(max(0, size - len(head)))
+    return head + filler
+
+
+def sim_handler() -> MessageHandler:
+    """The payload type of simulated broadcasts: ``("sim", label, size)``, carried as
+    ``sim_content(label, size)``."""
+
+    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
+        assert isinstance(payload, tuple)
+        return sim_content(str(payload[1]), int(payload[2]))
+
+    def decode(data: bytes, index_map: Mapping[int, NetID]) -> object:
+        label, _, _ = data.partition(b"|")
+        return ("sim", label.decode(errors="replace"), len(data))
+
+    return MessageHandler(name="sim", encode_with=encode, decode_with=decode)
+
+
+@dataclass(slots=True)
+class _Copy:
+    """One node's view of one broadcast (``GossipStats``)."""
+
+    first_hop: int | None = None
+    first_t: float | None = None
+    #: Who the first copy came from, and how (for drawing the tree).
+    first_peer: str | None = None
+    first_via: str | None = None
+    receptions: int = 0
+    tcp_receptions: int = 0
+    deliveries: int = 0
+
+
+@dataclass(slots=True)
+class _Broadcast:
+    origin: str
+    t: float
+    copies: dict[str, _Copy] = field(default_factory=dict)
+    tcp_sends: int = 0
+    tcp_bytes: int = 0
+    udp_sends: int = 0
+    udp_bytes: int = 0
+    multicast_sends: int = 0
+    multicast_datagrams: int = 0
+    multicast_bytes: int = 0
+    replans: int = 0
+
+
+class GossipStats:
+    """A trace sink that keeps per-broadcast figures of ``layer=gossip`` events.
+
+    The same figures ``gossamer.analysis.checks.gossip`` computes from trace files, kept in
+    memory so that large simulations need no files: for each broadcast (``msg``) the origin,
+    each node's first hop and receptions, deliveries, and the sends by transport.
+    """
+
+    def __init__(self) -> None:
+        self.broadcasts: dict[str, _Broadcast] = {}
+        self.drops: Counter[str] = Counter()
+
+    def emit(self, event: TraceEvent) -> None:
+        if event.layer != "gossip":
+            return
+        msg = event.msg
+        if event.kind == "drop":
+            self.drops[event.attrs.get("reason", "?")] += 1
+            return
+        if msg is None:
+            return
+        if event.kind == "broadcast":
+            self.broadcasts[msg] = _Broadcast(origin=event.node, t=event.t)
+            return
+        record = self.broadcasts.get(msg)
+        if record is None:
+            return
+        kind = event.kind
+        if kind == "send":
+            via = event.attrs.get("via")
+            if via == "multicast":
+                copies = int(event.attrs.get("copies", "1"))
+                record.multicast_sends += 1
+                record.multicast_datagrams += copies
+                record.multicast_bytes += (event.size or 0) * copies
+            elif via == "tcp":
+                record.tcp_sends += 1
+                record.tcp_bytes += event.size or 0
+            else:
+                record.udp_sends += 1
+                record.udp_bytes += event.size or 0
+        elif kind == "recv":
+            copy = record.copies.get(event.node)
+            if copy is None:
+                copy = record.copies[event.node] = _Copy()
+            copy.receptions += 1
+            if event.attrs.get("via") == "tcp":
+                copy.tcp_receptions += 1
+            hop_text = event.attrs.get("hop")
+            hop = int(hop_text) if hop_text else None
+            if copy.first_t is None:
+                copy.first_t = event.t
+                copy.first_peer = event.peer
+                copy.first_via = event.attrs.get("via")
+            if hop is not None and (copy.first_hop is None or hop < copy.first_hop):
+                copy.first_hop = hop
+        elif kind == "deliver":
+            copy = record.copies.get(event.node)
+            if copy is None:
+                copy = record.copies[event.node] = _Copy()
+            copy.deliveries += 1
+        elif kind == "replan":
+            record.replans += 1
+
+    def figures(self, msg: str, live: Sequence[str]) -> dict[str, Any]:
+        """Coverage of ``live`` nodes (the origin excluded), depth, sends and redundancy."""
+        record = self.broadcasts[msg]
+        targets = [node for node in live if node != record.origin]
+        delivered = [n for n in targets if (c := record.copies.get(n)) and c.deliveries]
+        hops = [c.first_hop for c in record.copies.values() if c.first_hop is not None]
+        receptions = sum(c.receptions for c in record.copies.values())
+        receivers = sum(1 for c in record.copies.values() if c.receptions)
+        times = [c.first_t for c in record.copies.values() if c.first_t is not None]
+        return {
+            "msg": msg,
+            "origin": record.origin,
+            "coverage": len(delivered) / len(targets) if targets else 1.0,
+            "missing": len(targets) - len(delivered),
+            "depth": max(hops, default=0),
+            "tcp_sends": record.tcp_sends,
+            "tcp_bytes": record.tcp_bytes,
+            "udp_sends": record.udp_sends,
+            "udp_bytes": record.udp_bytes,
+            "multicast_sends": record.multicast_sends,
+            "multicast_datagrams": record.multicast_datagrams,
+            "multicast_bytes": record.multicast_bytes,
+            "redundant": receptions - receivers,
+            "max_deliveries": max((c.deliveries for c in record.copies.values()), default=0),
+            "max_tcp_receptions": max(
+                (c.tcp_receptions for c in record.copies.values()), default=0
+            ),
+            "replans": record.replans,
+            "time_to_cover": (max(times) - record.t) if times else 0.0,
+        }
+
+
+class _Tee:
+    """Sends each event to a node's own sink and to the shared statistics."""
+
+    __slots__ = ("sinks",)
+
+    def __init__(self, *sinks: TraceSink) -> None:
+        self.sinks = sinks
+
+    def emit(self, event: TraceEvent) -> None:
+        for sink in self.sinks:
+            sink.emit(event)
+
+
+class SimGossipNode:
+    """A gossip core as the engine's ``DatagramCore``: see the module docstring."""
+
+    def __init__(self, core: TransportCore, *, node: SimNode, sim: GossipSim, rng: random.Random):
+        self.core = core
+        self._node = node
+        self._sim = sim
+        self._rng = rng
+        self._own: Address = node.address
+        self._conns: dict[Address, int] = {}
+        self._conn_addr: dict[int, Address] = {}
+
+    # -- input from the engine ---------------------------------------------------------
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        tag, body = data[:1], data[1:]
+        core = self.core
+        if tag == _MCAST:
+            if addr == self._own:
+                return  # our own multicast: IP_MULTICAST_LOOP is off
+            self._multicast_in(body, addr, now)
+        elif tag == _STREAM:
+            conn = self._conns.get(addr)
+            if conn is None:
+                conn = self._conns[addr] = len(self._conns) + 1
+                self._conn_addr[conn] = addr
+            core.receive_stream(conn, body, now)
+        elif tag == _REPLY:
+            core.receive_reply(NetID(addr[0], addr[1]), body, now)
+        elif tag == _DGRAM:
+            core.receive_datagram(body, addr, now, multicast=False)
+
+    def _multicast_in(self, body: bytes, addr: Address, now: float) -> None:
+        plan = self._sim.multicast_faults
+        decision = plan.decide(self._rng)
+        for fault in decision.faults:
+            self._sim.fault(self._node, fault, peer=addr, size=len(body))
+        for extra in decision.copies:
+            if extra <= 0:
+                self.core.receive_datagram(body, addr, now, multicast=True)
+            else:
+                self._sim.sim.local(
+                    self._node.node_id,
+                    lambda wrapper, t: wrapper.core.receive_datagram(body, addr, t, multicast=True),
+                    when=now + extra,
+                )
+
+    def handle_timer(self, now: float) -> None:
+        self.core.handle_timer(now)
+
+    # -- output to the engine ----------------------------------------------------------
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        out = [
+            ((_MCAST if is_multicast(addr[0]) else _DGRAM) + data, addr)
+            for data, addr in self.core.datagrams_to_send()
+        ]
+        for item in self.core.streams_to_send():
+            if item.peer is not None:
+                if item.data:
+                    out.append((_STREAM + item.data, (item.peer.host, item.peer.port)))
+            elif item.conn is not None:
+                addr = self._conn_addr.get(item.conn)
+                if addr is not None and item.data:
+                    out.append((_REPLY + item.data, addr))
+                if item.close and addr is not None:
+                    del self._conn_addr[item.conn]
+                    del self._conns[addr]
+        return out
+
+    def events_received(self) -> Sequence[object]:
+        return self.core.events_received()
+
+    def next_deadline(self) -> float | None:
+        return self.core.next_deadline()
+
+
+CoreFactory = Callable[[NodeContext, NetID], TransportCore]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GossipParams:
+    """The scenario's parameters (see ``SCENARIO``)."""
+
+    subnets: int = 1
+    broadcasts: int = 4
+    size: int = 64
+    multicast: bool = True
+    crashed: float = 0.0
+    announce: int = 2
+    warmup: int = 0
+    interval: float = 1.0
+    wire: WireFormat = WireFormat.ENVELOPE
+    copies: int | None = None
+    ack_timeout: float = 0.5
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> GossipParams:
+        return cls(**{k: v for k, v in values.items() if k in cls.__slots__})
+
+
+class GossipSim:
+    """Builds a gossip cluster on a ``Simulator`` and schedules its phases.
+
+    Also used by ``bench/gossip.py`` with other cores (``core_factory``) on the same
+    topology. ``multicast_faults`` may be changed between phases.
+    """
+
+    def __init__(
+        self,
+        sim: Simulator,
+        nodes: int,
+        params: GossipParams,
+        *,
+        core_factory: CoreFactory | None = None,
+    ) -> None:
+        if not 0.0 <= params.crashed < 1.0:
+            raise ConfigError("crashed must be a fraction in [0, 1)", crashed=params.crashed)
+        self.sim = sim
+        self.params = params
+        self.stats = GossipStats()
+        # The engine's plan would hit the TCP stand-ins too: take it, apply it to multicast.
+        self.multicast_faults: FaultPlan = sim.faults
+        sim.faults = FaultPlan()
+        self.rng = random.Random(sim.rng.getrandbits(64))
+        self.netids: list[NetID] = []
+        self.node_ids: list[str] = []
+        self.measured: list[str] = []
+        self.crashed: list[str] = []
+        self._factory = core_factory or self.gossamer_core
+        subnets = max(1, min(params.subnets, nodes))
+        if subnets > sim.network.subnets:
+            raise ConfigError("the network has fewer subnets than asked", subnets=subnets)
+        for i in range(nodes):
+            host = sim.network.add_host(f"h{i}", subnet=i % subnets)
+            netid = NetID(host.ip, PORT)
+            self.netids.append(netid)
+            self.node_ids.append(str(netid))
+        for netid, node_id in zip(self.netids, self.node_ids, strict=True):
+            found = sim.network.host_by_ip(netid.host)
+            assert found is not None
+            node = sim.add_node(
+                node_id,
+                found,
+                PORT,
+                self._wrap(netid),
+                groups=(GROUP,) if params.multicast else (),
+            )
+            node.tracer.sink = _Tee(node.tracer.sink, self.stats)
+
+    def gossamer_core(self, ctx: NodeContext, netid: NetID) -> TransportCore:
+        """The default core: ``GossipCore`` configured from the scenario's parameters."""
+        p = self.params
+        config = GossipConfig(
+            my_addr=netid.host,
+            my_port=netid.port,
+            key=SIM_KEY if p.wire is WireFormat.ENVELOPE else b"simulation",
+            wire=p.wire,
+            multicast=p.multicast,
+            multicast_copies=p.copies,
+            ack_timeout=p.ack_timeout,
+            # A restarted node must not reuse its seqnos (receivers would drop them).
+            # Small seqnos the first time (short VarInts); each restart starts 2**32 higher.
+            first_seqno=((ctx.incarnation - 1) << 32) + 1,
+        )
+        return GossipCore(
+            config, tracer=ctx.tracer, rng=ctx.rng, handlers=[sim_handler()], epoch=ctx.incarnation
+        )
+
+    def _wrap(self, netid: NetID) -> Callable[[NodeContext], SimGossipNode]:
+        def factory(ctx: NodeContext) -> SimGossipNode:
+            node = self.sim.nodes[ctx.node_id]
+            core = self._factory(ctx, netid)
+            return SimGossipNode(
+                core, node=node, sim=self, rng=random.Random(ctx.rng.getrandbits(64))
+            )
+
+        return factory
+
+    def fault(self, node: SimNode, fault: str, *, peer: Address, size: int) -> None:
+        """Count and trace an injected fault, as the engine does for its own."""
+        self.sim.fault_counts[fault] += 1
+        node.tracer(
+            self.sim.now,
+            "net",
+            "fault",
+            peer=f"{peer[0]}:{peer[1]}",
+            size=size,
+            attrs={"fault": fault},
+        )
+
+    # -- workload ------------------------------------------------------------------------
+
+    def schedule_announces(self, start: float, rounds: int, spread: float = 0.5) -> float:
+        """Every node broadcasts to nobody ``rounds`` times (multicast only); returns the
+        time after the last round."""
+        for r in range(rounds):
+            for node_id in self.node_ids:
+                when = start + r * (spread + 0.5) + self.rng.uniform(0.0, spread)
+                self.broadcast_at(node_id, [], when, label=f"announce-{r}")
+        return start + rounds * (spread + 0.5)
+
+    def broadcast_at(
+        self,
+        origin: str,
+        dests: Sequence[NetID],
+        when: float,
+        *,
+        label: str,
+        size: int = 16,
+        collect: list[str] | None = None,
+    ) -> None:
+        """Have ``origin`` broadcast ``("sim", label, size)`` at ``when``; its trace id is
+        appended to ``collect`` when given."""
+        payload = ("sim", label, size)
+
+        def request(wrapper: Any, now: float) -> None:
+            msg = wrapper.core.broadcast(dests, payload, now)
+            if collect is not None:
+                collect.append(msg)
+
+        self.sim.local(origin, request, when)
+
+    def schedule_broadcasts(
+        self,
+        start: float,
+        count: int,
+        *,
+        label: str,
+        size: int,
+        interval: float,
+        collect: list[str] | None = None,
+    ) -> float:
+        """``count`` broadcasts to everyone from random nodes alive at ``start``."""
+        alive = [n for n in self.node_ids if n not in self.crashed]
+        for k in range(count):
+            origin = self.rng.choice(alive)
+            self.broadcast_at(
+                origin,
+                self.netids,
+                start + k * interval,
+                label=f"{label}-{k}",
+                size=size,
+                collect=collect,
+            )
+        return start + count * interval
+
+    def schedule_crashes(self, when: float, fraction: float) -> None:
+        """Crash ``fraction`` of the nodes at ``when`` (chosen now, at random)."""
+        count = round(fraction * len(self.node_ids))
+        self.crashed = sorted(self.rng.sample(self.node_ids, count))
+        for node_id in self.crashed:
+            self.sim.crash(node_id, when)
+
+    def live(self) -> list[str]:
+        return [n for n in self.node_ids if self.sim.nodes[n].alive]
+
+    def summary(self, msgs: Sequence[str] | None = None) -> dict[str, Any]:
+        """Figures and property checks over the measured broadcasts (or ``msgs``)."""
+        live = self.live()
+        msgs = list(self.measured if msgs is None else msgs)
+        rows = [self.stats.figures(msg, live) for msg in msgs if msg in self.stats.broadcasts]
+        violations: list[str] = []
+        for row in rows:
+            if row["max_deliveries"] > 1:
+                violations.append(f"{row['msg']} delivered {row['max_deliveries']} times")
+        deliveries: dict[str, int] = defaultdict(int)
+        pending = 0
+        peers = 0
+        for node_id in live:
+            node = self.sim.nodes[node_id]
+            wrapper = node.core
+            for event in node.events:
+                if isinstance(event, Delivered):
+                    deliveries[event.msg] += 1
+            if isinstance(wrapper, SimGossipNode) and isinstance(wrapper.core, GossipCore):
+                pending += wrapper.core.pending_hops
+                peers = max(peers, len(wrapper.core.peers_db))
+        return {
+            "broadcasts": len(rows),
+            "coverage_min": min((r["coverage"] for r in rows), default=1.0),
+            "coverage_mean": _mean(r["coverage"] for r in rows),
+            "depth_max": max((r["depth"] for r in rows), default=0),
+            "tcp_sends_mean": _mean(r["tcp_sends"] for r in rows),
+            "tcp_bytes_mean": _mean(r["tcp_bytes"] for r in rows),
+            "multicast_sends_mean": _mean(r["multicast_sends"] for r in rows),
+            "redundant_mean": _mean(r["redundant"] for r in rows),
+            "replans": sum(r["replans"] for r in rows),
+            "max_tcp_receptions": max((r["max_tcp_receptions"] for r in rows), default=0),
+            "pending_hops_at_end": pending,
+            "max_peers_known": peers,
+            "crashed": len(self.crashed),
+            "live": len(live),
+            "violations": violations,
+            "per_broadcast": rows,
+        }
+
+
+def _mean(values: Any) -> float:
+    items = list(values)
+    return round(sum(items) / len(items), 3) if items else 0.0
+
+
+def _on_off(text: str) -> bool:
+    if text in ("on", "true", "1", "yes"):
+        return True
+    if text in ("off", "false", "0", "no"):
+        return False
+    raise ValueError(f"{text!r} is not on or off")
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{text} is not a fraction in [0, 1)")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{value} is negative")
+    return value
+
+
+def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
+    p = GossipParams.from_mapping(params)
+    cluster = GossipSim(sim, nodes, p)
+    t = 0.1
+    if p.multicast and p.announce:
+        t = cluster.schedule_announces(t, p.announce)
+    t = cluster.schedule_broadcasts(t, p.warmup, label="warmup", size=p.size, interval=p.interval)
+    if p.crashed:
+        cluster.schedule_crashes(t, p.crashed)
+    cluster.schedule_broadcasts(
+        t + p.interval / 2,
+        p.broadcasts,
+        label="measured",
+        size=p.size,
+        interval=p.interval,
+        collect=cluster.measured,
+    )
+
+    def summarize() -> dict[str, Any]:
+        summary = cluster.summary()
+        summary.pop("per_broadcast")
+        summary["drops"] = dict(sorted(cluster.stats.drops.items()))
+        return summary
+
+    return summarize
+
+
+SCENARIO = register(
+    Scenario(
+        name="gossip",
+        description="Chatter broadcasts: log-depth TCP tree plus per-subnet multicast",
+        default_duration=30.0,
+        params=(
+            Param(
+                name="subnets", parse=positive_int, default=1, help="subnets (multicast domains)"
+            ),
+            Param(name="broadcasts", parse=_count, default=4, help="measured broadcasts"),
+            Param(name="size", parse=_count, default=64, help="payload bytes"),
+            Param(
+                name="multicast",
+                parse=_on_off,
+                default=True,
+                shown="on",
+                help="on|off: use the multicast shortcut",
+            ),
+            Param(
+                name="crashed",
+                parse=_fraction,
+                default=0.0,
+                help="fraction of nodes crashed before the measured broadcasts",
+            ),
+            Param(
+                name="announce",
+                parse=_count,
+                default=2,
+                help="multicast-only announcements per node at start",
+            ),
+            Param(
+                name="warmup",
+                parse=_count,
+                default=0,
+                help="broadcasts to everyone before the measured ones",
+            ),
+            Param(
+                name="interval",
+                parse=non_negative_float,
+                default=1.0,
+                help="seconds between broadcasts",
+            ),
+            Param(
+                name="wire",
+                parse=WireFormat,
+                default=WireFormat.ENVELOPE,
+                shown="envelope",
+                help="envelope|chatter-compat",
+            ),
+            Param(
+                name="copies",
+                parse=positive_int,
+                default=None,
+                shown="2 (chatter-compat: 1)",
+                help="datagrams per multicast send",
+            ),
+            Param(
+                name="ack_timeout",
+                parse=non_negative_float,
+                default=0.5,
+                help="seconds before an unacknowledged next hop is re-planned",
+            ),
+        ),
+        setup=_setup,
+    )
+)

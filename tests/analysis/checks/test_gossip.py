@@ -1,0 +1,89 @@
+"""Gossip checkers: coverage, depth, integrity and the redundancy figures."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
+
+from pyspark.sql import SparkSession
+
+from gossamer.analysis.checks import gossip
+from gossamer.analysis.frames import event, events_frame
+from gossamer.trace import TraceEvent
+
+pytestmark = pytest.mark.spark
+
+
+def tree(*, skip: str | None = None, extra: tuple[TraceEvent, ...] = ()) -> list[TraceEvent]:
+    """n0 broadcasts b; n1 and n2 get it from n0 (hop 1), n3 from n1 (hop 2), n3 twice."""
+    hops = {"n1": ("n0", 1), "n2": ("n0", 1), "n3": ("n1", 2)}
+    out = [event("n0", 0.0, "gossip", "broadcast", msg="n0/1")]
+    for node, (sender, hop) in hops.items():
+        out.append(
+            event(sender, 0.1 * hop, "gossip", "send", msg="n0/1", peer=node, size=100, via="tcp")
+        )
+        if node == skip:
+            continue
+        out.append(
+            event(node, 0.1 * hop + 0.01, "gossip", "recv", msg="n0/1", peer=sender, hop=str(hop))
+        )
+        out.append(event(node, 0.1 * hop + 0.01, "gossip", "deliver", msg="n0/1"))
+    out.append(event("n0", 0.05, "gossip", "send", msg="n0/1", peer="*", size=100, via="multicast"))
+    out.append(event("n3", 0.3, "gossip", "recv", msg="n0/1", peer="n2", hop="3"))
+    return [*out, *extra]
+
+
+def test_full_coverage_holds(spark: SparkSession) -> None:
+    assert gossip.coverage(events_frame(spark, tree())).count() == 0
+
+
+def test_a_node_that_never_delivers_breaks_coverage(spark: SparkSession) -> None:
+    events = tree(skip="n2", extra=(event("n2", 0.0, "net", "fault", fault="drop"),))
+    (row,) = gossip.coverage(events_frame(spark, events)).collect()
+    assert (row["msg"], row["delivered"], row["expected"], row["missing"]) == ("n0/1", 3, 4, ["n2"])
+    assert row["coverage"] == pytest.approx(0.75)
+    # A lower threshold accepts it; a crashed node is not expected to deliver.
+    assert gossip.coverage(events_frame(spark, events), min_coverage=0.75).count() == 0
+    crashed = (*events, event("n2", 0.0, "net", "fault", fault="crash"))
+    assert gossip.coverage(events_frame(spark, list(crashed))).count() == 0
+
+
+def test_coverage_counts_only_the_destinations_of_a_broadcast(spark: SparkSession) -> None:
+    events = tree(skip="n2")
+    events[0] = event("n0", 0.0, "gossip", "broadcast", msg="n0/1", dests="n1,n3")
+    assert gossip.coverage(events_frame(spark, events)).count() == 0
+
+
+def test_depth_is_the_first_copy_hop_and_has_a_bound(spark: SparkSession) -> None:
+    df = events_frame(spark, tree())
+    hops = {r["node"]: (r["hop"], r["receptions"]) for r in gossip.first_hops(df).collect()}
+    assert hops == {"n1": (1, 1), "n2": (1, 1), "n3": (2, 2)}
+    assert gossip.depth(df, max_depth=2).count() == 0
+    (row,) = gossip.depth(df, max_depth=1).collect()
+    assert (row["msg"], row["depth"], row["deepest"]) == ("n0/1", 2, "n3")
+
+
+def test_duplicate_and_invented_deliveries_break_integrity(spark: SparkSession) -> None:
+    extra = (
+        event("n3", 0.4, "gossip", "deliver", msg="n0/1"),
+        event("n1", 0.5, "gossip", "deliver", msg="n9/9"),
+    )
+    found = sorted(
+        (r["problem"], r["node"], r["msg"])
+        for r in gossip.integrity(events_frame(spark, tree(extra=extra))).collect()
+    )
+    assert found == [("duplicate", "n3", "n0/1"), ("never broadcast", "n1", "n9/9")]
+
+
+def test_redundancy_counts_extra_copies_tcp_sends_and_bytes(spark: SparkSession) -> None:
+    (row,) = gossip.redundancy(events_frame(spark, tree())).collect()
+    assert row.asDict() == {
+        "msg": "n0/1",
+        "depth": 2,
+        "receivers": 3,
+        "receptions": 4,
+        "redundant": 1,
+        "tcp_sends": 3,
+        "bytes": 400,
+    }

@@ -1,0 +1,84 @@
+"""Metrics: latencies, traffic, faults and timelines on a small hand-made run."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
+
+from pyspark.sql import DataFrame, SparkSession
+
+from gossamer.analysis import metrics
+from gossamer.analysis.frames import event, events_frame
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def run(spark: SparkSession) -> DataFrame:
+    ev = [
+        # ISIS: m1 multicast at 0, delivered at 0.010 (n0) and 0.030 (n1).
+        event("n0", 0.0, "isis", "multicast", msg="m1"),
+        event("n0", 0.0, "isis", "send", msg="m1", peer="n1", size=20),
+        event("n1", 0.005, "isis", "recv", msg="m1", peer="n0", size=20),
+        event("n0", 0.010, "isis", "deliver", msg="m1", seq=1),
+        event("n1", 0.030, "isis", "deliver", msg="m1", seq=1),
+        event("n0", 0.050, "isis", "retransmit", msg="m1", peer="n1"),
+        # Discovery: n0 sees n1 at 1.0, loses it at 6.0; n1 sees n0 at 2.0.
+        event("n0", 1.0, "discovery", "peer_up", peer="n1"),
+        event("n1", 2.0, "discovery", "peer_up", peer="n0"),
+        event("n0", 6.0, "discovery", "peer_down", peer="n1"),
+        # Faults: two drops and a crash.
+        event("n1", 3.0, "net", "fault", peer="n0", size=20, fault="drop"),
+        event("n1", 3.5, "net", "fault", peer="n0", size=20, fault="drop"),
+        event("n1", 5.0, "net", "fault", fault="crash"),
+        event("n1", 10.0, "gossip", "recv", msg="g", peer="n0", hop="2"),
+    ]
+    return events_frame(spark, ev).cache()
+
+
+def test_latency_runs_from_the_first_origin_event_to_each_delivery(run: DataFrame) -> None:
+    lat = {(r["node"], r["msg"]): r["latency"] for r in metrics.latencies(run).collect()}
+    assert lat == pytest.approx({("n0", "m1"): 0.010, ("n1", "m1"): 0.030})
+    (row,) = metrics.latency_summary(metrics.latencies(run)).collect()
+    assert (row["layer"], row["count"]) == ("isis", 2)
+    assert row["p50"] == pytest.approx(0.010) and row["max"] == pytest.approx(0.030)
+    (cdf,) = metrics.latency_cdf(metrics.latencies(run), points=4).collect()
+    assert cdf["quantiles"] == pytest.approx([0.010, 0.010, 0.010, 0.030, 0.030])
+    stats = {
+        r["node"]: (r["count"], r["quantiles"])
+        for r in metrics.latency_stats(metrics.latencies(run), points=2).collect()
+    }
+    assert stats == {
+        None: (2, pytest.approx([0.010, 0.010, 0.030])),  # the whole layer
+        "n0": (1, pytest.approx([0.010] * 3)),
+        "n1": (1, pytest.approx([0.030] * 3)),
+    }
+
+
+def test_traffic_and_faults_are_counted_per_node(run: DataFrame) -> None:
+    t = {(r["layer"], r["node"]): r.asDict() for r in metrics.traffic(run).collect()}
+    assert t[("isis", "n0")]["sent"] == 1 and t[("isis", "n0")]["bytes_sent"] == 20
+    assert t[("isis", "n0")]["retransmitted"] == 1 and t[("isis", "n1")]["bytes_received"] == 20
+    assert t[("isis", "n1")]["delivered"] == 1
+    faults = {(r["fault"], r["node"]): r["count"] for r in metrics.fault_counts(run).collect()}
+    assert faults == {("drop", "n1"): 2, ("crash", "n1"): 1}
+    assert [r["fault"] for r in metrics.outage_events(run).collect()] == ["crash"]
+
+
+def test_timelines_bin_events_over_the_run(run: DataFrame) -> None:
+    (span,) = metrics.time_range(run).collect()
+    assert (span["t_min"], span["t_max"]) == (0.0, 10.0)
+    bins = {
+        (r["bin"], r["layer"]): r["events"] for r in metrics.timeline(run, 0.0, 10.0, 10).collect()
+    }
+    assert bins[(0, "isis")] == 6 and bins[(9, "gossip")] == 1  # t = 10 falls in the last bin
+    drops = {r["bin"]: r["count"] for r in metrics.fault_timeline(run, 0.0, 10.0, 10).collect()}
+    assert drops == {3: 2}  # per-datagram faults only; the crash is an outage mark
+    sizes = {
+        (r["node"], r["bin"]): r["size"]
+        for r in metrics.membership_timeline(run, 0.0, 10.0, 10).collect()
+    }
+    assert [sizes[("n0", b)] for b in range(10)] == [0, 1, 1, 1, 1, 1, 0, 0, 0, 0]
+    assert [sizes[("n1", b)] for b in range(10)] == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert [(r["hop"], r["nodes"]) for r in metrics.depth_histogram(run).collect()] == [(2, 1)]
