@@ -9,45 +9,19 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 
 from gossamer._types import Address, Datagram
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.ping import PingConfig, PingCore, PingLost, PongReceived
+from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
 
 LOCALHOST = "127.0.0.1"
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(20):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait (polling the loop) until ``condition()`` holds."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.002)
 
 
 class ScriptCore:
@@ -107,11 +81,13 @@ def _ping_pair(
     settings: dict[str, Any] = {"interval": 0.005, "timeout": 0.02, "max_retries": 6, **config}
     core_a = PingCore(
         PingConfig(node_id="a", targets=[("b", addr_b)], count=count, start=now, **settings),
-        tracer=Tracer(sink, run="t", node="a"), rng=random.Random(1),
+        tracer=Tracer(sink, run="t", node="a"),
+        rng=random.Random(1),
     )
     core_b = PingCore(
         PingConfig(node_id="b", targets=[("a", addr_a)], count=count, start=now, **settings),
-        tracer=Tracer(sink, run="t", node="b"), rng=random.Random(2),
+        tracer=Tracer(sink, run="t", node="b"),
+        rng=random.Random(2),
     )
     return sock_a, sock_b, core_a, core_b
 
@@ -204,21 +180,33 @@ def test_icmp_port_unreachable_is_counted_not_fatal(run: Runner) -> None:
         sock.connect(dead)
         sink = MemorySink()
         core = PingCore(
-            PingConfig(node_id="a", targets=[("nobody", dead)], count=2, interval=0.005,
-                       timeout=0.005, max_retries=2, start=loop.time()),
-            tracer=Tracer(sink, run="t", node="a"), rng=random.Random(3),
+            PingConfig(
+                node_id="a",
+                targets=[("nobody", dead)],
+                count=2,
+                interval=0.005,
+                timeout=0.005,
+                max_retries=2,
+                start=loop.time(),
+            ),
+            tracer=Tracer(sink, run="t", node="a"),
+            rng=random.Random(3),
         )
         events: list[object] = []
         net = MemorySink()
-        async with await open_datagram(core, sock, on_event=events.append,
-                                       tracer=Tracer(net, run="t", node="a")) as driver:
+        async with await open_datagram(
+            core, sock, on_event=events.append, tracer=Tracer(net, run="t", node="a")
+        ) as driver:
             await until(lambda: core.done)
             assert driver.counters.errors >= 1
             assert isinstance(driver.last_error, ConnectionRefusedError)
             assert driver.failure is None
             # A destination other than the connected peer is a socket error too.
-            driver.call(lambda now: core.receive_datagram(b"GP\x01\x01\x00\x00\x00\x09\x01z",
-                                                          ("127.0.0.1", 9), now))
+            driver.call(
+                lambda now: core.receive_datagram(
+                    b"GP\x01\x01\x00\x00\x00\x09\x01z", ("127.0.0.1", 9), now
+                )
+            )
             assert driver.counters.errors >= 2
             assert not driver.closed
         assert [type(e) for e in events] == [PingLost, PingLost]

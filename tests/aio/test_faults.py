@@ -8,45 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 
 from gossamer._types import Address
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.datagram import open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sockets import udp_socket
 from gossamer.faults import FaultPlan
 from gossamer.proto.ping import PingConfig, PingCore
+from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
 
 LOCALHOST = "127.0.0.1"
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(30):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.002)
 
 
 async def ping_over_faults(
@@ -63,18 +38,32 @@ async def ping_over_faults(
     sink = MemorySink()
     sock_a, sock_b = udp_socket(LOCALHOST), udp_socket(LOCALHOST)
     now = loop.time()
-    settings: dict[str, Any] = {"count": count, "interval": 0.005, "timeout": 0.01,
-                                "max_retries": max_retries, "start": now}
-    core_a = PingCore(PingConfig(node_id="a", targets=[("b", sock_b.getsockname())], **settings),
-                      tracer=Tracer(sink, run="t", node="a"), rng=random.Random(seed))
-    core_b = PingCore(PingConfig(node_id="b", targets=[("a", sock_a.getsockname())], **settings),
-                      tracer=Tracer(sink, run="t", node="b"), rng=random.Random(seed + 1))
-    faults_a = FaultInjector(out_a, rng=random.Random(seed + 2),
-                             tracer=Tracer(sink, run="t", node="a"))
+    settings: dict[str, Any] = {
+        "count": count,
+        "interval": 0.005,
+        "timeout": 0.01,
+        "max_retries": max_retries,
+        "start": now,
+    }
+    core_a = PingCore(
+        PingConfig(node_id="a", targets=[("b", sock_b.getsockname())], **settings),
+        tracer=Tracer(sink, run="t", node="a"),
+        rng=random.Random(seed),
+    )
+    core_b = PingCore(
+        PingConfig(node_id="b", targets=[("a", sock_a.getsockname())], **settings),
+        tracer=Tracer(sink, run="t", node="b"),
+        rng=random.Random(seed + 1),
+    )
+    faults_a = FaultInjector(
+        out_a, rng=random.Random(seed + 2), tracer=Tracer(sink, run="t", node="a")
+    )
     faults_b = (
-        FaultInjector(incoming=in_b, rng=random.Random(seed + 3),
-                      tracer=Tracer(sink, run="t", node="b"))
-        if in_b is not None else None
+        FaultInjector(
+            incoming=in_b, rng=random.Random(seed + 3), tracer=Tracer(sink, run="t", node="b")
+        )
+        if in_b is not None
+        else None
     )
     async with (
         await open_datagram(core_a, sock_a, faults=faults_a),
@@ -154,12 +143,18 @@ def test_same_seed_same_faults(run: Runner) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         plan = FaultPlan(drop=0.2, duplicate=0.2, delay=0.001, reorder=0.3, reorder_by=0.002)
+
         async def one_run() -> tuple[dict[str, int], list[tuple[bytes, Address]]]:
             delivered: list[tuple[bytes, Address]] = []
             injector = FaultInjector(plan, rng=random.Random(99))
             for i in range(200):
-                injector.apply("out", i.to_bytes(2, "big"), (LOCALHOST, 9),
-                               lambda d, a: delivered.append((d, a)), loop)
+                injector.apply(
+                    "out",
+                    i.to_bytes(2, "big"),
+                    (LOCALHOST, 9),
+                    lambda d, a: delivered.append((d, a)),
+                    loop,
+                )
             await until(lambda: injector.held == 0)
             return dict(injector.counts), sorted(delivered)
 
@@ -178,9 +173,18 @@ def test_closing_the_driver_discards_held_copies(run: Runner) -> None:
         sink = MemorySink()
         receiver = udp_socket(LOCALHOST)
         target = receiver.getsockname()
-        core = PingCore(PingConfig(node_id="a", targets=[("b", target)], count=3,
-                                   interval=0.002, timeout=10.0, start=loop.time()),
-                        tracer=Tracer(sink, run="t", node="a"), rng=random.Random(1))
+        core = PingCore(
+            PingConfig(
+                node_id="a",
+                targets=[("b", target)],
+                count=3,
+                interval=0.002,
+                timeout=10.0,
+                start=loop.time(),
+            ),
+            tracer=Tracer(sink, run="t", node="a"),
+            rng=random.Random(1),
+        )
         faults = FaultInjector(FaultPlan(delay=5.0), rng=random.Random(2))
         driver = await open_datagram(core, udp_socket(LOCALHOST), faults=faults)
         await until(lambda: faults.held == 3)

@@ -10,49 +10,24 @@ import asyncio
 import contextlib
 import random
 import socket
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import pytest
 
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.stream import StreamDriver, connect, serve
 from gossamer.proto.ping import PongReceived
 from gossamer.proto.ping.stream import StreamEnded, StreamPingConfig, StreamPingCore
+from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import ping as wire
 from gossamer.wire.framing import FrameDecoder, encode_frames
 
 LOCALHOST = "127.0.0.1"
 
-Runner = Callable[[Coroutine[Any, Any, None]], None]
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(20):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.002)
-
 
 def _server_core(sink: MemorySink) -> StreamPingCore:
-    return StreamPingCore(StreamPingConfig(node_id="s"), tracer=Tracer(sink, run="t", node="s"),
-                          rng=random.Random(0))
+    return StreamPingCore(
+        StreamPingConfig(node_id="s"), tracer=Tracer(sink, run="t", node="s"), rng=random.Random(0)
+    )
 
 
 def _ping(seq: int, kind: wire.PingType = wire.PingType.PING, sender: str = "c") -> bytes:
@@ -118,12 +93,15 @@ def test_tcp_ping_completes_and_both_sides_close(run: Runner) -> None:
         loop = asyncio.get_running_loop()
         sink = MemorySink()
         accepted: list[StreamDriver[StreamPingCore]] = []
-        async with await serve(lambda: _server_core(sink), LOCALHOST, 0,
-                               on_connection=accepted.append) as server:
+        async with await serve(
+            lambda: _server_core(sink), LOCALHOST, 0, on_connection=accepted.append
+        ) as server:
             core = StreamPingCore(
-                StreamPingConfig(node_id="c", peer="s", count=20, interval=0.002,
-                                 start=loop.time()),
-                tracer=Tracer(sink, run="t", node="c"), rng=random.Random(1),
+                StreamPingConfig(
+                    node_id="c", peer="s", count=20, interval=0.002, start=loop.time()
+                ),
+                tracer=Tracer(sink, run="t", node="c"),
+                rng=random.Random(1),
             )
             driver = await connect(core, *server.address)
             events = [event async for event in driver.events()]
@@ -147,8 +125,9 @@ def test_frames_split_byte_by_byte_reach_the_core_whole(run: Runner) -> None:
     async def main() -> None:
         sink = MemorySink()
         accepted: list[StreamDriver[StreamPingCore]] = []
-        async with await serve(lambda: _server_core(sink), LOCALHOST, 0,
-                               on_connection=accepted.append) as server:
+        async with await serve(
+            lambda: _server_core(sink), LOCALHOST, 0, on_connection=accepted.append
+        ) as server:
             reader, writer = await asyncio.open_connection(*server.address)
             stream = encode_frames(_ping(i) for i in range(3))
             for i in range(len(stream)):
@@ -172,8 +151,9 @@ def test_coalesced_frames_are_answered_in_one_write(run: Runner) -> None:
     async def main() -> None:
         sink = MemorySink()
         accepted: list[StreamDriver[StreamPingCore]] = []
-        async with await serve(lambda: _server_core(sink), LOCALHOST, 0,
-                               on_connection=accepted.append) as server:
+        async with await serve(
+            lambda: _server_core(sink), LOCALHOST, 0, on_connection=accepted.append
+        ) as server:
             reader, writer = await asyncio.open_connection(*server.address)
             writer.write(encode_frames(_ping(i) for i in range(50)))
             frames = await _read_frames(reader, 50)
@@ -193,8 +173,9 @@ def test_oversized_frame_closes_the_connection_after_the_good_frames(run: Runner
     async def main() -> None:
         sink = MemorySink()
         accepted: list[StreamDriver[StreamPingCore]] = []
-        async with await serve(lambda: _server_core(sink), LOCALHOST, 0,
-                               on_connection=accepted.append) as server:
+        async with await serve(
+            lambda: _server_core(sink), LOCALHOST, 0, on_connection=accepted.append
+        ) as server:
             reader, writer = await asyncio.open_connection(*server.address)
             writer.write(encode_frames([_ping(1)]) + (1 << 30).to_bytes(4, "big") + bytes(100))
             data = await reader.read()  # to EOF: the server has ended its half
@@ -233,8 +214,9 @@ def test_writing_pauses_and_reading_stops_until_the_peer_reads(run: Runner) -> N
 
     async def main() -> None:
         accepted: list[StreamDriver[FloodCore]] = []
-        async with await serve(lambda: FloodCore(factor), LOCALHOST, 0,
-                               on_connection=accepted.append) as server:
+        async with await serve(
+            lambda: FloodCore(factor), LOCALHOST, 0, on_connection=accepted.append
+        ) as server:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.setblocking(False)
