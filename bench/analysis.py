@@ -9,9 +9,10 @@ neighbour hurts both alike:
 * **total order**: what ``gossamer analyze`` runs for ``isis.total_order`` on a run
   that keeps its promises, the linear pre-check ``isis.order_suspects`` (per-node
   delivery order against the final sequence, and final-sequence agreement per message);
-* **latency**: ``metrics.latencies`` (send to deliver) then ``metrics.latency_stats``, the
-  101-point CDF per layer and per node in one rollup, with approximate percentiles in
-  both engines (Spark's ``percentile_approx``, DuckDB's ``approx_quantile``).
+* **latency**: what the job runs for its latency tables (``job.latency_tables``):
+  ``metrics.latencies`` (origin to delivery, a join on the message id) and a log-bucket
+  histogram per node (``metrics.latency_histogram``), from which the same Python code
+  reads the percentiles for both engines.
 
 DuckDB runs the same algorithm, written in its SQL. Figures are wall-clock seconds,
 the best of several rounds after one warm-up; the ratio is Spark / DuckDB.
@@ -39,7 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench._report import machine, table, update_section
-from gossamer.analysis import metrics, session
+from gossamer.analysis import job, metrics, session
 from gossamer.analysis.checks import isis
 from gossamer.analysis.load import read_events, write_events
 from gossamer.analysis.schema import EVENT_COLUMNS
@@ -146,11 +147,15 @@ def generate(spark: SparkSession, events: int, path: str) -> int:
     ).withColumn("layer", F.lit("net"))
     run = multicast.unionByName(sends).unionByName(recvs).unionByName(delivers).unionByName(drops)
     valid = {c: F.lit(None).cast("string") for c in ("reason", "bad_layer", "text")}
-    # As many writers as a conversion from JSON would have: one per 128 MB split of
-    # about 200-byte lines. Each writes its own file per (layer, kind), which is what
-    # lets both engines read one kind in parallel.
+    # Laid out as a conversion from JSON lays it out: one writer per 128 MB split of a
+    # node's file (about 625,000 lines of 200 bytes), each writing that node's events
+    # of one stretch of time in order, one file per (layer, kind).
     splits = max(2, events // 625_000)
-    parsed = run.withColumns({**valid, "version": F.lit(None).cast("long")}).repartition(splits)
+    parsed = (
+        run.withColumns({**valid, "version": F.lit(None).cast("long")})
+        .repartitionByRange(splits, "node", "t")
+        .sortWithinPartitions("node", "t", "line")
+    )
     write_events(parsed, path)
     return int(read_events(spark, path).count())
 
@@ -162,9 +167,16 @@ def spark_total_order(spark: SparkSession, path: str) -> int:
     return int(isis.order_suspects(read_events(spark, path)).count())
 
 
-def spark_latency(spark: SparkSession, path: str) -> list[tuple[str, str, float]]:
-    stats = metrics.latency_stats(metrics.latencies(read_events(spark, path)), points=100)
-    return [(r["layer"], r["node"] or "*", float(r["quantiles"][50])) for r in stats.collect()]
+def spark_latency(spark: SparkSession, path: str, messages: int) -> list[tuple[str, str, float]]:
+    # What ``gossamer analyze`` runs, with the job's rule for broadcasting the origins.
+    small = messages <= metrics.BROADCAST_ORIGINS_LIMIT
+    return _medians(job.latency_tables(read_events(spark, path), broadcast_origins=small))
+
+
+def _medians(tables: dict[str, Any]) -> list[tuple[str, str, float]]:
+    return [(r["layer"], "*", float(r["p50"])) for r in tables["by_layer"]] + [
+        (r["layer"], r["node"], float(r["p50"])) for r in tables["by_node"]
+    ]
 
 
 # -- DuckDB ---------------------------------------------------------------------------------
@@ -182,40 +194,116 @@ def duck_total_order(con: duckdb.DuckDBPyConnection, path: str) -> int:
     d AS (SELECT node, msg, seq, attrs['proposer'] AS proposer, t, file, line FROM ev
           WHERE layer = 'isis' AND kind = 'deliver' AND msg IS NOT NULL
             AND node NOT IN (SELECT node FROM crashed)),
+    keyed AS (
+        SELECT node, floor(t / {isis.CHUNK_SECONDS}) AS chunk, t, file, line,
+               {{'s': seq, 'n': length(proposer), 'p': proposer}} AS key, hash(msg) AS m
+        FROM d),
+    first_pass AS (
+        SELECT *,
+               lag(key) OVER c AS prev, lag(m) OVER c AS prev_m,
+               lag(key) OVER c IS NULL OR lead(key) OVER c IS NULL AS edge
+        FROM keyed
+        WINDOW c AS (PARTITION BY node, chunk ORDER BY t, file, line)),
+    candidates AS (
+        SELECT node, t, file, line, key, m,
+               coalesce(prev > key OR (prev = key AND prev_m <> m), false) AS was_bad
+        FROM first_pass
+        WHERE coalesce(prev > key OR (prev = key AND prev_m <> m), false) OR edge),
     inverted AS (
         SELECT node FROM (
-            SELECT node, {{'s': seq, 'n': length(proposer), 'p': proposer}} AS key,
-                   lag({{'s': seq, 'n': length(proposer), 'p': proposer}})
-                       OVER (PARTITION BY node ORDER BY t, file, line) AS prev,
-                   hash(msg) AS m,
-                   lag(hash(msg)) OVER (PARTITION BY node ORDER BY t, file, line) AS prev_m
-            FROM d)
-        WHERE prev > key OR (prev = key AND prev_m <> m)),
+            SELECT node, was_bad, key, m,
+                   lag(key) OVER n AS prev, lag(m) OVER n AS prev_m
+            FROM candidates WINDOW n AS (PARTITION BY node ORDER BY t, file, line))
+        WHERE was_bad OR prev > key OR (prev = key AND prev_m <> m)),
     disputed AS (
-        SELECT msg FROM d GROUP BY msg
-        HAVING min({{'s': seq, 'p': proposer}}) IS DISTINCT FROM max({{'s': seq, 'p': proposer}}))
+        SELECT hash(msg) AS m FROM d GROUP BY hash(msg)
+        HAVING min(hash(seq, proposer)) <> max(hash(seq, proposer))
+            OR min(hash(proposer, seq)) <> max(hash(proposer, seq))
+        LIMIT 1)
     SELECT count(*) FROM (
         SELECT node FROM inverted
-        UNION SELECT node FROM d WHERE msg IN (SELECT msg FROM disputed))
+        UNION SELECT DISTINCT node FROM d, disputed)
     """
     (row,) = con.execute(sql).fetchall()
     return int(row[0])
 
 
+def _origin_sql() -> str:
+    """``metrics.is_origin`` in SQL."""
+    special = " OR ".join(
+        f"(layer = '{layer}' AND kind IN {_sql_list(kinds)})"
+        for layer, kinds in metrics.ORIGIN_KINDS.items()
+    )
+    default = (
+        f"(layer NOT IN {_sql_list(tuple(metrics.ORIGIN_KINDS))} "
+        f"AND kind IN {_sql_list(metrics.DEFAULT_ORIGIN_KINDS)})"
+    )
+    return f"({special} OR {default})"
+
+
+def _sql_list(items: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"'{x}'" for x in items) + ")"
+
+
 def duck_latency(con: duckdb.DuckDBPyConnection, path: str) -> list[tuple[str, str, float]]:
-    probs = ", ".join(str(i / 100) for i in range(101))
-    rows = con.execute(f"""
+    # The same histogram (``metrics.latency_histogram``), read by the same Python code.
+    base, floor = metrics.HISTOGRAM_BASE, metrics.HISTOGRAM_FLOOR
+    cursor = con.execute(f"""
     WITH ev AS (SELECT layer, node, kind, msg, t FROM {_source(path)}
                 WHERE msg IS NOT NULL AND layer <> 'net'),
-    origins AS (SELECT layer, msg, min(t) AS t0 FROM ev
-                WHERE kind IN {tuple(metrics.ORIGIN_KINDS)} GROUP BY layer, msg),
+    origins AS (SELECT layer, msg, min(t) AS t0 FROM ev WHERE {_origin_sql()}
+                GROUP BY layer, msg),
     lat AS (SELECT d.layer, d.node, d.t - o.t0 AS latency
             FROM ev d JOIN origins o USING (layer, msg) WHERE d.kind = 'deliver')
-    SELECT layer, node, count(*), avg(latency), max(latency),
-           approx_quantile(latency, [{probs}])
-    FROM lat GROUP BY ROLLUP (layer, node) HAVING layer IS NOT NULL
-    """).fetchall()
-    return [(r[0], r[1] or "*", float(r[5][50])) for r in rows]
+    SELECT layer, node,
+           CASE WHEN latency > {floor} THEN floor(ln(latency / {floor}) / ln({base}))
+                ELSE -1 END::INTEGER AS bucket,
+           count(*) AS count, sum(latency) AS total, min(latency) AS low, max(latency) AS high
+    FROM lat GROUP BY ALL
+    """)
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    return _medians(job.latency_tables_from(rows))
+
+
+# -- the whole pipeline -----------------------------------------------------------------------
+
+
+def write_run(spark: SparkSession, parquet: str, run_dir: Path) -> None:
+    """Write the events at ``parquet`` as a run directory: ``<node>.jsonl`` per node."""
+    events = read_events(spark, parquet)
+    fields = [c for c in EVENT_COLUMNS if c not in ("file", "line")]
+    staging = run_dir.parent / f"{run_dir.name}.staging"
+    (
+        events.repartition("node")
+        .sortWithinPartitions("node", "t", "line")
+        .select("node", F.to_json(F.struct(*fields)).alias("value"))
+        .write.mode("overwrite")
+        .partitionBy("node")
+        .text(str(staging))
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for part_dir in sorted(staging.glob("node=*")):
+        node = part_dir.name.split("=", 1)[1]
+        with open(run_dir / f"{node}.jsonl", "wb") as out:
+            for part in sorted(part_dir.glob("part-*")):
+                with open(part, "rb") as handle:
+                    shutil.copyfileobj(handle, out)
+    shutil.rmtree(staging)
+
+
+def end_to_end(spark: SparkSession, run_dir: Path) -> tuple[dict[str, Any], Sample]:
+    """Run the whole ``gossamer analyze`` job on a run; its summary and cost."""
+    out = run_dir / "analysis"
+    shutil.rmtree(out, ignore_errors=True)
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result.update(job.analyze(spark, str(run_dir), str(out)).summary)
+
+    sample = _sample(run, lambda: _jvm_cpu(spark) + time.process_time())
+    assert result["verdict"] == "pass", [c for c in result["checks"] if c["status"] == "fail"]
+    return result, sample
 
 
 # -- timing ---------------------------------------------------------------------------------
@@ -243,7 +331,7 @@ def _sample(run: Callable[[], Any], cpu: Callable[[], float]) -> Sample:
 
 
 def measure(
-    spark: SparkSession, con: duckdb.DuckDBPyConnection, path: str, rounds: int
+    spark: SparkSession, con: duckdb.DuckDBPyConnection, path: str, rounds: int, messages: int
 ) -> dict[str, dict[str, list[Sample]]]:
     """Samples per round for each query and engine (after one warm-up of each).
 
@@ -257,7 +345,7 @@ def measure(
             "duckdb": lambda: duck_total_order(con, path),
         },
         "latency": {
-            "spark": lambda: spark_latency(spark, path),
+            "spark": lambda: spark_latency(spark, path, messages),
             "duckdb": lambda: duck_latency(con, path),
         },
     }
@@ -308,6 +396,7 @@ def main() -> None:
     con = duckdb.connect()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gossamer-bench-"))
     rows: list[list[object]] = []
+    whole: list[list[object]] = []
     best: dict[tuple[int, str, str], Sample] = {}
     counts: dict[int, int] = {}
     try:
@@ -317,7 +406,8 @@ def main() -> None:
             count = generate(spark, size, path)
             counts[size] = count
             print(f"generated {count:,} events in {time.perf_counter() - start:.1f} s", flush=True)
-            for query, engines in measure(spark, con, path, rounds).items():
+            messages = int(size / PER_MESSAGE)
+            for query, engines in measure(spark, con, path, rounds, messages).items():
                 for engine, got in engines.items():
                     best[(size, query, engine)] = Sample(
                         wall=min(x.wall for x in got), cpu=min(x.cpu for x in got)
@@ -337,6 +427,23 @@ def main() -> None:
                     ]
                 )
                 print(rows[-1], flush=True)
+            run_dir = root / f"run-{size}"
+            write_run(spark, path, run_dir)
+            summary, cost = end_to_end(spark, run_dir)
+            timing = summary["timing"]
+            whole.append(
+                [
+                    f"{count / 1e6:.0f} M",
+                    f"{sum(f.stat().st_size for f in run_dir.glob('*.jsonl')) / 1e9:.2f} GB",
+                    f"{timing['load_seconds']:.1f}",
+                    f"{timing['total_seconds'] - timing['load_seconds']:.1f}",
+                    f"{cost.wall:.1f}",
+                    f"{cost.cpu:.0f}",
+                    f"{cost.cpu / count * 1e6:.1f}",
+                    f"{summary['counts']['pass']} pass",
+                ]
+            )
+            print(whole[-1], flush=True)
     finally:
         spark.stop()
         if not args.keep:
@@ -368,6 +475,26 @@ def main() -> None:
                 "CPU ratio",
             ],
             rows,
+        ),
+        "",
+    ]
+    lines += [
+        "The whole `gossamer analyze` on the same runs written as JSON lines (one file per "
+        "node): conversion to Parquet (validation, line numbers), then every check and "
+        "metric, summary and report. CPU seconds are the JVM's and the driver's.",
+        "",
+        table(
+            [
+                "events",
+                "JSON",
+                "convert s",
+                "checks + metrics s",
+                "total s",
+                "CPU s",
+                "CPU s per M events",
+                "verdict",
+            ],
+            whole,
         ),
         "",
     ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
@@ -37,23 +40,44 @@ def run(spark: SparkSession) -> DataFrame:
     return events_frame(spark, ev).cache()
 
 
-def test_latency_runs_from_the_first_origin_event_to_each_delivery(run: DataFrame) -> None:
-    lat = {(r["node"], r["msg"]): r["latency"] for r in metrics.latencies(run).collect()}
-    assert lat == pytest.approx({("n0", "m1"): 0.010, ("n1", "m1"): 0.030})
+def test_latency_runs_from_the_origin_event_to_each_delivery(run: DataFrame) -> None:
+    for broadcast in (False, True):
+        got = metrics.latencies(run, broadcast_origins=broadcast).collect()
+        lat = {(r["node"], r["msg"]): r["latency"] for r in got}
+        assert lat == pytest.approx({("n0", "m1"): 0.010, ("n1", "m1"): 0.030})
     (row,) = metrics.latency_summary(metrics.latencies(run)).collect()
     assert (row["layer"], row["count"]) == ("isis", 2)
     assert row["p50"] == pytest.approx(0.010) and row["max"] == pytest.approx(0.030)
-    (cdf,) = metrics.latency_cdf(metrics.latencies(run), points=4).collect()
-    assert cdf["quantiles"] == pytest.approx([0.010, 0.010, 0.010, 0.030, 0.030])
-    stats = {
-        r["node"]: (r["count"], r["quantiles"])
-        for r in metrics.latency_stats(metrics.latencies(run), points=2).collect()
-    }
-    assert stats == {
-        None: (2, pytest.approx([0.010, 0.010, 0.030])),  # the whole layer
-        "n0": (1, pytest.approx([0.010] * 3)),
-        "n1": (1, pytest.approx([0.030] * 3)),
-    }
+    hist = [r.asDict() for r in metrics.latency_histogram(metrics.latencies(run)).collect()]
+    assert sorted((r["node"], r["count"]) for r in hist) == [("n0", 1), ("n1", 1)]
+    both = metrics.histogram_summary(hist, points=2)
+    assert both["count"] == 2 and both["mean"] == pytest.approx(0.020)
+    assert both["quantiles"] == pytest.approx([0.010, 0.010, 0.030], rel=0.01)
+
+
+def test_histogram_percentiles_are_within_one_percent() -> None:
+    rng = random.Random(5)
+    values = [rng.lognormvariate(-6, 1.5) for _ in range(20_000)] + [0.0, -1e-3]
+    buckets: dict[int, list[float]] = {}
+    for v in values:
+        b = (
+            math.floor(math.log(v / metrics.HISTOGRAM_FLOOR, metrics.HISTOGRAM_BASE))
+            if v > 1e-6
+            else -1
+        )
+        buckets.setdefault(b, []).append(v)
+    rows = [
+        {"bucket": b, "count": len(vs), "total": sum(vs), "low": min(vs), "high": max(vs)}
+        for b, vs in buckets.items()
+    ]
+    stats = metrics.histogram_summary(rows, points=100)
+    ordered = sorted(values)
+    assert stats["count"] == len(values) and stats["min"] == -1e-3
+    assert stats["max"] == ordered[-1] and stats["mean"] == pytest.approx(sum(values) / len(values))
+    for k in (1, 10, 50, 90, 99):
+        exact = ordered[math.ceil(k / 100 * len(values)) - 1]
+        assert stats["quantiles"][k] == pytest.approx(exact, rel=0.0101), k
+    assert metrics.histogram_summary([])["count"] == 0
 
 
 def test_traffic_and_faults_are_counted_per_node(run: DataFrame) -> None:

@@ -66,6 +66,7 @@ class InputReport:
     run_ids: tuple[str, ...]
     events: int
     layers: Mapping[str, int]
+    kinds: Mapping[str, int]
     bad_lines: int
     first_bad: tuple[BadLine, ...]
     unknown_layers: Mapping[str, int]
@@ -86,6 +87,7 @@ class InputReport:
             "run_ids": list(self.run_ids),
             "events": self.events,
             "layers": dict(sorted(self.layers.items())),
+            "kinds": dict(sorted(self.kinds.items())),
             "bad_lines": self.bad_lines,
             "first_bad_lines": [
                 {"file": b.path, "line": b.line, "reason": b.reason} for b in self.first_bad
@@ -106,6 +108,7 @@ class InputReport:
             run_ids=tuple(obj["run_ids"]),
             events=int(obj["events"]),
             layers={str(k): int(v) for k, v in obj["layers"].items()},
+            kinds={str(k): int(v) for k, v in obj["kinds"].items()},
             bad_lines=int(obj["bad_lines"]),
             first_bad=tuple(
                 BadLine(path=b["file"], line=int(b["line"]), reason=b["reason"])
@@ -200,7 +203,7 @@ def _inspect(
 ) -> InputReport:
     data = _stored(spark, parquet)
     groups = (
-        data.groupBy("layer", "run", "bad_layer", "version", "file")
+        data.groupBy("layer", "kind", "run", "bad_layer", "version", "file")
         .agg(
             F.count("*").alias("n"),
             F.first("reason").alias("reason"),
@@ -210,6 +213,7 @@ def _inspect(
         .collect()
     )
     layers: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     runs: dict[str, int] = {}
     unknown: dict[str, int] = {}
     versions: dict[int, int] = {}
@@ -220,6 +224,8 @@ def _inspect(
         n = int(g["n"])
         if g["layer"] != BAD_PARTITION:
             layers[g["layer"]] = layers.get(g["layer"], 0) + n
+            kind = f"{g['layer']}/{g['kind']}"
+            kinds[kind] = kinds.get(kind, 0) + n
             runs[g["run"]] = runs.get(g["run"], 0) + n
             versions[SCHEMA_VERSION] = versions.get(SCHEMA_VERSION, 0) + n
             with_events.add(g["file"])
@@ -250,6 +256,7 @@ def _inspect(
         run_ids=tuple(sorted(runs)),
         events=sum(layers.values()),
         layers=layers,
+        kinds=kinds,
         bad_lines=bad,
         first_bad=first_bad,
         unknown_layers=unknown,

@@ -62,6 +62,25 @@ def test_two_swapped_deliveries_on_one_node_break_total_order(spark: SparkSessio
     assert "n2 delivered n1/0 before n0/0" in str(found[0]["detail"])
 
 
+@pytest.mark.parametrize("chunk_seconds", [0.5, 1.0, 100.0])
+def test_the_pre_check_finds_a_swap_within_or_across_stretches(
+    spark: SparkSession, chunk_seconds: float
+) -> None:
+    events = [event(m.split("/")[0], 0.0, "isis", "multicast", msg=m) for m, _, _ in ORDER]
+    for node in NODES:
+        picks = [0, 2, 1, 3] if node == "n1" else [0, 1, 2, 3]
+        for k, i in enumerate(picks):  # one delivery per second
+            msg, seq, proposer = ORDER[i]
+            events.append(
+                event(node, 1.0 + k, "isis", "deliver", msg=msg, seq=seq, proposer=proposer)
+            )
+    df = events_frame(spark, events)
+    suspects = isis.order_suspects(df, chunk_seconds=chunk_seconds).collect()
+    assert [r["node"] for r in suspects] == ["n1"]
+    clean = events_frame(spark, run())
+    assert isis.order_suspects(clean, chunk_seconds=chunk_seconds).count() == 0
+
+
 def test_swaps_that_keep_keys_increasing_are_still_caught(spark: SparkSession) -> None:
     # Same final (seq, proposer) on both messages at every node, yet opposite orders:
     # the linear pre-check must not be fooled by equal keys.

@@ -11,12 +11,19 @@ total order and agreement are required of correct nodes, integrity of every node
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, GroupedData, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+from gossamer.analysis.checks.common import (
+    attr,
+    correct_nodes,
+    crashed_nodes,
+    layer_events,
+    position,
+)
 
 __all__ = [
+    "CHUNK_SECONDS",
     "LAYER",
     "agreement",
     "deliveries",
@@ -50,7 +57,11 @@ def multicasts(events: DataFrame) -> DataFrame:
 
 
 def _correct_deliveries(events: DataFrame, nodes: DataFrame | None) -> DataFrame:
-    return deliveries(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
+    # Every delivering node is in the run, so removing the crashed ones is enough; it
+    # spares a pass over every event to list the run's nodes. ``nodes`` only adds
+    # nodes without events, hence without deliveries.
+    del nodes
+    return deliveries(events).join(F.broadcast(crashed_nodes(events)), "node", "left_anti")
 
 
 def _final(prefix: str = "") -> Column:
@@ -59,7 +70,32 @@ def _final(prefix: str = "") -> Column:
     )
 
 
-def order_suspects(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+#: Width in trace seconds of the stretches a node's deliveries are cut into, so that
+#: ``order_suspects`` sorts many small groups in parallel rather than one per node.
+CHUNK_SECONDS = 1.0
+
+
+def _disputed(grouped: GroupedData) -> DataFrame:
+    """The groups whose deliveries do not all carry the same final ``(seq, proposer)``.
+
+    Compared through two independent hashes of the pair (96 bits): Spark aggregates
+    numbers with a hash table, where minimum and maximum of a struct or a string need
+    a sort of every delivery. Two different finals would have to collide in both
+    hashes to go unnoticed. Grouping by a hash of the message id (as ``order_suspects``
+    does) can merge two messages, which only adds suspects.
+    """
+    h1, h2 = F.xxhash64("seq", "proposer"), F.hash("seq", "proposer")
+    return grouped.agg(
+        F.min(h1).alias("lo1"),
+        F.max(h1).alias("hi1"),
+        F.min(h2).alias("lo2"),
+        F.max(h2).alias("hi2"),
+    ).where((F.col("lo1") != F.col("hi1")) | (F.col("lo2") != F.col("hi2")))
+
+
+def order_suspects(
+    events: DataFrame, *, nodes: DataFrame | None = None, chunk_seconds: float = CHUNK_SECONDS
+) -> DataFrame:
     """``node``: the correct nodes whose delivery order might disagree with another's.
 
     A cheap sufficient test, linear in the number of deliveries: if every message
@@ -71,36 +107,58 @@ def order_suspects(events: DataFrame, *, nodes: DataFrame | None = None) -> Data
     differs between nodes. Only suspects need the pairwise comparison of
     ``total_order``; in a run that keeps its promises there are none.
 
+    A node's deliveries are checked in stretches of ``chunk_seconds`` (positions are
+    ordered by time first, so every position of a stretch precedes the next
+    stretch's): each stretch is sorted on its own, in parallel, and then only its
+    first and last deliveries are compared with the neighbouring stretches'. A run
+    of 8 nodes thus uses a whole cluster, not 8 tasks.
+
     Proposers are compared in natural order (``n2`` before ``n10``), as a group of
     numbered members breaks ties; an implementation that orders them otherwise makes
     nodes suspects on ties, which costs time, never correctness.
     """
-    d = _correct_deliveries(events, nodes)
-    in_order = Window.partitionBy("node").orderBy("t", "file", "line")
+    d = _correct_deliveries(events, nodes).withColumn(
+        "chunk", F.floor(F.col("t") / F.lit(chunk_seconds))
+    )
     # Natural order: shorter ids first, then by text. The message id travels as a
     # 64-bit hash, enough to tell "same message again" from "another message".
     key = F.struct(F.col("seq"), F.length("proposer").alias("n"), F.col("proposer"))
     msg_hash = F.xxhash64("msg")
-    stepped = d.select(
-        "node",
-        key.alias("key"),
-        F.lag(key).over(in_order).alias("prev"),
-        msg_hash.alias("m"),
-        F.lag(msg_hash).over(in_order).alias("prev_m"),
+
+    def stepped(df: DataFrame, *group: str) -> DataFrame:
+        w = Window.partitionBy(*group).orderBy("t", "file", "line")
+        return df.select(
+            "*",
+            F.lag("key").over(w).alias("prev"),
+            F.lag("m").over(w).alias("prev_m"),
+        ).withColumn(
+            "bad",
+            F.coalesce(
+                (F.col("prev") > F.col("key"))
+                | ((F.col("prev") == F.col("key")) & (F.col("prev_m") != F.col("m"))),
+                F.lit(False),
+            ),
+        )
+
+    keyed = d.select("node", "chunk", "t", "file", "line", key.alias("key"), msg_hash.alias("m"))
+    in_chunk = Window.partitionBy("node", "chunk").orderBy("t", "file", "line")
+    first_pass = stepped(keyed, "node", "chunk").withColumn(
+        "edge",
+        F.lag("key").over(in_chunk).isNull() | F.lead("key").over(in_chunk).isNull(),
     )
-    inverted = stepped.where(
-        (F.col("prev") > F.col("key"))
-        | ((F.col("prev") == F.col("key")) & (F.col("prev_m") != F.col("m")))
-    ).select("node")
-    disputed = (
-        d.groupBy("msg")
-        .agg(F.min(_final()).alias("lo"), F.max(_final()).alias("hi"))
-        .where(~F.col("lo").eqNullSafe(F.col("hi")))
-        .select("msg")
+    # What is left is small: every out-of-order delivery, and the first and last of
+    # each stretch. A node without the former is out of order only if some stretch
+    # ends above where the next one starts, i.e. where consecutive edges step down.
+    candidates = first_pass.where(F.col("bad") | F.col("edge")).select(
+        "node", "t", "file", "line", "key", "m", F.col("bad").alias("was_bad")
     )
-    # Disputed messages are rare (none in a correct run): broadcasting them spares a
-    # shuffle of every delivery.
-    of_disputed = d.join(F.broadcast(disputed), "msg", "left_semi").select("node")
+    inverted = stepped(candidates, "node").where(F.col("bad") | F.col("was_bad")).select("node")
+    disputed = _disputed(d.groupBy(msg_hash.alias("m"))).limit(1)
+    # A disputed message means the run is already broken (``final_sequence`` says
+    # where), so rather than pay another pass to find who delivered it, every node
+    # becomes a suspect; the list of nodes reads one narrow column.
+    everyone = d.select("node").distinct()
+    of_disputed = everyone.crossJoin(F.broadcast(disputed.select())).select("node")
     return inverted.unionByName(of_disputed).distinct()
 
 
@@ -244,14 +302,17 @@ def integrity(events: DataFrame) -> DataFrame:
     with ``problem`` = ``duplicate`` or ``never multicast``.
     """
     d = deliveries(events)
+    # Counting is a hash aggregation; positions (structs, which need a sort) are
+    # gathered only for the few duplicated pairs.
+    twice = d.groupBy("node", "msg").count().where(F.col("count") > 1)
     dups = (
-        d.groupBy("node", "msg")
+        d.join(twice, ["node", "msg"], "left_semi")
+        .groupBy("node", "msg")
         .agg(
             F.count("*").alias("count"),
             F.min(position()).alias("p1"),
             F.max(position()).alias("p2"),
         )
-        .where(F.col("count") > 1)
         .select(
             F.lit("duplicate").alias("problem"),
             "node",
@@ -288,22 +349,22 @@ def final_sequence(events: DataFrame) -> DataFrame:
 
     Property: every node that delivers m agrees on its final sequence number and
     proposer (the spec's final sequence is the largest proposal, ties broken by the
-    smallest proposer id, and is sent to everyone). Columns: ``msg, node_lo, final_lo,
-    node_hi, final_hi, detail``.
+    smallest proposer id, and is sent to everyone). Disputed messages are found by a
+    hash aggregation over all deliveries; only theirs are then examined. Columns:
+    ``msg, node_lo, final_lo, node_hi, final_hi, detail``.
     """
     d = deliveries(events)
+    disputed = _disputed(d.groupBy("msg")).select("msg")
     text = F.concat_ws("/", F.col("seq").cast("string"), F.col("proposer"))
     return (
-        d.groupBy("msg")
+        d.join(disputed, "msg", "left_semi")
+        .groupBy("msg")
         .agg(
-            F.min(_final()).alias("lo"),
-            F.max(_final()).alias("hi"),
             F.min_by("node", _final()).alias("node_lo"),
             F.max_by("node", _final()).alias("node_hi"),
             F.min_by(text, _final()).alias("final_lo"),
             F.max_by(text, _final()).alias("final_hi"),
         )
-        .where(~F.col("lo").eqNullSafe(F.col("hi")))
         .select(
             "msg",
             "node_lo",
