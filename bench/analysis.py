@@ -377,12 +377,16 @@ def _agree(query: str, results: dict[str, Any]) -> None:
         assert math.isclose(v, duck_p50[key], rel_tol=0.05, abs_tol=1e-4), (key, v, duck_p50[key])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> str:
+    """Run the benchmark; return the markdown section (also written unless ``--no-write``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1M events only, two rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep the data")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--no-write", action="store_true", help="print the figures, leave docs/benchmarks.md be"
+    )
+    args = parser.parse_args(argv)
     sizes = (1_000_000,) if args.quick else (1_000_000, 10_000_000)
     rounds = args.rounds or (2 if args.quick else 3)
 
@@ -526,8 +530,11 @@ def main() -> None:
         "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only). "
         "What the figures mean for a cluster, and a billion events, is in `docs/analysis.md`.",
     ]
-    update_section("analysis", "\n".join(lines))
-    print("\n".join(lines))
+    section = "\n".join(lines)
+    if not args.no_write:
+        update_section("analysis", section)
+    print(section)
+    return section
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - a Spark Connect-only installation
     _SPARK_ERRORS = (PySparkException,)
 
-__all__ = ["active_session", "build_session", "is_spark_error"]
+__all__ = ["active_session", "build_session", "is_spark_error", "session_settings"]
 
 
 def active_session() -> SparkSession | None:
@@ -45,7 +45,6 @@ def build_session(
     if master and remote:
         raise ConfigError("give --master or --remote, not both")
     builder = SparkSession.builder.appName(app_name)
-    settings: dict[str, str] = {"spark.sql.session.timeZone": "UTC"}
     if remote:
         try:
             # Spark Connect's client needs grpcio, pandas and pyarrow, which classic
@@ -58,13 +57,8 @@ def build_session(
             ) from None
         builder = builder.remote(remote)
     else:
-        target = master or "local[*]"
-        builder = builder.master(target)
-        settings["spark.ui.enabled"] = "false"
-        if target.startswith("local"):
-            cores = os.cpu_count() or 2
-            settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
-            settings["spark.driver.memory"] = "2g"
+        builder = builder.master(master or "local[*]")
+    settings = session_settings(master=master, remote=remote, cores=os.cpu_count() or 2)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -72,6 +66,24 @@ def build_session(
     if not remote:
         spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def session_settings(*, master: str | None, remote: str | None, cores: int) -> dict[str, str]:
+    """The settings ``build_session`` gives a new session before the caller's ``conf``.
+
+    Always UTC. For a classic session: no web UI and no console progress bars (they
+    would interleave with the command's own output); in local mode, shuffle
+    partitions sized to the machine's ``cores`` and a 2 GB driver.
+    """
+    settings = {"spark.sql.session.timeZone": "UTC"}
+    if remote:
+        return settings
+    settings["spark.ui.enabled"] = "false"
+    settings["spark.ui.showConsoleProgress"] = "false"
+    if (master or "local[*]").startswith("local"):
+        settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
+        settings["spark.driver.memory"] = "2g"
+    return settings
 
 
 def is_spark_error(exc: BaseException) -> bool:
