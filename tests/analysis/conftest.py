@@ -12,14 +12,14 @@ def spark() -> Iterator[object]:
     pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("gossamer-tests")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    from gossamer.analysis.session import session_settings
+
+    # What `gossamer analyze` gets, scaled down: one core, one shuffle partition.
+    settings = session_settings(master="local[1]", remote=None, cores=1)
+    settings.update({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    builder = SparkSession.builder.master("local[1]").appName("gossamer-tests")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     yield session
     session.stop()

@@ -33,3 +33,9 @@ def test_spark_connect_sessions_only_get_the_time_zone() -> None:
 def test_master_and_remote_together_are_refused() -> None:
     with pytest.raises(ConfigError, match="not both"):
         build_session(master="local[1]", remote="sc://h:15002")
+
+
+def test_local_files_are_read_without_checksum_side_files() -> None:
+    # Hadoop's checksummed local file system cannot open "10.0.0.1:29999.jsonl".
+    got = session_settings(master=None, remote=None, cores=2)
+    assert got["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.RawLocalFileSystem"

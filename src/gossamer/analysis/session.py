@@ -72,7 +72,8 @@ def session_settings(*, master: str | None, remote: str | None, cores: int) -> d
     """The settings ``build_session`` gives a new session before the caller's ``conf``.
 
     Always UTC. For a classic session: no web UI and no console progress bars (they
-    would interleave with the command's own output); in local mode, shuffle
+    would interleave with the command's own output), local files read and written
+    without checksum side files; in local mode, shuffle
     partitions sized to the machine's ``cores`` and a 2 GB driver.
     """
     settings = {"spark.sql.session.timeZone": "UTC"}
@@ -80,6 +81,10 @@ def session_settings(*, master: str | None, remote: str | None, cores: int) -> d
         return settings
     settings["spark.ui.enabled"] = "false"
     settings["spark.ui.showConsoleProgress"] = "false"
+    # Local files without Hadoop's .crc side files: its checksummed file system builds
+    # the side file's name as a relative path, which fails on a colon, and trace files
+    # are named after node ids such as ``10.0.0.1:29999``.
+    settings["spark.hadoop.fs.file.impl"] = "org.apache.hadoop.fs.RawLocalFileSystem"
     if (master or "local[*]").startswith("local"):
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.driver.memory"] = "2g"
