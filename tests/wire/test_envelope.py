@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 import struct
 from collections.abc import Callable
@@ -342,6 +343,72 @@ def test_senders_have_separate_windows_and_the_table_is_bounded() -> None:
     replay.forget("a")
     assert unseal(keyring, seal(keyring, c, seq=1, payload=b""), replay=replay).sender == "c"
     assert len(replay) == 2 and "a" not in replay and "c" in replay
+
+
+def _outcome(call: Callable[[], Opened]) -> object:
+    try:
+        return call()
+    except CryptoError as error:
+        return ("CryptoError", error.reason, error.fields)
+    except DecodeError as error:
+        return ("DecodeError", error.reason, error.fields)
+
+
+@given(
+    picks=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=47), st.integers(0, 3)), max_size=120
+    ),
+    width=st.integers(min_value=1, max_value=12),
+)
+def test_the_fast_path_agrees_with_the_full_checks(
+    picks: list[tuple[int, int]], width: int
+) -> None:
+    """unseal's fast path (known session, cached cipher) accepts and rejects exactly what
+    the full path does, with the same errors, for replays, reordering, restarts, key ids,
+    forgeries, truncation, reserved flags and a key removed halfway."""
+    sender_ring = ring(KEY1, KEY2, primary=1)
+    sessions = [start("a", epoch=1), start("a", epoch=2, seed=2), start("b", seed=3)]
+    pool: list[bytes] = []
+    for session in sessions:
+        for seq in range(8):
+            sender_ring.make_primary(1 + seq % 2)
+            pool.append(seal(sender_ring, session, seq=seq, payload=b"%d" % seq, compress=True))
+    fast_ring, full_ring = ring(KEY1, KEY2, primary=1), ring(KEY1, KEY2, primary=1)
+    fast, full = ReplayWindows(width=width), ReplayWindows(width=width)
+    for step, (index, mutation) in enumerate(picks):
+        data = pool[index % len(pool)]
+        if index >= len(pool):  # a damaged copy
+            data = [
+                data[:-1] + bytes((data[-1] ^ 1,)),  # forged tag
+                data[:-20],  # truncated
+                data[:1] + b"\x02" + data[2:],  # reserved flag
+                data[:-1],  # truncated by one
+            ][mutation]
+        if step == len(picks) // 2:
+            fast_ring.remove(2)
+            full_ring.remove(2)
+        got = _outcome(functools.partial(unseal, fast_ring, data, replay=fast))
+        slow = functools.partial(envelope._unseal_slow, full_ring, data, full, 65_536)
+        assert got == _outcome(slow)
+    assert len(fast._fast) <= 2 * len(fast)  # bounded by the windows
+
+
+def test_fast_path_entries_go_with_their_window() -> None:
+    keyring, replay = ring(), ReplayWindows()
+    first, second = start("a", epoch=1), start("a", epoch=2, seed=2)
+    for seq in range(3):
+        assert (
+            not unseal(
+                keyring, seal(keyring, first, seq=seq, payload=b""), replay=replay
+            ).new_session
+            or seq == 0
+        )
+    assert len(replay._fast) == 1
+    assert unseal(keyring, seal(keyring, second, seq=0, payload=b""), replay=replay).new_session
+    (entry,) = replay._fast.values()  # the restart replaced the old session's entry
+    assert entry[0].epoch == 2
+    replay.forget("a")
+    assert not replay._fast and not len(replay)
 
 
 @pytest.mark.parametrize("kwargs", [{"width": 0}, {"width": 1 << 17}, {"max_senders": 0}])

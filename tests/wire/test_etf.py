@@ -229,3 +229,23 @@ def test_pull_leaves_following_bytes() -> None:
     buf = Buffer(etf.encode(7) + b"rest")
     assert etf.pull_term(buf) == 7
     assert buf.pull_rest() == b"rest"
+
+
+def test_the_number_of_terms_is_capped() -> None:
+    """A megabyte of one-byte terms (1M empty lists, about 130 MiB of Python objects) is
+    refused: at once when a count is over the cap, else after max_elements terms."""
+    flat = b"\x83l" + (1 << 20).to_bytes(4, "big") + b"j" * (1 << 20) + b"j"
+    with pytest.raises(DecodeError, match="max_elements=65536") as excinfo:
+        etf.decode(flat, max_size=2 << 20)
+    assert excinfo.value.fields["max_elements"] == etf.DEFAULT_MAX_ELEMENTS
+    inner = b"l" + (100).to_bytes(4, "big") + b"j" * 100 + b"j"
+    nested = b"\x83l" + (10).to_bytes(4, "big") + inner * 10 + b"j"  # 1 + 10 * 101 terms
+    assert etf.decode(nested, max_elements=1011) == [[[]] * 100] * 10
+    with pytest.raises(DecodeError, match="max_elements=1010"):
+        etf.decode(nested, max_elements=1010)
+    string = b"\x83k" + (50).to_bytes(2, "big") + b"x" * 50  # STRING_EXT: 1 + 50 terms
+    assert etf.decode(string, max_elements=51) == [ord("x")] * 50
+    with pytest.raises(DecodeError, match="max_elements"):
+        etf.decode(string, max_elements=50)
+    with pytest.raises(ConfigError):
+        etf.decode(nested, max_elements=0)

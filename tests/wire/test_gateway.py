@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 from typing import Any
 
 import msgpack
@@ -383,3 +384,76 @@ def test_unknown_encoding_is_the_callers_mistake() -> None:
         gateway.encode_packet(Packet(op=Op.HELLO), "json", max_depth=0)
     assert gateway.is_text_encoding("json")
     assert not gateway.is_text_encoding("etf")
+
+
+# --- element cap (DESIGN.md convention 3) ----------------------------------------------
+
+
+def _hostile_msgpack(item: bytes, size: int = gateway.DEFAULT_MAX_SIZE) -> bytes:
+    """{"op": 2, "d": [[item] * 1000, ...]} filling ``size`` bytes: every container is
+    short, so only a total count can stop it."""
+    inner = b"\xdc" + (1000).to_bytes(2, "big") + item * 1000
+    n = (size - 16) // len(inner)
+    return b"\x82\xa2op\x02\xa1d\xdd" + n.to_bytes(4, "big") + inner * n
+
+
+def _hostile_etf(item: bytes, size: int = gateway.DEFAULT_MAX_SIZE) -> bytes:
+    inner = b"l" + (1000).to_bytes(4, "big") + item * 1000 + b"j"
+    n = (size - 32) // len(inner)
+    head = b"\x83t" + (2).to_bytes(4, "big") + b"w\x02opa\x02w\x01d"
+    return head + b"l" + n.to_bytes(4, "big") + inner * n + b"j"
+
+
+HOSTILE = [
+    ("msgpack", _hostile_msgpack(b"\x90")),  # empty arrays
+    ("msgpack", _hostile_msgpack(b"\x80")),  # empty maps
+    ("msgpack", _hostile_msgpack(b"\x01")),  # one-byte ints
+    ("msgpack", b"\x82\xa2op\x02\xa1d\xdd" + (1_000_000).to_bytes(4, "big") + b"\x90" * 1_000_000),
+    ("etf", _hostile_etf(b"j")),  # empty lists
+    ("etf", _hostile_etf(b"t\x00\x00\x00\x00")),  # empty maps
+    ("etf", _hostile_etf(b"a\x01")),  # small ints
+]
+
+
+@pytest.mark.parametrize(("encoding", "frame"), HOSTILE)
+def test_a_frame_of_many_tiny_values_is_refused_with_bounded_memory(
+    encoding: gateway.Encoding, frame: bytes
+) -> None:
+    """Without the cap these 1 MiB frames cost 9 to 145 bytes of Python objects per input
+    byte (up to 145 MiB); with it, the decode stops at max_elements values."""
+    assert len(frame) <= gateway.DEFAULT_MAX_SIZE
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecodeError) as excinfo:
+            gateway.decode_packet(frame, encoding)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert excinfo.value.fields["max_elements"] == gateway.DEFAULT_MAX_ELEMENTS
+    assert "max_elements=65536" in str(excinfo.value.fields["detail"])
+    assert peak < 8 * 2**20  # measured 0.5 to 4.5 MiB
+
+
+@pytest.mark.parametrize("encoding", ["msgpack", "etf"])
+def test_the_element_cap_is_exact_and_configurable(encoding: gateway.Encoding) -> None:
+    d = [[0] * 10 for _ in range(10)]  # 111 values in d, a few more in the envelope
+    wire = gateway.encode_packet(Packet(op=Op.DISPATCH, d=d), encoding)
+    assert gateway.decode_packet(wire, encoding, max_elements=200).d == d
+    with pytest.raises(DecodeError) as excinfo:
+        gateway.decode_packet(wire, encoding, max_elements=100)
+    assert excinfo.value.fields["max_elements"] == 100
+    with pytest.raises(ConfigError):
+        gateway.decode_packet(wire, encoding, max_elements=1)
+
+
+def test_an_accepted_frame_at_the_cap_stays_bounded() -> None:
+    """The costliest accepted msgpack frame: just under max_elements empty maps."""
+    frame = _hostile_msgpack(b"\x80", size=64_000)
+    tracemalloc.start()
+    try:
+        packet = gateway.decode_packet(frame, "msgpack")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(packet.d, list) and sum(map(len, packet.d)) > 60_000
+    assert peak < 24 * 2**20

@@ -31,7 +31,11 @@ tag    name                   Python value
 Every other tag (pids, ports, references, funs, bit binaries, ...) is a
 ``DecodeError``. Counts are checked against the bytes left before anything is
 allocated, and nesting is bounded by ``max_depth``, so a hostile term cannot make the
-decoder allocate more than a small multiple of its input or overflow the stack.
+decoder allocate more than a small multiple of its input or overflow the stack. That
+multiple is large for tiny terms (an empty list is one byte of input and about 64 bytes of
+Python objects), so the number of terms is bounded too: at most ``max_elements`` terms
+(every integer, atom, binary, list, tuple, map, and each element of a STRING_EXT counts
+one), checked before each container is allocated. See ``docs/wire.md`` for the figures.
 
 Encoding maps ``None``/``True``/``False`` to the atoms ``nil``/``true``/``false``,
 :class:`Atom` to an atom, ``str`` and ``bytes`` to binaries, ``int`` to the smallest
@@ -54,6 +58,7 @@ from gossamer.wire.buffer import Buffer
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_MAX_SIZE",
     "VERSION",
     "Atom",
@@ -70,6 +75,10 @@ DEFAULT_MAX_SIZE = 1 << 20
 DEFAULT_MAX_DEPTH = 64
 #: Magnitude bytes of a big integer: 64 bytes is a 512-bit number, far beyond JSON's needs.
 DEFAULT_MAX_BIG_BYTES = 64
+#: Terms decoded from one input (containers and scalars alike). A term costs up to about
+#: 200 bytes of Python objects (an empty map), so this bounds a decode to about 13 MiB
+#: whatever the input size, while JSON-like messages of a megabyte rarely hold a tenth of it.
+DEFAULT_MAX_ELEMENTS = 1 << 16
 #: ``max_depth`` is capped so that the recursive decoder stays far from Python's stack limit.
 MAX_DEPTH_LIMIT = 200
 #: Erlang's own limit on atom length, in characters.
@@ -231,18 +240,30 @@ def encode(value: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> bytes:
 
 
 class _Decoder:
-    __slots__ = ("buf", "max_big_bytes", "max_depth")
+    __slots__ = ("buf", "left", "max_big_bytes", "max_depth", "max_elements")
 
-    def __init__(self, buf: Buffer, max_depth: int, max_big_bytes: int) -> None:
+    def __init__(self, buf: Buffer, max_depth: int, max_big_bytes: int, max_elements: int) -> None:
         self.buf = buf
         self.max_depth = max_depth
         self.max_big_bytes = max_big_bytes
+        self.max_elements = max_elements
+        self.left = max_elements  # terms that may still be decoded
+
+    def too_many(self, at: int) -> DecodeError:
+        return DecodeError(
+            f"more than max_elements={self.max_elements} terms",
+            offset=at,
+            max_elements=self.max_elements,
+        )
 
     def count(self, n: int, unit: int, what: str, at: int) -> int:
         # Every element takes at least ``unit`` bytes: a count that cannot fit in the
-        # bytes left is malformed, and checking it first bounds every allocation.
+        # bytes left is malformed, and checking it first bounds every allocation. Each
+        # element is also a term, so more than the terms left is over max_elements.
         if n * unit > self.buf.remaining:
             raise DecodeError(f"{what} of {n} cannot fit in {self.buf.remaining} bytes", offset=at)
+        if n * unit > self.left:
+            raise self.too_many(at)
         return n
 
     def atom(self, raw: bytes, encoding: str, at: int) -> bool | Atom | None:
@@ -261,6 +282,9 @@ class _Decoder:
         at = buf.position
         if depth > self.max_depth:
             raise DecodeError(f"term nested deeper than {self.max_depth}", offset=at)
+        self.left -= 1
+        if self.left < 0:
+            raise self.too_many(at)
         tag = buf.pull_uint8("tag")
         if tag == SMALL_INTEGER_EXT:
             return buf.pull_uint8("small integer")
@@ -304,7 +328,9 @@ class _Decoder:
         if tag == BINARY_EXT:
             return buf.pull_bytes(buf.pull_uint32("binary length"), "binary")
         if tag == STRING_EXT:
-            return list(buf.pull_bytes(buf.pull_uint16("string length"), "string"))
+            n = self.count(buf.pull_uint16("string length"), 1, "string", at)
+            self.left -= n
+            return list(buf.pull_bytes(n, "string"))
         if tag == NIL_EXT:
             return []
         if tag == LIST_EXT:
@@ -344,14 +370,19 @@ def pull_term(
     max_size: int = DEFAULT_MAX_SIZE,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_big_bytes: int = DEFAULT_MAX_BIG_BYTES,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> Term:
     """Read one external term (version byte first) from ``buf``. Raises only ``DecodeError``.
 
     A compressed term is inflated only when its declared size is at most ``max_size``,
-    and never beyond that size, so a zlib bomb costs at most ``max_size`` bytes.
+    and never beyond that size, so a zlib bomb costs at most ``max_size`` bytes. At most
+    ``max_elements`` terms are decoded (nested ones included); more is a ``DecodeError``
+    whose ``max_elements`` field names the limit.
     """
     if not 0 <= max_depth <= MAX_DEPTH_LIMIT:
         raise ConfigError(f"max_depth must be 0..{MAX_DEPTH_LIMIT}", max_depth=max_depth)
+    if max_elements < 1:
+        raise ConfigError("max_elements must be at least 1", max_elements=max_elements)
     start = buf.position
     version = buf.pull_uint8("version")
     if version != VERSION:
@@ -361,7 +392,7 @@ def pull_term(
     tag_at = buf.position
     if buf.pull_uint8("tag") != COMPRESSED:
         buf.position = tag_at
-        return _Decoder(buf, max_depth, max_big_bytes).term(0)
+        return _Decoder(buf, max_depth, max_big_bytes, max_elements).term(0)
     size = buf.pull_uint32("uncompressed size")
     if size > max_size:
         raise DecodeError(
@@ -379,7 +410,7 @@ def pull_term(
         )
     inner_buf = Buffer(inner)
     try:
-        term = _Decoder(inner_buf, max_depth, max_big_bytes).term(0)
+        term = _Decoder(inner_buf, max_depth, max_big_bytes, max_elements).term(0)
         inner_buf.expect_end("compressed term")
     except DecodeError as exc:
         # Offsets inside the inflated bytes mean nothing in the input; say where they are.
@@ -393,11 +424,19 @@ def decode(
     max_size: int = DEFAULT_MAX_SIZE,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_big_bytes: int = DEFAULT_MAX_BIG_BYTES,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> Term:
-    """Decode exactly one external term; trailing bytes are malformed."""
+    """Decode exactly one external term; trailing bytes are malformed. The limits are those
+    of :func:`pull_term`."""
     if len(data) > max_size:
         raise DecodeError(f"term of {len(data)} bytes exceeds {max_size}")
     buf = Buffer(data)
-    term = pull_term(buf, max_size=max_size, max_depth=max_depth, max_big_bytes=max_big_bytes)
+    term = pull_term(
+        buf,
+        max_size=max_size,
+        max_depth=max_depth,
+        max_big_bytes=max_big_bytes,
+        max_elements=max_elements,
+    )
     buf.expect_end("external term")
     return term

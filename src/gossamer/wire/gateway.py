@@ -47,6 +47,7 @@ from gossamer.wire import etf
 
 __all__ = [
     "DEFAULT_MAX_DEPTH",
+    "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_MAX_SIZE",
     "ENCODINGS",
     "Encoding",
@@ -64,6 +65,10 @@ ENCODINGS: tuple[Encoding, ...] = ("json", "msgpack", "etf")
 DEFAULT_MAX_SIZE = 1 << 20
 #: Nesting bound for ``d`` (the envelope itself adds one level).
 DEFAULT_MAX_DEPTH = 128
+#: Values in one msgpack or ETF frame (containers, their elements and scalars). An empty
+#: array or map is one byte of input and 60 to 200 bytes of Python objects, so the frame size
+#: alone would let a 1 MiB frame cost 150 MiB; this bounds it to about 13 MiB (docs/wire.md).
+DEFAULT_MAX_ELEMENTS = etf.DEFAULT_MAX_ELEMENTS
 
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 _UNRECOVERABLE = "decode: payload: unrecoverable"
@@ -252,20 +257,71 @@ def _load_json(data: str, max_depth: int) -> Any:
     return value
 
 
-def _load_msgpack(data: bytes) -> Any:
+class _TooManyElementsError(Exception):
+    pass
+
+
+def _too_many(max_elements: int) -> DecodeError:
+    return DecodeError(
+        _UNRECOVERABLE,
+        detail=f"more than max_elements={max_elements} values",
+        max_elements=max_elements,
+    )
+
+
+def _load_msgpack(data: bytes, max_elements: int) -> Any:
+    # Two bounds together cap what a frame can allocate. max_array_len and max_map_len are
+    # checked by msgpack against each declared length before it allocates the container;
+    # the hooks run as each container completes (innermost first) and count its elements,
+    # so the decode stops once more than max_elements values were built in total.
+    # (msgpack's defaults bound each length only by the input size.)
+    # Every value is counted once, as an element of its container (the top one up front).
+    left = max_elements - 1
+
+    def count_list(items: list[Any]) -> list[Any]:
+        nonlocal left
+        left -= len(items)
+        if left < 0:
+            raise _TooManyElementsError
+        return items
+
+    def count_map(pairs: dict[Any, Any]) -> dict[Any, Any]:
+        nonlocal left
+        left -= 2 * len(pairs)
+        if left < 0:
+            raise _TooManyElementsError
+        return pairs
+
     try:
-        # Every length in the input is bounded by the input's own size (msgpack's
-        # default limits when max_buffer_size is unset), and its C stack by 1024 levels.
-        return msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
+        # The C unpacker's stack is bounded by 1024 levels.
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            use_list=True,
+            max_array_len=max_elements,
+            max_map_len=max_elements // 2,
+            list_hook=count_list,
+            object_hook=count_map,
+        )
+    except _TooManyElementsError:
+        raise _too_many(max_elements) from None
+    except ValueError as exc:
+        if "exceeds max_" in str(exc):
+            raise _too_many(max_elements) from None
+        raise DecodeError(_UNRECOVERABLE, detail=f"msgpack: {type(exc).__name__}: {exc}") from None
+    except (TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
         raise DecodeError(_UNRECOVERABLE, detail=f"msgpack: {type(exc).__name__}: {exc}") from None
 
 
-def _load_etf(data: bytes, max_size: int, max_depth: int) -> Any:
+def _load_etf(data: bytes, max_size: int, max_depth: int, max_elements: int) -> Any:
     try:
-        return etf.decode(data, max_size=max_size, max_depth=max_depth)
+        return etf.decode(data, max_size=max_size, max_depth=max_depth, max_elements=max_elements)
     except DecodeError as exc:
-        raise DecodeError(_UNRECOVERABLE, offset=exc.offset, detail=f"etf: {exc.reason}") from None
+        fields = {"max_elements": max_elements} if "max_elements" in exc.fields else {}
+        raise DecodeError(
+            _UNRECOVERABLE, offset=exc.offset, detail=f"etf: {exc.reason}", **fields
+        ) from None
 
 
 def decode_packet(
@@ -274,6 +330,7 @@ def decode_packet(
     *,
     max_size: int = DEFAULT_MAX_SIZE,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
 ) -> Packet:
     """Decode one websocket message received on a connection using ``encoding``.
 
@@ -283,9 +340,16 @@ def decode_packet(
     reason text the reference server sends in its op 8 where it has one (§7):
     ``invalid websocket opcode/encoding combo``, Jason-style JSON errors,
     ``decode: payload: unrecoverable`` and ``invalid client op nil``.
+
+    A msgpack or ETF frame may hold at most ``max_elements`` values, nested ones included
+    (more is ``decode: payload: unrecoverable`` with a ``max_elements`` field), so decoding
+    a frame allocates a bounded amount whatever tiny values it is made of. JSON frames are
+    bounded by ``max_size`` and orjson's own depth limit.
     """
     _check_encoding(encoding)
     _check_limits(max_depth)
+    if max_elements < 2:
+        raise ConfigError("max_elements must be at least 2", max_elements=max_elements)
     if is_text_encoding(encoding) != isinstance(data, str):
         raise DecodeError(
             "decode: payload: invalid websocket opcode/encoding combo: "
@@ -301,7 +365,10 @@ def decode_packet(
     else:
         if len(data) > max_size:
             raise DecodeError(f"frame of {len(data)} bytes exceeds {max_size}")
-        raw = _load_msgpack(data) if encoding == "msgpack" else _load_etf(data, max_size, max_depth)
+        if encoding == "msgpack":
+            raw = _load_msgpack(data, max_elements)
+        else:
+            raw = _load_etf(data, max_size, max_depth, max_elements)
     return _packet_from(raw, max_depth, normalize=encoding != "json")
 
 

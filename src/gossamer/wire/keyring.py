@@ -26,7 +26,8 @@ id and the session identity. The keyring keeps a bounded cache of the derived AE
 because deriving one (an HMAC and an AES key schedule) costs about 3 us while sealing a
 200-byte message costs about 0.5 us. The cache is a memo of a pure function: it never changes
 what a call returns, and removing a key drops its entries. ``gossamer.wire.envelope`` reads
-it directly on its hot path.
+it directly, and its ``ReplayWindows`` keep each authenticated session's cipher together
+with the keyring's ``_token``, which ``remove`` replaces so that those copies stop opening.
 """
 
 from __future__ import annotations
@@ -185,6 +186,7 @@ class Keyring:
         "_keys",
         "_primary",
         "_prks",
+        "_token",
     )
 
     def __init__(
@@ -205,6 +207,10 @@ class Keyring:
         # Derived session ciphers, keyed by the u32 key id followed by the session identity:
         # bytes 2 to 31+n of an envelope header, so that unseal looks one up with one slice.
         self._ciphers: dict[bytes, AESGCM] = {}
+        # Replaced whenever a key is removed: a cipher memoized elsewhere together with the
+        # token it was found under (``ReplayWindows`` does) is valid while the token is the
+        # keyring's current one. A fresh object() also tells keyrings apart.
+        self._token = object()
         for key in (keys,) if isinstance(keys, Key) else tuple(keys):
             self.install(key)
         if not self._keys:
@@ -279,6 +285,7 @@ class Keyring:
             )
         del self._keys[key_id]
         del self._prks[key_id]
+        self._token = object()
         prefix = _U32.pack(key_id)
         for entry in [entry for entry in self._ciphers if entry.startswith(prefix)]:
             del self._ciphers[entry]
