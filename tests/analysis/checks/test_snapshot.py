@@ -110,3 +110,25 @@ def test_without_a_declared_total_snapshots_must_agree(spark: SparkSession) -> N
     # s1 lost the 30 in flight (no channel state): 170 against the usual 200.
     (row,) = snapshot.invariant(events_frame(spark, events)).collect()
     assert (row["snapshot"], row["total"], row["expected"]) == ("s1", 170.0, 200.0)
+
+
+def test_a_crashed_member_takes_its_share_with_it(spark: SparkSession) -> None:
+    # Three accounts of 100 (declared total 300); c crashes at 1.5 with its 100.
+    events = [
+        event(n, 1.0, "snapshot", "local_state", snapshot="s1", value="100", total="300")
+        for n in ("a", "b", "c")
+    ]
+    events.append(event("c", 1.5, "net", "fault", fault="crash"))
+    for s, t, (va, vb) in (("s2", 2.0, (120, 80)), ("s3", 3.0, (90, 110)), ("s4", 4.0, (90, 90))):
+        events += [
+            event("a", t, "snapshot", "local_state", snapshot=s, value=str(va), total="300"),
+            event("b", t, "snapshot", "local_state", snapshot=s, value=str(vb), total="300"),
+        ]
+    # s2 and s3 hold the survivors' 200; s4 lost 20 of it, which no crash explains.
+    rows = snapshot.invariant(events_frame(spark, events)).collect()
+    assert [(r["snapshot"], r["total"], r["expected"]) for r in rows] == [("s4", 180.0, 200.0)]
+    shrunk = {
+        r["snapshot"]: r["shrunk"]
+        for r in snapshot.snapshot_totals(events_frame(spark, events)).collect()
+    }
+    assert shrunk == {"s1": False, "s2": True, "s3": True, "s4": True}

@@ -18,7 +18,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+from gossamer.analysis.checks.common import (
+    attr,
+    correct_nodes,
+    crashed_nodes,
+    layer_events,
+    position,
+)
 
 __all__ = ["LAYER", "consistency", "cuts", "invariant", "snapshot_totals"]
 
@@ -173,15 +179,20 @@ def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
 
 
 def snapshot_totals(events: DataFrame) -> DataFrame:
-    """``snapshot, nodes, local_sum, channel_sum, total, declared``: sums per snapshot.
+    """``snapshot, nodes, local_sum, channel_sum, total, declared, members, shrunk``.
 
-    ``declared`` is the largest ``attrs.total`` any node recorded (null when none did).
+    Sums per snapshot. ``declared`` is the largest ``attrs.total`` any node recorded
+    (null when none did); ``members`` the sorted ids of the nodes in the cut;
+    ``shrunk`` is true when a node that had crashed before the snapshot began is not
+    among them (its share of the quantity left with it).
     """
     c = cuts(events)
     local = c.groupBy("snapshot").agg(
         F.count("*").alias("nodes"),
         F.sum("value").alias("local_sum"),
         F.max("total").alias("declared"),
+        F.array_sort(F.collect_set("node")).alias("members"),
+        F.min(F.col("cut.t")).alias("began"),
     )
     chan = (
         layer_events(events, LAYER, "channel_state")
@@ -189,13 +200,26 @@ def snapshot_totals(events: DataFrame) -> DataFrame:
         .groupBy(attr("snapshot").alias("snapshot"))
         .agg(F.sum(attr("value").cast("double")).alias("channel_sum"))
     )
-    return local.join(chan, "snapshot", "left").select(
-        "snapshot",
-        "nodes",
-        "local_sum",
-        F.coalesce("channel_sum", F.lit(0.0)).alias("channel_sum"),
-        (F.col("local_sum") + F.coalesce("channel_sum", F.lit(0.0))).alias("total"),
-        "declared",
+    gone = (
+        local.crossJoin(F.broadcast(crashed_nodes(events)))
+        .where((F.col("crashed_at") <= F.col("began")) & ~F.array_contains("members", F.col("node")))
+        .select("snapshot")
+        .distinct()
+        .withColumn("shrunk", F.lit(True))
+    )
+    return (
+        local.join(chan, "snapshot", "left")
+        .join(gone, "snapshot", "left")
+        .select(
+            "snapshot",
+            "nodes",
+            "local_sum",
+            F.coalesce("channel_sum", F.lit(0.0)).alias("channel_sum"),
+            (F.col("local_sum") + F.coalesce("channel_sum", F.lit(0.0))).alias("total"),
+            "declared",
+            "members",
+            F.coalesce("shrunk", F.lit(False)).alias("shrunk"),
+        )
     )
 
 
@@ -204,21 +228,35 @@ def invariant(events: DataFrame, *, tolerance: float = 1e-6) -> DataFrame:
 
     Property: in every snapshot, the recorded local values plus the values recorded
     in channels equal the expected total: ``attrs.total`` when the workload declares
-    it, otherwise the total most snapshots agree on. Columns: ``snapshot, total,
-    expected, local_sum, channel_sum, detail``.
+    it, otherwise the total most snapshots agree on. A crashed member takes its share
+    with it, so a snapshot without a member that had crashed before it began
+    (``shrunk``) is held to the total most snapshots with the same members agree on.
+    Columns: ``snapshot, total, expected, local_sum, channel_sum, detail``.
     """
     totals = snapshot_totals(events)
+    rounded = F.round("total", 6)
+    # The most common total per member set; ties go to the larger total.
     usual = (
-        totals.groupBy(F.round("total", 6).alias("usual"))
+        totals.groupBy("members", rounded.alias("usual"))
+        .agg(F.count("*").alias("n"))
+        .groupBy("members")
+        .agg(F.max_by("usual", F.struct("n", "usual")).alias("usual_here"))
+    )
+    overall = (
+        totals.where(~F.col("shrunk"))
+        .groupBy(rounded.alias("usual"))
         .agg(F.count("*").alias("n"))
         .agg(F.max_by("usual", F.struct("n", "usual")).alias("usual"))
     )
-    expected = F.coalesce("declared", "usual")
+    expected = F.when(F.col("shrunk"), F.col("usual_here")).otherwise(
+        F.coalesce("declared", "usual", "usual_here")
+    )
     off = F.abs(F.col("total") - F.col("expected")) > F.lit(tolerance) * F.greatest(
         F.lit(1.0), F.abs("expected")
     )
     return (
-        totals.crossJoin(F.broadcast(usual))
+        totals.join(usual, "members")
+        .crossJoin(F.broadcast(overall))
         .withColumn("expected", expected)
         .where(off)
         .select(
