@@ -61,3 +61,9 @@ def test_bar_chart_and_heatmap() -> None:
     grid = parse(svg.heatmap(["a", "b"], [[0, 3], [3, 0]], title="m"))
     fills = [r.get("fill") for r in grid.iter(f"{NS}rect")][1:]
     assert fills[0] == "#ddd" and fills[1].startswith("rgb(213,")
+
+
+def test_a_heatmap_of_few_nodes_is_wide_enough_for_its_title() -> None:
+    title = "ISIS delivery order: disagreements between nodes (green = same order)"
+    small = parse(svg.heatmap(["a", "b"], [[0, 0], [0, 0]], title=title))
+    assert float(small.get("width", "0")) >= 7 * len(title)

@@ -238,11 +238,13 @@ def heatmap(
     n = len(labels)
     cell = max(10, min(36, (width - 120) // max(n, 1)))
     size = 100 + cell * n
+    # Wide enough for the title (13 px bold: about 7.5 px a character), however few nodes.
+    wide = max(size + 20, 16 + round(7.5 * len(title)))
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{size + 20}" height="{size + 30}" '
-        f'viewBox="0 0 {size + 20} {size + 30}" font-family="sans-serif" font-size="10">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{wide}" height="{size + 30}" '
+        f'viewBox="0 0 {wide} {size + 30}" font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
-        f'<rect width="{size + 20}" height="{size + 30}" fill="#fff"/>',
+        f'<rect width="{wide}" height="{size + 30}" fill="#fff"/>',
         f'<text x="8" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
     ]
     top = max((c for row in counts for c in row), default=0) or 1
