@@ -40,10 +40,11 @@ import random
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from gossamer._types import Address
+from gossamer._types import Address, Datagram
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sockets import broadcast_socket, udp_socket
@@ -110,6 +111,12 @@ class DiscoveryOptions:
     ``broadcast_port`` and differs only where ``broadcast_address`` is not a
     broadcast address at all but one peer's address (two nodes on 127.0.0.1 in
     the machine's own namespace, where nothing may be broadcast).
+
+    ``broadcast_targets``, when not empty, turns every datagram the core addresses to
+    ``broadcast_address:broadcast_port`` into one unicast copy per target: the
+    broadcast emulated on a network where nothing may be broadcast (many nodes on
+    127.0.0.1, each listening on its own port). ``names`` gives the node ids of known
+    peer addresses, for traces and events (default: ``ip:port``).
     """
 
     interface: str | None = None
@@ -127,6 +134,8 @@ class DiscoveryOptions:
     max_datagram: int = MAX_DATAGRAM
     rebalance: bool = True
     node_id: str | None = None
+    names: Mapping[Address, str] = field(default_factory=dict)
+    broadcast_targets: tuple[Address, ...] = ()
 
     def resolve(self) -> tuple[str, str]:
         """``(address, broadcast_address)``; raises ``ConfigError`` when underspecified."""
@@ -140,6 +149,40 @@ class DiscoveryOptions:
         if broadcast is None:
             raise ConfigError("give the broadcast address (or an interface to read it from)")
         return address, broadcast
+
+
+class _Fanout:
+    """A ``DatagramCore`` around the discovery core that sends each datagram addressed
+    to the broadcast endpoint as one unicast copy per target (see
+    ``DiscoveryOptions.broadcast_targets``); everything else passes through."""
+
+    def __init__(
+        self, core: DiscoveryCore, broadcast: Address, targets: Sequence[Address]
+    ) -> None:
+        self.core = core
+        self.broadcast = broadcast
+        self.targets = tuple(targets)
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.core.receive_datagram(data, addr, now)
+
+    def handle_timer(self, now: float) -> None:
+        self.core.handle_timer(now)
+
+    def next_deadline(self) -> float | None:
+        return self.core.next_deadline()
+
+    def events_received(self) -> Sequence[object]:
+        return self.core.events_received()
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        out: list[Datagram] = []
+        for data, addr in self.core.datagrams_to_send():
+            if addr == self.broadcast:
+                out.extend((data, target) for target in self.targets)
+            else:
+                out.append((data, addr))
+        return out
 
 
 class _End:
@@ -176,7 +219,7 @@ class DiscoveryNode:
         self._rng = rng if rng is not None else random.Random()
         self._faults = faults
         self._core: DiscoveryCore | None = None
-        self._driver: DatagramDriver[DiscoveryCore] | None = None
+        self._driver: DatagramDriver[Any] | None = None
         self._peer_queue: asyncio.Queue[PeerEvent | _End] = asyncio.Queue()
         self._data_queue: asyncio.Queue[DataReceived | _End] = asyncio.Queue()
         self._stopping = False
@@ -207,6 +250,7 @@ class DiscoveryNode:
             max_datagram=opts.max_datagram,
             rebalance=opts.rebalance,
             start=loop.time(),
+            names=dict(opts.names),
         )
         node_id = opts.node_id or f"{address}:{opts.port}"
         tracer = Tracer(self._sink, run=self._run, node=node_id)
@@ -220,8 +264,11 @@ class DiscoveryNode:
             unicast.close()
             raise
         self._core = core
+        pumped: DiscoveryCore | _Fanout = core
+        if opts.broadcast_targets:
+            pumped = _Fanout(core, (broadcast, opts.broadcast_port), opts.broadcast_targets)
         self._driver = await open_datagram(
-            core,
+            pumped,
             unicast,
             listen=[listener],
             on_event=self._dispatch,
@@ -231,7 +278,7 @@ class DiscoveryNode:
         )
         self._watcher = loop.create_task(self._watch(self._driver))
 
-    async def _watch(self, driver: DatagramDriver[DiscoveryCore]) -> None:
+    async def _watch(self, driver: DatagramDriver[Any]) -> None:
         # However the driver ends (stop, abort, or a failure inside the core), the
         # event streams end with it instead of leaving readers waiting forever.
         try:
@@ -352,7 +399,7 @@ class DiscoveryNode:
             raise LocalProtocolError("the node is not started")
         return self._core
 
-    def _require_driver(self) -> DatagramDriver[DiscoveryCore]:
+    def _require_driver(self) -> DatagramDriver[Any]:
         if self._driver is None:
             raise LocalProtocolError("the node is not started")
         return self._driver

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gossamer._types import Address
+from gossamer.aio._pump import now
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.sockets import udp_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
@@ -220,8 +221,10 @@ class Node:
     # -- pumping -------------------------------------------------------------------------
 
     def _now(self) -> float:
-        assert self._loop is not None
-        return self._loop.time()
+        # The drivers' clock (time.monotonic), not loop.time(): uvloop rounds the latter to
+        # whole milliseconds, which would stamp a send before the link_up the datagram
+        # driver traced with the precise clock.
+        return now()
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and self._loop is not None:

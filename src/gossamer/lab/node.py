@@ -1,0 +1,723 @@
+"""One lab node: discovery, gossip, ISIS (+ snapshots), links and the gateway in one process.
+
+``run_node(config)`` is ``gossamer node --config FILE`` (``docs/node.md`` has the
+configuration and the process contract). It composes the public drivers of
+``gossamer.aio`` exactly as their own commands do; no protocol decision is made here.
+What the node adds is the composition and the application on top:
+
+- discovery's ``peer_down`` (a crash or a leave of another node) removes that member
+  from the ISIS group (``IsisService.remove_member``) and drops it from the gossip
+  destinations, which are the peers discovery reports up (all peers without discovery);
+- the workload, from ``node.start_at`` for ``node.duration`` seconds, at the configured
+  rates, through the public APIs only: ISIS bank transfers (or counters), gossip
+  broadcasts, link PUSHes, gateway SENDs and queue pushes between its own clients;
+- every trace event goes through ``_PeerNames`` (drivers name peers ``ip:port``, the
+  analysis wants node ids) to one durable ``JsonlSink``;
+- ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
+- the status lines on standard output (``ready``, ``progress`` every second, ``done``),
+  and the clean shutdown on SIGTERM/SIGINT or after ``duration + linger``.
+
+``isis.broken_order = true`` inserts ``_BrokenOrder``, a TEST-ONLY layer that swaps
+consecutive ISIS deliveries before they reach the application and the trace: the
+"deliberately broken node" the analysis's total-order checker must catch. The protocol
+cores are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+import re
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TextIO
+
+import orjson
+
+from gossamer._types import Address
+from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions
+from gossamer.aio.faults import Deliver, Direction, FaultInjector
+from gossamer.aio.gateway_client import GatewayClient, Message
+from gossamer.aio.gateway_server import GatewayServer
+from gossamer.aio.gossip import GossipNode
+from gossamer.aio.isis import IsisService, open_isis
+from gossamer.aio.link import LinkError, Node, Socket, open_node
+from gossamer.errors import GossamerError
+from gossamer.faults import FaultPlan
+from gossamer.lab.config import NodeConfig, PeerConfig
+from gossamer.proto.discovery import PeerDown, PeerUp
+from gossamer.proto.gateway.core import GatewayConfig
+from gossamer.proto.gossip import GossipConfig, MessageHandler
+from gossamer.proto.isis import Delivered, IsisConfig, Member
+from gossamer.proto.snapshot import Bank
+from gossamer.store.queues import SqliteQueueStore
+from gossamer.trace.schema import TraceEvent
+from gossamer.trace.sink import JsonlSink, Tracer, TraceSink
+from gossamer.wire.chatter import NetID
+
+__all__ = ["APPLICATION", "QUEUE", "LabFaults", "run_node"]
+
+#: The gateway application id of the node's clients, and the queue they share.
+APPLICATION = "lab"
+QUEUE = "lab-jobs"
+#: Every member's starting balance in the bank workload.
+INITIAL_BALANCE = 1_000_000
+#: The shutdown must be over within 5 s of SIGTERM (docs/node.md); this leaves margin.
+SHUTDOWN_BUDGET = 3.5
+LINK_TAG = "lab"
+#: An ``ip:port`` endpoint inside a trace string.
+_ENDPOINT = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}")
+
+
+def text_handler() -> MessageHandler:
+    """Gossip payloads ``("text", str)`` carried as UTF-8 (as ``gossamer gossip`` sends)."""
+
+    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
+        assert isinstance(payload, tuple)
+        return str(payload[1]).encode()
+
+    return MessageHandler(
+        name="text",
+        encode_with=encode,
+        decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
+    )
+
+
+# -- trace layers ---------------------------------------------------------------------------
+
+
+class _PeerNames:
+    """Renames ``ip:port`` peers (and gossip ``attrs.dests``) to node ids.
+
+    Drivers name a remote node by the address it spoke from; the analysis joins
+    events on node ids (``node`` of the other side's trace), so the node translates
+    with its static peer table before the event is written.
+    """
+
+    def __init__(self, inner: TraceSink, names: Mapping[str, str]) -> None:
+        self.inner = inner
+        self.names = dict(names)
+
+    def _sub(self, text: str) -> str:
+        return _ENDPOINT.sub(lambda m: self.names.get(m.group(0), m.group(0)), text)
+
+    def emit(self, event: TraceEvent) -> None:
+        peer = event.peer
+        changes: dict[str, Any] = {}
+        if peer is not None and peer in self.names:
+            changes["peer"] = self.names[peer]
+        if event.layer == "gossip" and event.attrs.get("dests"):
+            ids = [self.names.get(d, d) for d in event.attrs["dests"].split(",")]
+            changes["attrs"] = {**event.attrs, "dests": ",".join(ids)}
+        elif event.layer == "link":
+            # A link message id and a link incarnation start with each end's name: the
+            # sender names itself by node id, the receiver names it by its address.
+            if event.msg is not None:
+                changes["msg"] = self._sub(event.msg)
+            if "link" in event.attrs:
+                changes["attrs"] = {**event.attrs, "link": self._sub(event.attrs["link"])}
+        self.inner.emit(dataclasses.replace(event, **changes) if changes else event)
+
+
+class _BrokenOrder:
+    """TEST ONLY (``isis.broken_order``): swaps each pair of consecutive ISIS deliveries.
+
+    As a trace sink it holds an ``isis``/``deliver`` event back until the next one and
+    writes the later first (both stamped with the later time, so that the trace's own
+    order, ``(t, file, line)``, shows the inversion); ``pass_event`` does the same to
+    the ``Delivered`` events the application sees. This is the deliberately broken node
+    of issue #10, never a behaviour of the protocol core.
+    """
+
+    def __init__(self, inner: TraceSink) -> None:
+        self.inner = inner
+        self._trace_held: TraceEvent | None = None
+        self._app_held: Delivered | None = None
+
+    def emit(self, event: TraceEvent) -> None:
+        if event.layer != "isis" or event.kind != "deliver":
+            self.inner.emit(event)
+        elif self._trace_held is None:
+            self._trace_held = event
+        else:
+            held, self._trace_held = self._trace_held, None
+            self.inner.emit(event)
+            self.inner.emit(dataclasses.replace(held, t=event.t))
+
+    def pass_event(self, event: Delivered, deliver: Callable[[Delivered], None]) -> None:
+        if self._app_held is None:
+            self._app_held = event
+            return
+        held, self._app_held = self._app_held, None
+        deliver(event)
+        deliver(held)
+
+    def flush(self, deliver: Callable[[Delivered], None]) -> None:
+        """Let the last held delivery through (in its place: nothing follows it)."""
+        if self._trace_held is not None:
+            held, self._trace_held = self._trace_held, None
+            self.inner.emit(held)
+        if self._app_held is not None:
+            held_app, self._app_held = self._app_held, None
+            deliver(held_app)
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+
+class LabFaults(FaultInjector):
+    """``[faults]`` for one UDP driver: the plan on outgoing datagrams, and partitions.
+
+    A partition drops every datagram to or from one of its peers (both directions, so
+    one side's configuration suffices) while ``start_at + from <= now < start_at + to``;
+    each such datagram is counted and traced as fault ``drop`` with
+    ``attrs.reason = partition``.
+    """
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        owners: Mapping[Address, str],
+        *,
+        rng: random.Random,
+        tracer: Tracer,
+    ) -> None:
+        f = config.faults
+        # docs/node.md: "delay_rate of the datagrams are held delay_ms longer" is the
+        # FaultPlan's reorder (a fraction held back a fixed time, overtaken by the rest).
+        plan = FaultPlan(
+            drop=f.drop,
+            duplicate=f.duplicate,
+            reorder=f.delay_rate if f.delay_ms else 0.0,
+            reorder_by=f.delay_ms / 1000.0,
+        )
+        outgoing = None if plan.is_clean and not f.partitions else plan
+        incoming = FaultPlan() if f.partitions else None
+        super().__init__(outgoing, incoming=incoming, rng=rng, tracer=tracer)
+        self.owners = dict(owners)
+        start = config.node.start_at
+        self.windows = [
+            (set(p.peers), start + p.start, start + p.end)
+            for p in f.partitions
+            if start is not None
+        ]
+
+    def partitioned(self, addr: Address, now: float) -> bool:
+        owner = self.owners.get(addr)
+        if owner is None:
+            return False
+        return any(owner in peers and lo <= now < hi for peers, lo, hi in self.windows)
+
+    def apply(
+        self,
+        direction: Direction,
+        data: bytes,
+        addr: Address,
+        deliver: Deliver,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if self.windows and self.partitioned(addr, time.monotonic()):
+            self.counts["partition_drop"] = self.counts.get("partition_drop", 0) + 1
+            if self.tracer is not None:
+                self.tracer(
+                    time.monotonic(), "net", "fault", size=len(data),
+                    attrs={"fault": "drop", "reason": "partition", "direction": direction,
+                           "addr": f"{addr[0]}:{addr[1]}"},
+                )
+            return
+        if direction == "in" and self.incoming is not None and self.incoming.is_clean:
+            deliver(data, addr)  # the clean incoming plan exists only for partitions
+            return
+        super().apply(direction, data, addr, deliver, loop)
+
+
+# -- the node --------------------------------------------------------------------------------
+
+
+class _Counts:
+    __slots__ = ("delivered", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.delivered = 0
+
+
+class LabNode:
+    """The running composition; ``run_node`` drives it."""
+
+    def __init__(self, config: NodeConfig, out: TextIO) -> None:
+        self.config = config
+        self.out = out
+        n = config.node
+        self.sink = JsonlSink(n.trace, durable=True)
+        names: dict[str, str] = {}
+        self.owners: dict[Address, str] = {}
+        for peer_id, address, ports in [
+            (n.id, n.address, config.ports),
+            *((p.id, p.address, p.ports) for p in config.peers),
+        ]:
+            for port in ports.as_dict().values():
+                names[f"{address}:{port}"] = peer_id
+                self.owners[(address, port)] = peer_id
+        layered: TraceSink = _PeerNames(self.sink, names)
+        self.broken: _BrokenOrder | None = None
+        if config.isis.enabled and config.isis.broken_order:
+            self.broken = _BrokenOrder(layered)
+            layered = self.broken
+        self.tracer = Tracer(layered, run=n.run, node=n.id)
+        self.counts = _Counts()
+        self.stop = asyncio.Event()
+        self.stopping = False
+        self.injectors: list[LabFaults] = []
+        self.up: set[str] = set()
+        self.discovery: DiscoveryNode | None = None
+        self.isis: IsisService | None = None
+        self.members: dict[str, int] = {}
+        self.bank: Bank | None = None
+        self.gossip: GossipNode | None = None
+        self.link_node: Node | None = None
+        self.pull: Socket | None = None
+        self.push: Socket | None = None
+        self.gateway: GatewayServer | None = None
+        self.store: SqliteQueueStore | None = None
+        self.clients: list[GatewayClient] = []
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def status(self, status: str, **extra: Any) -> None:
+        line = {"status": status, "node": self.config.node.id, "t": time.monotonic(), **extra}
+        self.out.write(orjson.dumps(line).decode() + "\n")
+        self.out.flush()
+
+    def rng(self, salt: int) -> random.Random:
+        return random.Random(self.config.node.seed * 1_000_003 + salt)
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def faults(self, salt: int) -> LabFaults | None:
+        if not self.config.faults.active:
+            return None
+        injector = LabFaults(self.config, self.owners, rng=self.rng(salt), tracer=self.tracer)
+        self.injectors.append(injector)
+        return injector
+
+    def peer_ids(self) -> list[str]:
+        if self.discovery is None:
+            return [p.id for p in self.config.peers]
+        return sorted(self.up)
+
+    # -- start -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        c = self.config
+        if c.discovery.enabled:
+            await self._start_discovery()
+        if c.isis.enabled:
+            await self._start_isis()
+        if c.gossip.enabled:
+            g = c.gossip
+            self.gossip = GossipNode(
+                GossipConfig(
+                    my_addr=c.node.address, key=g.key, my_port=c.ports.gossip,
+                    multicast=g.multicast, multicast_addr=g.multicast_addr,
+                    multicast_port=g.multicast_port,
+                ),
+                handlers=[text_handler()], tracer=self.tracer, rng=self.rng(3),
+                on_deliver=lambda _event: self._delivered(),
+            )
+            await self.gossip.start()
+        if c.link.enabled:
+            await self._start_link()
+        if c.gateway.enabled:
+            await self._start_gateway()
+
+    async def _start_discovery(self) -> None:
+        c, d = self.config, self.config.discovery
+        names = {
+            (p.address, p.ports.discovery): p.id for p in c.peers
+        }
+        if d.broadcast_address is not None:
+            # Namespace hosts: a real subnet broadcast to the shared broadcast port.
+            options = DiscoveryOptions(
+                address=c.node.address, broadcast_address=d.broadcast_address,
+                port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
+                names=names, node_id=c.node.id, **self._timers(),
+            )
+        else:
+            # Loopback: nothing may be broadcast in the machine's own namespace, so each
+            # "broadcast" goes as unicast to every peer's broadcast port.
+            options = DiscoveryOptions(
+                address=c.node.address, broadcast_address=c.node.address,
+                port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
+                names=names, node_id=c.node.id,
+                broadcast_targets=tuple(
+                    (p.address, p.ports.discovery_broadcast) for p in c.peers
+                ),
+                **self._timers(),
+            )
+        self.discovery = DiscoveryNode(
+            options, on_peer=self._on_peer, sink=self.tracer.sink, run=c.node.run,
+            rng=self.rng(1), faults=self.faults(11),
+        )
+        await self.discovery.start()
+
+    def _timers(self) -> dict[str, Any]:
+        d = self.config.discovery
+        return {
+            "broadcast_interval": d.broadcast_interval, "inactive_time": d.inactive_time,
+            "heartbeat_wait": d.heartbeat_wait, "heartbeat_attempts": d.heartbeat_attempts,
+            "max_peers": d.max_peers,
+        }
+
+    def _on_peer(self, event: PeerUp | PeerDown) -> None:
+        if isinstance(event, PeerUp):
+            self.up.add(event.name)
+            return
+        self.up.discard(event.name)
+        if event.local and event.reason == "leave":
+            return  # our own leave: we are shutting down
+        member = self.members.get(event.name)
+        if self.isis is not None and member is not None and not self.stopping:
+            self.isis.remove_member(member)
+
+    async def _start_isis(self) -> None:
+        c = self.config
+
+        def where(node_id: str) -> Address:
+            if node_id == c.node.id:
+                return (c.node.address, c.ports.isis)
+            peer: PeerConfig = c.peer(node_id)
+            return (peer.address, peer.ports.isis)
+
+        members = tuple(
+            Member(id=i, name=name, addr=where(name))
+            for i, name in enumerate(c.isis.members, start=1)
+        )
+        self.members = {m.name: m.id for m in members}
+        me = self.members[c.node.id]
+        workload = None
+        if c.isis.snapshots:
+            self.bank = Bank(
+                me=me, members=[m.id for m in members], initial=INITIAL_BALANCE,
+                rng=self.rng(2),
+            )
+            workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
+        self.isis = await open_isis(
+            IsisConfig(me=me, members=members, batch_delay=c.isis.batch_delay),
+            tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
+            workload=workload, on_event=self._on_isis, event_queue=False,
+            snapshots=c.isis.snapshots,
+        )
+
+    def _on_isis(self, event: object) -> None:
+        if not isinstance(event, Delivered):
+            return
+        if self.broken is not None:
+            self.broken.pass_event(event, self._isis_delivered)
+        else:
+            self._isis_delivered(event)
+
+    def _isis_delivered(self, event: Delivered) -> None:
+        self._delivered()
+        if self.bank is not None:
+            self.bank.delivered(event.data)
+
+    def _delivered(self) -> None:
+        self.counts.delivered += 1
+
+    async def _start_link(self) -> None:
+        c = self.config
+        self.link_node = await open_node(
+            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed
+        )
+        self.pull = self.link_node.socket("pull", tag=LINK_TAG, capacity=c.link.credit)
+        self.spawn(self._pull_loop(self.pull))
+        if c.link.push_to:
+            self.push = self.link_node.socket("push", tag=f"{LINK_TAG}-push", capacity=0)
+            for peer_id in c.link.push_to:
+                peer = c.peer(peer_id)
+                self.spawn(self._link_to(self.push, (peer.address, peer.ports.link)))
+
+    async def _pull_loop(self, pull: Socket) -> None:
+        while True:
+            try:
+                await pull.receive()
+            except LinkError:
+                continue
+            self._delivered()
+
+    async def _link_to(self, push: Socket, address: Address) -> None:
+        # The peer may not listen yet: keep asking until it does (or we stop).
+        while not self.stopping:
+            try:
+                await push.link(address, LINK_TAG, timeout=5.0)
+                return
+            except (LinkError, TimeoutError, OSError):
+                await asyncio.sleep(0.2)
+
+    async def _start_gateway(self) -> None:
+        c = self.config
+        assert c.gateway.db is not None
+        self.store = SqliteQueueStore(c.gateway.db)
+        self.gateway = GatewayServer(
+            GatewayConfig(node_id=c.node.id), host=c.node.address, port=c.ports.gateway,
+            store=self.store, tracer=self.tracer, rng=self.rng(5),
+        )
+        await self.gateway.start()
+        dsn = f"singyeong://{APPLICATION}@{c.node.address}:{self.gateway.port}"
+        for index in range(c.gateway.clients):
+            client = GatewayClient(
+                dsn, client_id=f"{c.node.id}-c{index}",
+                metadata={"host": c.node.id, "index": index,
+                          "region": "eu" if index % 2 == 0 else "us"},
+                rng=self.rng(100 + index),
+            )
+            await client.connect(timeout=5.0)
+            self.clients.append(client)
+            self.spawn(self._consume(client))
+
+    async def _consume(self, client: GatewayClient) -> None:
+        await client.queue_request(QUEUE)
+        while True:
+            message: Message = await client.recv()
+            if message.event == "QUEUE" and message.queue and message.id:
+                await client.ack(message.queue, message.id)
+                self._delivered()
+                await client.queue_request(QUEUE)
+            elif message.event in ("SEND", "BROADCAST"):
+                self._delivered()
+
+    # -- workload --------------------------------------------------------------
+
+    async def workload(self, until: float) -> None:
+        c = self.config
+        jobs: list[Awaitable[None]] = []
+        if self.isis is not None:
+            jobs.append(_every(c.isis.rate, until, self._isis_send))
+            if c.isis.snapshots and c.isis.snapshot_every > 0:
+                jobs.append(_every(1.0 / c.isis.snapshot_every, until, self._snapshot))
+        if self.gossip is not None:
+            jobs.append(_every(c.gossip.rate, until, self._gossip_send))
+        if self.push is not None:
+            jobs.append(_every(c.link.rate, until, self._link_send))
+        if self.clients:
+            jobs.append(_every(c.gateway.rate, until, self._gateway_send))
+        await asyncio.gather(*jobs)
+
+    async def _isis_send(self, k: int) -> None:
+        assert self.isis is not None
+        if self.bank is not None:
+            data = self.bank.next_transfer()
+            if data is None:
+                return
+        else:
+            data = k + 1
+        self.isis.multicast(data)
+        self.counts.sent += 1
+
+    async def _snapshot(self, k: int) -> None:
+        assert self.isis is not None
+        self.isis.initiate_snapshot()
+
+    async def _gossip_send(self, k: int) -> None:
+        assert self.gossip is not None
+        c = self.config
+        dests = [f"{p.address}:{p.ports.gossip}" for p in c.peers if p.id in self.peer_ids()]
+        payload = f"{c.node.id}/{k}:".ljust(c.gossip.size, "x")
+        self.gossip.broadcast(dests, ("text", payload))
+        self.counts.sent += 1
+
+    async def _link_send(self, k: int) -> None:
+        assert self.push is not None
+        data = f"{self.config.node.id}/{k}".encode().ljust(self.config.link.size, b".")
+        try:
+            await self.push.send(data, timeout=1.0)
+        except (TimeoutError, LinkError):
+            return  # not sent (no credit or no link): nothing to count
+        self.counts.sent += 1
+
+    async def _gateway_send(self, k: int) -> None:
+        client = self.clients[k % len(self.clients)]
+        node_id = self.config.node.id
+        payload = {"from": client.client_id, "k": k}
+        if k % 2 == 0:
+            target = {"application": APPLICATION, "ops": [{"region": "eu"}]}
+            await client.send(target, payload, nonce=f"{node_id}/{k}")
+        else:
+            target = {"application": APPLICATION, "ops": [{"host": node_id}]}
+            try:
+                await client.queue(QUEUE, target, payload, timeout=2.0)
+            except (TimeoutError, ConnectionError, GossamerError):
+                return
+        self.counts.sent += 1
+
+    # -- progress, partitions --------------------------------------------------
+
+    async def progress(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.status(
+                "progress", sent=self.counts.sent, delivered=self.counts.delivered,
+                faults=sum(i.injected for i in self.injectors),
+                peers=len(self.peer_ids()),
+            )
+
+    async def partitions(self) -> None:
+        """Trace ``partition`` and ``heal`` (layer net) at each window's edges."""
+        start = self.config.node.start_at
+        if start is None:
+            return
+        edges = sorted(
+            [(start + p.start, "partition", p) for p in self.config.faults.partitions]
+            + [(start + p.end, "heal", p) for p in self.config.faults.partitions],
+            key=lambda edge: edge[0],
+        )
+        for at, fault, part in edges:
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            self.tracer(time.monotonic(), "net", "fault",
+                        attrs={"fault": fault, "peers": ",".join(part.peers)})
+
+    # -- shutdown --------------------------------------------------------------
+
+    async def shutdown(self, *, drain: float) -> None:
+        """Leave and close everything, within ``SHUTDOWN_BUDGET`` seconds in all."""
+        self.stopping = True
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SHUTDOWN_BUDGET):
+                await self._drain_queues(drain)
+                await self._close_all()
+        if self.broken is not None:
+            self.broken.flush(self._isis_delivered)
+        # Whatever did not close in time is closed hard: the process is exiting.
+        if self.discovery is not None:
+            self.discovery.abort()
+        if self.isis is not None:
+            self.isis.close()
+        if self.store is not None:
+            self.store.close()
+        self.sink.close()
+
+    async def _drain_queues(self, seconds: float) -> None:
+        # Give queued gateway messages a moment to be consumed and acked, so that a
+        # SIGTERM during the workload does not strand them (the analysis's
+        # gateway.queues would call them lost).
+        core = self.gateway.core if self.gateway is not None else None
+        deadline = time.monotonic() + seconds
+        while core is not None and time.monotonic() < deadline:
+            stats = core.queues.stats().get(QUEUE)
+            if not stats or (stats.get("ready", 0) == 0 and stats.get("inflight", 0) == 0):
+                return
+            await asyncio.sleep(0.05)
+
+    async def _close_all(self) -> None:
+        if self.discovery is not None:
+            await self.discovery.stop()  # agur! to every peer
+        if self.isis is not None:
+            await self.isis.aclose()
+        if self.gossip is not None:
+            await self.gossip.close()
+        if self.link_node is not None:
+            await self.link_node.close(timeout=0.5)
+        if self.clients:
+            await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+        if self.gateway is not None:
+            await self.gateway.close()
+
+
+async def _every(
+    rate: float, until: float, action: Callable[[int], Awaitable[None]]
+) -> None:
+    """Call ``action(k)`` ``rate`` times per second (on a fixed schedule that does not
+    drift) until ``until`` (``time.monotonic()``)."""
+    if rate <= 0:
+        return
+    period = 1.0 / rate
+    at = time.monotonic()
+    k = 0
+    while at < until:
+        delay = at - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await action(k)
+        k += 1
+        at += period
+
+
+async def _until(event: asyncio.Event, deadline: float) -> bool:
+    """Wait for ``event`` or ``deadline`` (monotonic); True when the event fired."""
+    timeout = deadline - time.monotonic()
+    if timeout <= 0:
+        return event.is_set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+    return event.is_set()
+
+
+async def _timeline(node: LabNode) -> None:
+    """Wait for ``start_at``, run the workload, linger, and wait for a signal unless
+    ``exit_when_done``; a signal ends any step at once."""
+    n = node.config.node
+    start = time.monotonic() if n.start_at is None else n.start_at
+    if await _until(node.stop, start):
+        return
+    end = start + n.duration
+    work = asyncio.ensure_future(node.workload(end))
+    stopper = asyncio.ensure_future(node.stop.wait())
+    try:
+        await asyncio.wait([work, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not work.done():
+            work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work  # a failure of the workload is a runtime failure of the node
+    if node.stop.is_set() or await _until(node.stop, end + n.linger):
+        return
+    if not n.exit_when_done:
+        await node.stop.wait()
+
+
+async def run_node(config: NodeConfig, *, out: TextIO | None = None) -> int:
+    """Run one node until it is done (``exit_when_done``) or signalled; returns 0.
+
+    Run it on the standard asyncio loop (as ``gossamer node`` does), not uvloop: see
+    the comment in ``gossamer.cli.node_cmd.run`` (link send times).
+
+    Raises ``OSError`` when a port cannot be bound and ``GossamerError`` for a
+    configuration the drivers refuse; the caller turns them into exit codes.
+    """
+    node = LabNode(config, sys.stdout if out is None else out)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, node.stop.set)
+    try:
+        try:
+            await node.start()
+        except BaseException:
+            await node.shutdown(drain=0.0)
+            raise
+        try:
+            node.status("ready")
+            node.spawn(node.progress())
+            node.spawn(node.partitions())
+            await _timeline(node)
+        finally:
+            await node.shutdown(drain=1.0 if node.stop.is_set() else 0.0)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signum)
+    node.status("done")
+    return 0

@@ -1,0 +1,229 @@
+"""The node configuration: parsing, defaults, validation errors, environment overrides."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import pytest
+
+from gossamer.errors import ConfigError
+from gossamer.lab.config import (
+    GOSSIP_KEY_ENV,
+    NodeConfig,
+    Ports,
+    load_config,
+    parse_config,
+)
+
+MINIMAL = """
+[node]
+id = "h3"
+run = "lab-1"
+trace = "traces/h3.jsonl"
+address = "127.0.0.1"
+"""
+
+PEERS = """
+[[peers]]
+id = "h1"
+address = "127.0.0.1"
+ports = { discovery = 7110, discovery_broadcast = 7111, gossip = 7112, isis = 7113, \
+link = 7114, gateway = 7115 }
+
+[[peers]]
+id = "h2"
+address = "127.0.0.1"
+ports = { discovery = 7120, discovery_broadcast = 7121, gossip = 7122, isis = 7123, \
+link = 7124, gateway = 7125 }
+subnet = 1
+"""
+
+FULL = MINIMAL + PEERS + """
+[faults]
+drop = 0.05
+delay_ms = 20.0
+delay_rate = 0.2
+[[faults.partition]]
+peers = ["h1"]
+from = 5.0
+to = 10.0
+
+[discovery]
+enabled = true
+
+[gossip]
+key_file = "gossip.key"
+rate = 3
+
+[isis]
+rate = 10.0
+snapshot_every = 2.0
+
+[link]
+push_to = ["h1"]
+
+[gateway]
+db = "state/h3.db"
+"""
+
+
+def write(tmp_path: Path, text: str, *, key: bytes = b"k" * 32) -> Path:
+    (tmp_path / "gossip.key").write_bytes(key)
+    path = tmp_path / "node.toml"
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text), env=env or {})
+    return str(info.value)
+
+
+def test_minimal_config_takes_the_documented_defaults(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, MINIMAL), env={})
+    n = config.node
+    assert (n.id, n.run, n.address) == ("h3", "lab-1", "127.0.0.1")
+    assert n.trace == tmp_path / "traces" / "h3.jsonl"  # relative to the file
+    assert n.seed == zlib.crc32(b"h3")
+    assert (n.start_at, n.duration, n.linger, n.exit_when_done) == (None, 0.0, 5.0, True)
+    assert config.ports == Ports()
+    assert config.ports.as_dict() == {"discovery": 7100, "discovery_broadcast": 7101,
+                                      "gossip": 7102, "isis": 7103, "link": 7104,
+                                      "gateway": 7105}
+    # Absent sections are disabled.
+    assert not any(s.enabled for s in (config.discovery, config.gossip, config.isis,
+                                       config.link, config.gateway))
+    assert not config.faults.active
+
+
+def test_full_config(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FULL), env={})
+    assert [p.id for p in config.peers] == ["h1", "h2"]
+    assert config.peers[1].subnet == 1 and config.peers[0].ports.isis == 7113
+    assert config.faults.drop == 0.05 and config.faults.partitions[0].peers == ("h1",)
+    assert config.faults.partitions[0].start == 5.0 and config.faults.partitions[0].end == 10.0
+    assert config.discovery.enabled and config.discovery.broadcast_address is None
+    assert config.discovery.broadcast_interval == 1.0 and config.discovery.inactive_time == 3.0
+    # A present section is enabled unless it says otherwise.
+    assert config.gossip.enabled and config.gossip.key == b"k" * 32
+    assert config.gossip.rate == 3.0 and not config.gossip.multicast
+    assert config.isis.enabled and config.isis.members == ("h1", "h2", "h3")
+    assert config.isis.snapshots and not config.isis.broken_order
+    assert config.link.push_to == ("h1",) and config.link.credit == 16
+    assert config.gateway.db == tmp_path / "state" / "h3.db" and config.gateway.clients == 3
+
+
+def test_to_toml_round_trips(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FULL), env={})
+    again = tmp_path / "again.toml"
+    again.write_text(config.to_toml())
+    assert load_config(again, env={}) == config
+
+
+def test_node_config_can_be_built_in_code_and_written(tmp_path: Path) -> None:
+    text = load_config(write(tmp_path, MINIMAL), env={}).to_toml()
+    parsed = parse_config(__import__("tomllib").loads(text), env={})
+    assert isinstance(parsed, NodeConfig) and parsed.node.id == "h3"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "node: is required"),
+        (MINIMAL.replace('id = "h3"\n', ""), "node.id: is required"),
+        (MINIMAL.replace('address = "127.0.0.1"', "address = 7"),
+         "node.address: must be a non-empty string, not an integer"),
+        (MINIMAL + "duration = -1\n", "node.duration: must be >= 0"),
+        (MINIMAL + "durations = 1\n", "node.durations: unknown key"),
+        (MINIMAL + "exit_when_done = 1\n", "node.exit_when_done: must be true or false"),
+        (MINIMAL + "[isis]\nrate = -1\n", "isis.rate: must be >= 0"),
+        (MINIMAL + "[isis]\nrate = 'fast'\n", "isis.rate: must be a number, not a string"),
+        (MINIMAL + "[isis]\nmembers = ['h1']\n", "isis.members: 'h1' is not a peer"),
+        (MINIMAL + PEERS + "[isis]\nmembers = ['h1', 'h2']\n",
+         "isis.members: must include this node"),
+        (MINIMAL + "[faults]\ndrop = 1.5\n", "faults.drop: must be <= 1"),
+        (MINIMAL + PEERS + "[[faults.partition]]\npeers = ['h1']\nfrom = 5.0\nto = 2.0\n",
+         "faults.partition[0].to: must be > from (5)"),
+        (MINIMAL + "[ports]\nisis = 70000\n", "ports.isis: must be <= 65535"),
+        (MINIMAL + "[ports]\nisis = 7100\n", "ports.isis: is 7100, like ports.discovery"),
+        (MINIMAL + PEERS.replace('id = "h2"', 'id = "h1"'), "peers[1].id: 'h1' is listed twice"),
+        (MINIMAL + PEERS.replace('id = "h2"', 'id = "h3"'), "peers[1].id: is this node's own id"),
+        (MINIMAL + PEERS.replace("isis = 7113", "isis = '7113'"),
+         "peers[0].ports.isis: must be an integer"),
+        (MINIMAL + "[gossip]\nrate = 1\n", "gossip.key_file: is required when gossip is enabled"),
+        (MINIMAL + "[gossip]\nkey_file = 'nope.key'\n", "gossip.key_file: cannot be read"),
+        (MINIMAL + "[gateway]\nclients = 2\n", "gateway.db: is required"),
+        (MINIMAL + PEERS + "[link]\npush_to = ['h3']\n", "link.push_to: names this node"),
+        (MINIMAL + "[discovery]\nheartbeat_wait = 0\n", "discovery.heartbeat_wait: must be > 0"),
+        (MINIMAL + "[bogus]\n", "bogus: unknown key"),
+        (MINIMAL + "[node]\n", "not valid TOML"),
+    ],
+)
+def test_bad_configs_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
+    assert expected in error_of(tmp_path, text)
+
+
+def test_error_carries_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, MINIMAL + "[isis]\nrate = -1\n"), env={})
+    assert info.value.key == "isis.rate"  # type: ignore[attr-defined]
+    assert str(info.value) == "isis.rate: must be >= 0"
+
+
+def test_short_gossip_key_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "[gossip]\nkey_file = 'gossip.key'\n", key=b"short")
+    with pytest.raises(ConfigError, match="at least 16 bytes"):
+        load_config(path, env={})
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the configuration"):
+        load_config(tmp_path / "absent.toml", env={})
+
+
+def test_environment_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, FULL)
+    env = {
+        "GOSSAMER__FAULTS__DROP": "0.1",
+        "GOSSAMER__NODE__DURATION": "30",
+        "GOSSAMER__NODE__RUN": "plain text, not TOML",
+        "GOSSAMER__ISIS__BROKEN_ORDER": "true",
+        "GOSSAMER__LINK__PUSH_TO": '["h2"]',
+        "GOSSAMER__PORTS__GATEWAY": "9999",
+        "UNRELATED": "x",
+    }
+    config = load_config(path, env=env)
+    assert config.faults.drop == 0.1
+    assert config.node.duration == 30.0
+    assert config.node.run == "plain text, not TOML"
+    assert config.isis.broken_order
+    assert config.link.push_to == ("h2",)
+    assert config.ports.gateway == 9999
+
+
+def test_environment_override_alone_does_not_enable_a_section(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, MINIMAL), env={"GOSSAMER__LINK__RATE": "5"})
+    assert not config.link.enabled and config.link.rate == 5.0
+    enabled = load_config(write(tmp_path, MINIMAL), env={"GOSSAMER__LINK__ENABLED": "true"})
+    assert enabled.link.enabled
+
+
+def test_environment_overrides_are_validated(tmp_path: Path) -> None:
+    assert "faults.drop: must be <= 1" in error_of(
+        tmp_path, FULL, env={"GOSSAMER__FAULTS__DROP": "2"})
+    assert "GOSSAMER__NODE: must be GOSSAMER__<SECTION>__<KEY>" in error_of(
+        tmp_path, FULL, env={"GOSSAMER__NODE": "x"})
+    assert "peers cannot be overridden" in error_of(
+        tmp_path, FULL, env={"GOSSAMER__PEERS__ID": "x"})
+    assert "node.colour: unknown key" in error_of(
+        tmp_path, FULL, env={"GOSSAMER__NODE__COLOUR": "red"})
+
+
+def test_gossip_key_from_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "[gossip]\n")
+    config = load_config(path, env={GOSSIP_KEY_ENV: "ab" * 32})
+    assert config.gossip.key == bytes.fromhex("ab" * 32)
+    assert f"{GOSSIP_KEY_ENV}: must be hex" in error_of(
+        tmp_path, MINIMAL + "[gossip]\n", env={GOSSIP_KEY_ENV: "zz"})
