@@ -21,10 +21,11 @@ import orjson
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.frames import Frame, Opcode
 
 from gossamer.aio import loop as aio_loop
 from gossamer.aio.gateway_client import GatewayClient
-from gossamer.aio.gateway_server import GatewayServer
+from gossamer.aio.gateway_server import GatewayServer, _frame
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.store.queues import SqliteQueueStore
@@ -572,3 +573,17 @@ def test_a_thousand_concurrent_clients() -> None:
 
     run(main, timeout=90)
 
+
+
+@pytest.mark.parametrize("size", [0, 100, 125 - 40, 126, 200, 65_535 - 40, 65_536, 70_000])
+@pytest.mark.parametrize("encoding", ["json", "msgpack", "etf"])
+def test_frames_are_what_websockets_would_write(size: int, encoding: Encoding) -> None:
+    # The server writes whole frames itself (one write per receiver): they must be the
+    # bytes websockets' own server-side writer produces (unmasked, no extension).
+    packet = Packet(op=Op.DISPATCH, t="SEND", d={"payload": "x" * size}, ts=1)
+    data = encode_packet(packet, encoding)
+    payload = data.encode() if isinstance(data, str) else data
+    opcode = Opcode.TEXT if encoding == "json" else Opcode.BINARY
+    assert _frame(packet, encoding) == Frame(opcode, payload).serialize(
+        mask=False, extensions=[]
+    )

@@ -16,8 +16,11 @@ The driver is the thin pump of DESIGN.md: each frame goes to ``core.receive`` wi
 ``now=loop.time()``, then ``flush`` commits the core's store operations to the queue
 store (SQLite, ``gossamer.store.queues``) *before* carrying out its actions, so a
 QUEUE_CONFIRM never leaves before its message is durable; one packet addressed to
-many connections is encoded once per encoding and written to each with websockets'
-synchronous frame writer (what ``websockets.broadcast`` does). One timer follows
+many connections is framed once per encoding (RFC 6455 header and payload, the bytes
+websockets' own writer would produce: server frames are unmasked and compression is
+off) and written to each with one ``transport.write``, after whatever websockets
+queued on that connection itself. Frames go from websockets' parser straight to the
+core (no receive queue, no task per message). One timer follows
 ``core.next_deadline()``. A connection whose write buffer passes
 ``write_buffer_limit`` (a reader that stopped reading) is closed with 1008 rather than
 buffering without bound.
@@ -31,6 +34,7 @@ import dataclasses
 import logging
 import random
 import ssl as ssl_module
+import struct
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -177,7 +181,17 @@ class _GatewayConnection(ServerConnection):
             super().process_event(event)
             return
         opcode = event.opcode
-        if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+        if opcode is Opcode.TEXT and event.fin and self._attached:
+            # The common case in one step: a whole text message once attached.
+            try:
+                message = bytes(event.data).decode()
+            except UnicodeDecodeError:
+                self.protocol.fail(CloseCode.INVALID_DATA, "invalid UTF-8 in a text frame")
+                self.send_data()
+                return
+            self._frames_seen = True
+            self.gateway.on_frame(self, message)
+        elif opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             if not event.fin:
                 self._fragment_text = opcode is Opcode.TEXT
                 self._fragments = [bytes(event.data)]
@@ -427,20 +441,26 @@ class GatewayServer:
         frames: dict[str, bytes] = {}
         packet = action.packet
         conns = self._conns
+        limit = self.write_buffer_limit
         for conn in action.conns:
             ws = conns.get(conn)
-            if ws is None or ws.protocol.state is not State.OPEN:
+            if ws is None:
+                continue
+            protocol = ws.protocol
+            if protocol.state is not State.OPEN:
                 continue
             encoding = ws.gateway_encoding
             frame = frames.get(encoding)
             if frame is None:
-                frame = frames[encoding] = _encode(packet, encoding)
-            if encoding == "json":
-                ws.protocol.send_text(frame)
-            else:
-                ws.protocol.send_binary(frame)
-            ws.send_data()
-            if ws.transport.get_write_buffer_size() > self.write_buffer_limit:
+                frame = frames[encoding] = _frame(packet, encoding)
+            if protocol.writes:
+                ws.send_data()  # what websockets queued itself (a pong) goes first
+            # The whole frame, header included, in one write: what websockets'
+            # send_text + send_data produce for a server frame (unmasked, no extension:
+            # compression is off), without building a Frame per receiver.
+            transport = ws.transport
+            transport.write(frame)
+            if transport.get_write_buffer_size() > limit:
                 self.slow_consumers += 1
                 self.spawn(ws.close(1008, "slow consumer: write buffer full"))
 
@@ -506,6 +526,24 @@ class GatewayServer:
         except (OSError, DecodeError) as exc:
             body = f'{{"errors":["client request failed: {type(exc).__name__}"]}}'.encode()
             return http.HttpResponse(status=502, body=body)
+
+
+def _frame(packet: Packet, encoding: Encoding) -> bytes:
+    """A whole websocket frame (RFC 6455 §5.2) carrying ``packet``: FIN, opcode text for
+    JSON and binary otherwise, no mask (server to client), then the payload length in
+    7, 7+16 or 7+64 bits."""
+    data = _encode(packet, encoding)
+    first = 0x81 if encoding == "json" else 0x82
+    length = len(data)
+    if length < 126:
+        return bytes((first, length)) + data
+    if length < 1 << 16:
+        return _HEADER16.pack(first, 126, length) + data
+    return _HEADER64.pack(first, 127, length) + data
+
+
+_HEADER16: Final = struct.Struct("!BBH")
+_HEADER64: Final = struct.Struct("!BBQ")
 
 
 def _encode(packet: Packet, encoding: Encoding) -> bytes:

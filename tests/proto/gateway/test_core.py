@@ -11,15 +11,19 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from gossamer.errors import LocalProtocolError
+from gossamer.errors import DecodeError, LocalProtocolError
 from gossamer.proto.gateway.core import (
     Close,
     CloseCode,
     GatewayConfig,
     GatewayCore,
     Transmit,
+    _decode_json,
 )
 from gossamer.proto.gateway.lifecycle import TRANSITIONS, ConnInput, ConnState, next_state
 from gossamer.proto.gateway.queues import (
@@ -31,8 +35,15 @@ from gossamer.proto.gateway.queues import (
     QueueRecord,
     Replayed,
 )
-from gossamer.trace import MemorySink, Tracer
-from gossamer.wire.gateway import Encoding, Op, Packet, encode_packet
+from gossamer.trace import MemorySink, NullSink, Tracer
+from gossamer.wire.gateway import (
+    DEFAULT_MAX_DEPTH,
+    Encoding,
+    Op,
+    Packet,
+    decode_packet,
+    encode_packet,
+)
 
 APP = "app"
 
@@ -748,3 +759,80 @@ def test_queues_restore_from_records() -> None:
     got = [(p.d["payload"]["id"], p.d["attempt"]) for p in deliveries(h, 1)]
     assert got == [("m1", 1), ("m2", 2)]
     assert {m.id for m in h.core.queues.dead_letters("q")} == {"d", "bad"}
+
+
+# ------------------------------------------------------------- decoding fast path
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=4)
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+ENVELOPE_FIELDS = st.sampled_from(["op", "d", "t", "ts", "x"])
+
+
+def _agrees(text: str) -> None:
+    """_decode_json accepts only what decode_packet accepts, with the same fields."""
+    fast = _decode_json(text, 1 << 20)
+    try:
+        packet = decode_packet(text, "json")
+    except DecodeError:
+        assert fast is None
+        return
+    if fast is not None:
+        assert fast == (packet.op, packet.t, packet.d, packet.ts)
+        assert type(fast[0]) is Op
+
+
+@given(st.dictionaries(ENVELOPE_FIELDS, JSON_VALUES | st.integers(-1, 9), max_size=5))
+def test_json_fast_path_agrees_with_decode_packet(envelope: dict[str, Any]) -> None:
+    _agrees(orjson.dumps(envelope).decode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"op": 4, "t": "SEND", "d": {"x": 1}, "ts": 5}',
+        '{"op": true, "d": null}',  # a boolean is not opcode 1
+        '{"op": 1.0}',
+        '{"op": 9}',
+        '{"op": 4, "t": 5}',
+        '{"op": 4, "ts": 18446744073709551616}',
+        '{"op": 4, "ts": -9223372036854775809}',
+        '{"op": 4, "ts": 1.5}',
+        '[1, 2]',
+        'nul',
+        '{"op": 5}',
+        '{"op": 4, "d": ' + "[" * DEFAULT_MAX_DEPTH + "]" * DEFAULT_MAX_DEPTH + "}",
+        '{"op": 4, "d": ' + "[" * (DEFAULT_MAX_DEPTH + 1) + "]" * (DEFAULT_MAX_DEPTH + 1) + "}",
+    ],
+)
+def test_json_fast_path_edge_cases(text: str) -> None:
+    _agrees(text)
+
+
+def test_json_fast_path_leaves_big_and_binary_frames_to_decode_packet() -> None:
+    frame = orjson.dumps({"op": 5, "d": "x" * 300}).decode()
+    assert _decode_json(frame, 1 << 20) is not None
+    assert _decode_json(frame, 1024) is None  # might exceed the frame size in bytes
+    assert _decode_json(frame.encode(), 1 << 20) is None  # a binary frame
+
+
+def test_a_tracer_into_a_null_sink_is_skipped_and_routing_still_works() -> None:
+    core = GatewayCore(
+        GatewayConfig(), rng=random.Random(0), tracer=Tracer(NullSink(), run="t", node="gw")
+    )
+    for conn in (1, 2):
+        core.connect(conn, host="h", encoding="json", now=0.0)
+        identify = {"op": 1, "d": {"client_id": f"c{conn}", "application_id": APP}}
+        core.receive(conn, orjson.dumps(identify).decode(), 0.0)
+    core.actions()
+    target = {"application": APP, "optional": True,
+              "ops": [{"path": "/x", "op": "$eq", "to": {"value": 1}}]}
+    send = {"op": 4, "t": "SEND", "d": {"target": target, "payload": {"p": 1}, "nonce": "n"}}
+    core.receive(1, orjson.dumps(send).decode(), 1.0)
+    (action,) = core.actions()
+    assert isinstance(action, Transmit) and action.conns in {(1,), (2,)}
+    assert action.packet.d == {"nonce": "n", "payload": {"p": 1}, "target": None}

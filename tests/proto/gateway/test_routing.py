@@ -80,6 +80,9 @@ def test_sorted_key_list_matches_a_sorted_list(steps: list[tuple[bool, int]]) ->
                     and (high is None or (k <= high if high_inc else k < high))
                 ]
                 assert list(skl.handles(low, low_inc, high, high_inc)) == expected
+                collected: set[int] = set()
+                skl.collect(collected, low, low_inc, high, high_inc)
+                assert collected == set(expected)
                 assert skl.count(low, low_inc, high, high_inc) == len(expected)
 
 
@@ -89,6 +92,10 @@ def test_sorted_key_list_splits_chunks_and_removes_missing() -> None:
         skl.add((i % 97, i))
     assert len(skl._chunks) > 1
     assert skl.count(10, True, 10, True) == len([i for i in range(2000) if i % 97 == 10])
+    for span in [(10, True, 80, False), (None, True, 50, True), (5, False, None, True)]:
+        collected: set[int] = set()
+        skl.collect(collected, *span)
+        assert collected == set(skl.handles(*span)) and len(collected) == skl.count(*span)
     with pytest.raises(KeyError):
         skl.remove((10, 5))
 
@@ -284,6 +291,63 @@ def test_route_cache_follows_metadata_and_membership() -> None:
     assert [c.client_id for c in d.match(query, cache_key="q")] == ["c2"]
     d.set_metadata(c1, typed({"other": 1}))  # a key the query does not read
     assert [c.client_id for c in d.match(query, cache_key="q")] == ["c2"]
+
+
+def test_route_cache_eviction_keeps_invalidation_right() -> None:
+    d = Directory(cache_size=2)
+    c1 = add(d, "c1", lat=5, tags=["a"])
+    queries = {
+        "lat": parse_query({"ops": [{"lat": {"$lt": 10}}]}),
+        "tags": parse_query({"ops": [{"tags": {"$contains": "a"}}]}),
+        "both": parse_query({"ops": [{"lat": {"$lt": 10}}, {"tags": {"$contains": "a"}}]}),
+    }
+    for text, query in queries.items():  # three results in a cache of two: "lat" goes
+        assert [c.client_id for c in d.match(query, cache_key=text)] == ["c1"]
+    d.set_metadata(c1, typed({"tags": ["b"]}))
+    assert d.match(queries["tags"], cache_key="tags") == []
+    assert d.match(queries["both"], cache_key="both") == []
+    assert [c.client_id for c in d.match(queries["lat"], cache_key="lat")] == ["c1"]
+    d.set_metadata(c1, typed({"lat": 50}))
+    assert d.match(queries["lat"], cache_key="lat") == []
+    # A caller changing its result does not change the cached one.
+    d.set_metadata(c1, typed({"lat": 1}))
+    d.match(queries["lat"], cache_key="lat").clear()
+    assert [c.client_id for c in d.match(queries["lat"], cache_key="lat")] == ["c1"]
+
+
+@pytest.mark.parametrize(
+    ("ops", "exact"),
+    [
+        ([{"tags": {"$contains": "t1"}}], True),
+        ([{"tags": {"$contains": 3}}], True),
+        ([{"tags": {"$contains": ["t1"]}}], False),  # a list element: only "has the key"
+        ([{"shard": 3}], True),
+        ([{"shard": {"$in": [3, 4, "x"]}}], True),
+        ([{"shard": {"$in": [3, [4]]}}], False),
+        ([{"shard": {"$gte": 3}}, {"version": {"$lt": "2.0.0"}}], True),
+        ([{"shard": {"$eq": [1]}}], False),
+        ([{"path": "/meta/x", "op": "$eq", "to": {"value": 1}}], False),  # deeper path
+        ([{"shard": 3}, {"tags": {"$ncontains": "t1"}}], False),  # a negation is scanned
+        ([{"$or": [{"shard": 3}, {"shard": 4}]}], True),
+        ([{"$or": [{"shard": 3}, {"tags": {"$ncontains": "t1"}}]}], None),
+        ([{"absent": 1}, {"tags": {"$ncontains": "t1"}}], True),  # nobody: exactly nobody
+    ],
+)
+def test_index_plans_say_when_they_are_exact(ops: list[Any], exact: bool | None) -> None:
+    d = Directory()
+    for i in range(12):
+        add(d, f"c{i}", shard=i % 6, tags=[f"t{i % 3}", i % 4], version=f"v1.{i}.0",
+            meta={"x": i % 2})
+    query = parse_query({"ops": ops})
+    planned = d.index.candidates(query.ops)
+    if exact is None:
+        assert planned is None
+        return
+    assert planned is not None and planned[1] is exact
+    matched = sorted(c.client_id for c in d.match(query))
+    assert matched == sorted(c.client_id for c in d.scan(query))
+    if exact:
+        assert sorted(f"c{h - 1}" for h in planned[0]) == matched
 
 
 def test_duplicate_identity_and_remove_are_checked() -> None:

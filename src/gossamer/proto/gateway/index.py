@@ -12,12 +12,15 @@ indexes in queer/singyeong#35 and #36). gossamer keeps, per top-level metadata k
   ordering), used by ``$gt``/``$gte``/``$lt``/``$lte`` and by selectors;
 - the set of clients that have the key at all;
 
-plus the clients of each application and the restricted clients. An index only
-*narrows*: ``IndexedClients.candidates`` returns a superset of the matching clients
-(or None when nothing narrows the query), and the caller always confirms each
-candidate with the compiled predicate. So the index can never make a query match a
-client it should not; the property tests check the other direction (it never loses
-one) against a scan.
+plus the clients of each application and the restricted clients.
+``IndexedClients.candidates`` returns a superset of the matching clients (or None when
+nothing narrows the query) and says whether it is *exact*: when every operand was
+answered by an index that holds precisely the clients satisfying it (a comparison of a
+top-level key with a scalar constant: ``$eq``, ``$in``, ``$contains``, the orderings),
+the set is the answer and the caller skips the predicate; otherwise the caller
+confirms each candidate with the compiled predicate, so an inexact plan can never make
+a query match a client it should not. The property tests check indexed results against
+a scan for random metadata, updates and queries, exact plans included.
 
 Planning an AND: each indexable operand's result size is *estimated* first (bucket
 sizes, or two bisections in an ordered index), and only the smallest is built. An OR
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from operator import itemgetter
 from typing import Any, Final, TypeAlias
 
 from gossamer.proto.gateway.query import Compare, Logical, Node
@@ -37,8 +41,12 @@ __all__ = ["IndexedClients", "SortedKeyList", "scalar_key"]
 
 #: Builds the candidate set an index plan estimated.
 _Builder: TypeAlias = Callable[[], set[int]]
+#: ``(estimated size, builder, exact)``: ``exact`` when the built set is precisely the
+#: clients satisfying the node (see ``IndexedClients.candidates``).
+_Plan: TypeAlias = tuple[int, _Builder, bool]
 
 _NEG_INF: Final = float("-inf")
+_second: Final = itemgetter(1)
 _POS_INF: Final = float("inf")
 
 
@@ -153,6 +161,25 @@ class SortedKeyList:
         if si < len(chunks):
             for _key, handle in chunks[si][:so]:
                 yield handle
+
+    def collect(
+        self, into: set[int], low: Any = None, low_inclusive: bool = True, high: Any = None,
+        high_inclusive: bool = True,
+    ) -> None:
+        """Add the handles of ``handles(...)`` to ``into``, a chunk slice at a time (the
+        per-handle work stays in C: no generator step per handle)."""
+        (ci, co), (si, so) = self._bounds(low, low_inclusive, high, high_inclusive)
+        if (ci, co) >= (si, so):
+            return
+        chunks = self._chunks
+        if ci == si:
+            into.update(map(_second, chunks[ci][co:so]))
+            return
+        into.update(map(_second, chunks[ci][co:]))
+        for k in range(ci + 1, si):
+            into.update(map(_second, chunks[k]))
+        if si < len(chunks):
+            into.update(map(_second, chunks[si][:so]))
 
     def items(self, reverse: bool = False) -> Iterator[tuple[Any, int]]:
         """Every pair in key order (or reversed)."""
@@ -327,39 +354,58 @@ class IndexedClients:
         index = self._keys.get(key)
         return None if index is None else index.ordered.get(cls)
 
-    def candidates(self, ops: tuple[Node, ...]) -> set[int] | None:
-        """A superset of the clients matching ``ops`` (ANDed), or None if none narrows.
+    def candidates(self, ops: tuple[Node, ...]) -> tuple[set[int], bool] | None:
+        """``(clients, exact)`` for ``ops`` (ANDed), or None if no operand narrows.
 
-        The set may be one of the index's own: callers must not modify it.
+        ``clients`` is a superset of the clients matching ``ops``; ``exact`` says it is
+        precisely them, so the caller may skip confirming each with the predicate. A
+        plan is exact when every operand is answered by an index that is exact for it
+        (below) and every operand was intersected. The set may be one of the index's
+        own: callers must not modify it.
+
+        Exact indexes, for a comparison of a top-level key with a constant: the
+        equality buckets for ``$eq``/``$in`` with scalar values (``scalar_key`` keeps
+        the query module's equality: numbers by value, booleans apart, a string also
+        under its version key), the contains buckets for ``$contains`` of a scalar
+        (list elements are plain JSON, map keys strings, as ``_contains`` reads them)
+        and the ordered indexes for the orderings (one per comparable class, as
+        ``order_pair``). Deeper paths (only "has the key") and list or map operands
+        are not exact.
         """
         if not ops:
             return None
         plan = self._plan(Logical(op="$and", items=ops))
-        return None if plan is None else plan[1]()
+        return None if plan is None else (plan[1](), plan[2])
 
-    def _plan(self, node: Node) -> tuple[int, _Builder] | None:
-        """``(estimated size, builder)`` for ``node``, or None when not indexable."""
+    def _plan(self, node: Node) -> _Plan | None:
+        """``(estimated size, builder, exact)`` for ``node``, or None when not indexable."""
         if isinstance(node, Compare):
             return self._plan_compare(node)
         if node.op == "$and":
             plans = []
+            exact = True
             for item in node.items:
                 plan = self._plan(item)
-                if plan is not None:
-                    if plan[0] == 0:
-                        return plan
-                    plans.append(plan)
+                if plan is None:
+                    exact = False
+                    continue
+                if plan[0] == 0:
+                    return 0, set, True  # one operand matches nobody: neither does the AND
+                plans.append(plan)
             if not plans:
                 return None
             plans.sort(key=lambda p: p[0])
             if len(plans) == 1:
-                return plans[0]
+                n, build, alone = plans[0]
+                return n, build, exact and alone
             smallest = plans[0][0]
             # Intersecting costs one hash lookup per element of the smaller set, much
             # less than running the predicate on a candidate: narrow by every operand
             # whose set is not much bigger than the best one (building a big range
             # result would cost more than it saves).
-            builders = [b for n, b in plans if n <= 8 * smallest]
+            used = [p for p in plans if p[0] <= 8 * smallest]
+            builders = [b for _n, b, _e in used]
+            exact = exact and len(used) == len(plans) and all(e for _n, _b, e in used)
 
             def intersect() -> set[int]:
                 result = builders[0]()
@@ -369,7 +415,7 @@ class IndexedClients:
                     result = result & build()
                 return result
 
-            return smallest, intersect
+            return smallest, intersect, exact
         if node.op == "$or":
             plans = []
             for item in node.items:
@@ -377,54 +423,60 @@ class IndexedClients:
                 if plan is None:
                     return None
                 plans.append(plan)
-            builders = [b for _n, b in plans]
-            return sum(n for n, _b in plans), lambda: set().union(*(b() for b in builders))
+            builders = [b for _n, b, _e in plans]
+            return (
+                sum(n for n, _b, _e in plans),
+                lambda: set().union(*(b() for b in builders)),
+                all(e for _n, _b, e in plans),
+            )
         return None  # $nor
 
-    def _plan_compare(self, node: Compare) -> tuple[int, _Builder] | None:
+    def _plan_compare(self, node: Compare) -> _Plan | None:
         if node.to_path is not None or node.op in ("$ne", "$nin", "$ncontains"):
             return None
         index = self._keys.get(node.path[0])
         if index is None:
-            return 0, set
+            return 0, set, True  # nobody has the key: no positive operator holds
         if len(node.path) > 1:
             # Deeper paths are not indexed; the client must at least have the key.
             present = index.present
-            return len(present), lambda: present
+            return len(present), lambda: present, False
         op, value = node.op, node.value
         if op == "$eq":
             return self._buckets(index.eq, _query_keys(value), index.present)
         if op == "$in":
-            keys = [k for item in value for k in _query_keys(item)]
             if any(scalar_key(item) is None for item in value):
                 # A list or map element can only equal a list or map value.
                 present = index.present
-                return len(present), lambda: present
+                return len(present), lambda: present, False
+            keys = [k for item in value for k in _query_keys(item)]
             return self._buckets(index.eq, keys, None)
         if op == "$contains":
             element = scalar_key(value)
             if element is None:
                 present = index.present
-                return len(present), lambda: present
+                return len(present), lambda: present, False
             return self._buckets(index.contains, [element], None)
         return self._plan_range(index, op, value)
 
     @staticmethod
     def _buckets(
         table: dict[Hashable, set[int]], keys: list[Hashable], fallback: set[int] | None
-    ) -> tuple[int, _Builder]:
+    ) -> _Plan:
         if not keys:
             if fallback is None:
-                return 0, set
+                return 0, set, True
             # An $eq against a list or map: only clients having the key can match.
-            return len(fallback), lambda: fallback
+            return len(fallback), lambda: fallback, False
         found = [table[k] for k in dict.fromkeys(keys) if k in table]
+        if not found:
+            return 0, set, True
         if len(found) == 1:
             only = found[0]
-            return len(only), lambda: only
-        return sum(len(s) for s in found), lambda: set().union(*found)
+            return len(only), lambda: only, True
+        return sum(len(s) for s in found), lambda: set().union(*found), True
 
-    def _plan_range(self, index: _KeyIndex, op: str, value: Any) -> tuple[int, _Builder]:
+    def _plan_range(self, index: _KeyIndex, op: str, value: Any) -> _Plan:
         is_low, inclusive = _RANGES[op]
         ranges: list[tuple[SortedKeyList, Any]] = []
         cls = _order_class(value)
@@ -444,10 +496,10 @@ class IndexedClients:
         def build() -> set[int]:
             result: set[int] = set()
             for ordered, span in spans:
-                result.update(ordered.handles(*span))
+                ordered.collect(result, *span)
             return result
 
-        return total, build
+        return total, build, True
 
 
 def _sort_key(value: Any) -> Any:

@@ -6,8 +6,9 @@
    absent, §9.1), minus restricted clients unless ``query.restricted`` (§9.4).
 2. **Ops**: the eligible clients whose metadata satisfies the ops, found through the
    indexes (``index.py``), never by scanning every client, and confirmed by the
-   compiled predicate. Results are cached per query text and reused while neither
-   the set of clients nor any metadata key the query reads has changed.
+   compiled predicate unless the index plan is exact. Results are cached per query
+   text; a change of the client set clears the cache, a metadata change drops the
+   results of the queries that read a changed key (so a hit is one lookup).
 3. **Selector** (``$min``/``$max``/``$avg`` of a numeric value): one client among the
    matches, across the whole gateway (the reference picks one per cluster node,
    §9.3). Only numeric values take part; ``$avg`` picks the client closest to the
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import xxhash
 
@@ -42,7 +43,10 @@ from gossamer.proto.gateway.query import Query, resolve
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["Client", "Directory", "Route", "rendezvous"]
+__all__ = ["CacheKey", "Client", "Directory", "Route", "rendezvous"]
+
+#: What keys a cached route result: the query's text (the gateway uses its JSON bytes).
+CacheKey: TypeAlias = str | bytes
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -108,11 +112,12 @@ class Directory:
         self.by_identity: dict[tuple[str, str], Client] = {}
         self._next_handle = 1
         self._cache_size = cache_size
-        # Route-result cache: query text -> (generation stamp, matching handles, the
-        # keys the query reads); valid while the stamp is unchanged.
-        self._cache: dict[str, tuple[tuple[int, ...], list[int], tuple[str, ...]]] = {}
-        self._members_gen = 0
-        self._key_gen: dict[str, int] = {}
+        # Route-result cache: query text -> (matching clients, the keys the query reads).
+        # Invalidated eagerly, so that a hit is one lookup: a membership change clears
+        # it, a metadata change drops the results that read a changed key (``_readers``:
+        # key -> query texts of the cached results that read it).
+        self._cache: dict[CacheKey, tuple[list[Client], frozenset[str]]] = {}
+        self._readers: dict[str, set[CacheKey]] = {}
 
     def __len__(self) -> int:
         return len(self.clients)
@@ -153,7 +158,7 @@ class Directory:
             restricted=restricted,
             values={key: value for key, (_t, value) in metadata.items()},
         )
-        self._members_gen += 1
+        self._forget_results()
         return client
 
     def remove(self, client: Client) -> None:
@@ -162,13 +167,22 @@ class Directory:
             return
         del self.by_identity[(client.app_id, client.client_id)]
         self.index.remove(client.handle)
-        self._members_gen += 1
+        self._forget_results()
+
+    def _forget_results(self) -> None:
+        if self._cache:
+            self._cache.clear()
+            self._readers.clear()
 
     def set_metadata(self, client: Client, changes: dict[str, TypedValue]) -> None:
         """Merge typed values into a client's metadata (top-level keys overwrite)."""
+        readers = self._readers
         for key, (type_name, _v) in changes.items():
             client.types[key] = type_name
-            self._key_gen[key] = self._key_gen.get(key, 0) + 1
+            if key in readers:
+                cache = self._cache
+                for text in readers.pop(key):
+                    cache.pop(text, None)
         self.index.update(client.handle, {key: value for key, (_t, value) in changes.items()})
 
     def values(self, client: Client) -> dict[str, Any]:
@@ -192,38 +206,48 @@ class Directory:
         restricted = self.index.restricted
         return [h for h in pool if h not in restricted]
 
-    def match(self, query: Query, *, cache_key: str | None = None) -> list[Client]:
+    def match(self, query: Query, *, cache_key: CacheKey | None = None) -> list[Client]:
         """Clients satisfying the query's application, restriction and ops (indexed)."""
-        clients = self.clients
         if cache_key is None:
+            clients = self.clients
             return [clients[h] for h in self._match_handles(query)]
         hit = self._cache.get(cache_key)
         if hit is not None:
-            stamp, handles, keys = hit
-            key_gen = self._key_gen
-            if stamp == (self._members_gen, *[key_gen.get(k, 0) for k in keys]):
-                return [clients[h] for h in handles]
-        keys = tuple(sorted(query.keys))
-        stamp = (self._members_gen, *[self._key_gen.get(k, 0) for k in keys])
-        handles = self._match_handles(query)
-        if hit is None and len(self._cache) >= self._cache_size:
-            del self._cache[next(iter(self._cache))]
-        self._cache[cache_key] = (stamp, handles, keys)
-        return [clients[h] for h in handles]
+            return list(hit[0])  # a copy: callers may keep or change their list
+        clients = self.clients
+        matched = [clients[h] for h in self._match_handles(query)]
+        cache = self._cache
+        if len(cache) >= self._cache_size:
+            oldest = next(iter(cache))
+            for key in cache.pop(oldest)[1]:
+                texts = self._readers.get(key)
+                if texts is not None:
+                    texts.discard(oldest)
+                    if not texts:
+                        del self._readers[key]
+        keys = query.keys
+        cache[cache_key] = (matched, keys)
+        for key in keys:
+            self._readers.setdefault(key, set()).add(cache_key)
+        return list(matched)
 
     def _match_handles(self, query: Query) -> list[int]:
         index = self.index
-        candidates = index.candidates(query.ops)
-        if candidates is None:
+        planned = index.candidates(query.ops)
+        if planned is None:
             pool: Iterable[int] = self.eligible(query)
+            exact = not query.ops
         else:
             # The candidate set may belong to the index: derive new sets, never mutate.
+            candidates, exact = planned
             if query.application is not None:
-                candidates = candidates & index.by_app.get(query.application, set())
+                members = index.by_app.get(query.application, set())
+                if len(members) != len(index):  # else every client is the app's
+                    candidates = candidates & members
             if not query.restricted and index.restricted:
                 candidates = candidates - index.restricted
             pool = candidates
-        if not query.ops:
+        if exact:
             return list(pool)
         predicate = query.predicate
         values = index.values
@@ -275,7 +299,7 @@ class Directory:
         return clients[rng.randrange(len(clients))]
 
     def resolve_targets(
-        self, query: Query, rng: Random, *, cache_key: str | None = None
+        self, query: Query, rng: Random, *, cache_key: CacheKey | None = None
     ) -> tuple[list[Client], list[Client], bool]:
         """``(matched, selected, fallback)``: ops + selector, then ``optional``."""
         matched = self.match(query, cache_key=cache_key)
@@ -286,16 +310,25 @@ class Directory:
         return everyone, everyone, True
 
     def targets(
-        self, query: Query, rng: Random, *, broadcast: bool, cache_key: str | None = None
+        self, query: Query, rng: Random, *, broadcast: bool, cache_key: CacheKey | None = None
     ) -> tuple[list[Client], list[Client], bool]:
         """``(matched, targets, fallback)`` of ``route`` without building a ``Route``."""
+        if query.selector is None:
+            # The common case without a selector, in fewer steps (a routed SEND's path).
+            matched = self.match(query, cache_key=cache_key)
+            if matched:
+                if broadcast or len(matched) == 1:
+                    return matched, matched, False
+                return matched, [self.pick(query, matched, rng)], False
+            if not query.optional:
+                return matched, matched, False
         matched, selected, fallback = self.resolve_targets(query, rng, cache_key=cache_key)
         if broadcast or len(selected) <= 1:
             return matched, selected, fallback
         return matched, [self.pick(query, selected, rng)], fallback
 
     def route(
-        self, query: Query, rng: Random, *, broadcast: bool, cache_key: str | None = None
+        self, query: Query, rng: Random, *, broadcast: bool, cache_key: CacheKey | None = None
     ) -> Route:
         """Who receives a SEND (``broadcast=False``) or BROADCAST routed by ``query``."""
         matched, targets, fallback = self.targets(
