@@ -49,6 +49,25 @@ def test_a_node_that_never_delivers_breaks_coverage(spark: SparkSession) -> None
     assert gossip.coverage(events_frame(spark, list(crashed))).count() == 0
 
 
+def test_a_partition_excuses_a_miss_only_around_the_broadcast(spark: SparkSession) -> None:
+    # The broadcast is at t=0. Cut off from 0.5 to 3 (within the grace): excused.
+    cut = (
+        event("n2", 0.5, "net", "fault", fault="partition"),
+        event("n2", 3.0, "net", "fault", fault="heal"),
+    )
+    assert gossip.coverage(events_frame(spark, tree(skip="n2", extra=cut))).count() == 0
+    # Cut off from 5 to 6: the broadcast had all the time it needed, so n2 missed it.
+    late = (
+        event("n2", 5.0, "net", "fault", fault="partition"),
+        event("n2", 6.0, "net", "fault", fault="heal"),
+    )
+    (row,) = gossip.coverage(events_frame(spark, tree(skip="n2", extra=late))).collect()
+    assert row["missing"] == ["n2"]
+    # The origin itself cut off: nobody is held to that broadcast.
+    origin = (event("n0", 0.2, "net", "fault", fault="partition"),)
+    assert gossip.coverage(events_frame(spark, tree(skip="n2", extra=origin))).count() == 0
+
+
 def test_coverage_counts_only_the_destinations_of_a_broadcast(spark: SparkSession) -> None:
     events = tree(skip="n2")
     events[0] = event("n0", 0.0, "gossip", "broadcast", msg="n0/1", dests="n1,n3")

@@ -13,7 +13,13 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+from gossamer.analysis.checks.common import (
+    attr,
+    correct_nodes,
+    layer_events,
+    outages,
+    position,
+)
 
 __all__ = [
     "LAYER",
@@ -42,27 +48,51 @@ def broadcasts(events: DataFrame) -> DataFrame:
     )
 
 
+#: Seconds after a broadcast during which a partition still excuses a miss: Chatter
+#: keeps nothing to forward later, so a copy in flight when the cut comes is lost.
+PARTITION_GRACE = 1.0
+
+
 def coverage(
-    events: DataFrame, *, nodes: DataFrame | None = None, min_coverage: float = 1.0
+    events: DataFrame,
+    *,
+    nodes: DataFrame | None = None,
+    min_coverage: float = 1.0,
+    grace: float = PARTITION_GRACE,
 ) -> DataFrame:
     """Broadcasts that reached too few of the correct nodes they were meant for.
 
     Property: every correct destination delivers every broadcast (``min_coverage`` =
     1.0), or at least that fraction of them. Destinations are ``attrs.dests`` when
-    given, else every node of the run; the origin counts as covered. Columns:
-    ``msg, origin, delivered, expected, coverage, missing, detail``.
+    given, else every node of the run; the origin counts as covered. A destination
+    cut off by a partition (traced ``partition`` to ``heal`` on the isolated nodes)
+    between the broadcast and ``grace`` seconds after it is not expected to deliver
+    it; nor is anyone when the origin was cut off then (the trace does not say who
+    was on its side). Columns: ``msg, origin, delivered, expected, coverage,
+    missing, detail``.
     """
     correct = correct_nodes(events, nodes)
     b = broadcasts(events)
+    cut = outages(events).where(F.col("outage") == "partition")
+    during = (F.col("start") <= F.col("t") + F.lit(grace)) & (
+        F.col("end").isNull() | (F.col("end") >= F.col("t"))
+    )
+    origin_cut = (
+        b.join(cut.withColumnRenamed("node", "origin"), "origin").where(during).select("msg")
+    )
+    b = b.join(origin_cut, "msg", "left_anti")
     everyone = correct.agg(F.collect_set("node").alias("everyone"))
     targets = b.crossJoin(F.broadcast(everyone)).select(
         "msg",
         "origin",
+        "t",
         F.when(F.col("dests").isNull(), F.col("everyone"))
         .otherwise(F.array_intersect(F.split("dests", ","), F.col("everyone")))
         .alias("targets"),
     )
-    wanted = targets.select("msg", "origin", F.explode("targets").alias("node"))
+    wanted = targets.select("msg", "origin", "t", F.explode("targets").alias("node"))
+    excused = wanted.join(cut, "node").where(during).select("msg", "node")
+    wanted = wanted.join(excused, ["msg", "node"], "left_anti").drop("t")
     got = (
         layer_events(events, LAYER, "deliver")
         .select("msg", "node")

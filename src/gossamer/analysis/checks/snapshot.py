@@ -202,7 +202,8 @@ def snapshot_totals(events: DataFrame) -> DataFrame:
     )
     gone = (
         local.crossJoin(F.broadcast(crashed_nodes(events)))
-        .where((F.col("crashed_at") <= F.col("began")) & ~F.array_contains("members", F.col("node")))
+        .where(F.col("crashed_at") <= F.col("began"))
+        .where(~F.array_contains("members", F.col("node")))
         .select("snapshot")
         .distinct()
         .withColumn("shrunk", F.lit(True))
