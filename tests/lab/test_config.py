@@ -51,6 +51,8 @@ to = 10.0
 
 [discovery]
 enabled = true
+broadcast_address = "10.77.1.255"
+seeds = ["h1"]
 
 [gossip]
 key_file = "gossip.key"
@@ -104,7 +106,8 @@ def test_full_config(tmp_path: Path) -> None:
     assert config.peers[1].subnet == 1 and config.peers[0].ports.isis == 7113
     assert config.faults.drop == 0.05 and config.faults.partitions[0].peers == ("h1",)
     assert config.faults.partitions[0].start == 5.0 and config.faults.partitions[0].end == 10.0
-    assert config.discovery.enabled and config.discovery.broadcast_address is None
+    assert config.discovery.enabled and config.discovery.broadcast_address == "10.77.1.255"
+    assert config.discovery.seeds == ("h1",)
     assert config.discovery.broadcast_interval == 1.0 and config.discovery.inactive_time == 3.0
     # A present section is enabled unless it says otherwise.
     assert config.gossip.enabled and config.gossip.key == b"k" * 32
@@ -141,6 +144,7 @@ def test_node_config_can_be_built_in_code_and_written(tmp_path: Path) -> None:
         (MINIMAL + "[isis]\nrate = -1\n", "isis.rate: must be >= 0"),
         (MINIMAL + "[isis]\nrate = 'fast'\n", "isis.rate: must be a number, not a string"),
         (MINIMAL + "[isis]\nmembers = ['h1']\n", "isis.members: 'h1' is not a peer"),
+        (MINIMAL + "[discovery]\nseeds = ['h9']\n", "discovery.seeds: 'h9' is not a peer"),
         (MINIMAL + PEERS + "[isis]\nmembers = ['h1', 'h2']\n",
          "isis.members: must include this node"),
         (MINIMAL + "[faults]\ndrop = 1.5\n", "faults.drop: must be <= 1"),

@@ -18,6 +18,8 @@ from gossamer.cli import (
     gateway_cmd,
     gossip_cmd,
     isis_cmd,
+    lab_cmd,
+    node_cmd,
     ping_cmd,
     sim_cmd,
     trace_cmd,
@@ -54,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     discovery_cmd.add_parser(commands)
     gossip_cmd.add_parser(commands)
     analyze_cmd.add_parser(commands)
+    node_cmd.add_parser(commands)
+    lab_cmd.add_parser(commands)
     return parser
 
 

@@ -148,6 +148,9 @@ class DiscoverySection:
     heartbeat_wait: float = 0.5
     heartbeat_attempts: int = 3
     max_peers: int = 64
+    #: Peers behind a router (another broadcast domain) that also get every broadcast,
+    #: as unicast to their discovery port: how nodes on two subnets find each other.
+    seeds: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -483,7 +486,9 @@ def parse_config(
         heartbeat_wait=t.number("heartbeat_wait", 0.5, low=None, above=0.0),
         heartbeat_attempts=t.integer("heartbeat_attempts", 3, low=1),
         max_peers=t.integer("max_peers", 64, low=1),
+        seeds=tuple(t.strings("seeds", ())),
     )
+    check_ids("discovery.seeds", discovery.seeds, self_ok=False)
     t.finish()
 
     t, enabled = _section(data, "gossip", "gossip" in had)

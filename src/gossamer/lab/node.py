@@ -345,11 +345,16 @@ class LabNode:
             (p.address, p.ports.discovery): p.id for p in c.peers
         }
         if d.broadcast_address is not None:
-            # Namespace hosts: a real subnet broadcast to the shared broadcast port.
+            # Namespace hosts: a real subnet broadcast to the shared broadcast port, and
+            # a unicast copy to each seed behind the router (which forwards no broadcast).
+            seeds = tuple((p.address, p.ports.discovery) for p in c.peers if p.id in d.seeds)
+            targets = ((d.broadcast_address, c.ports.discovery_broadcast), *seeds)
             options = DiscoveryOptions(
                 address=c.node.address, broadcast_address=d.broadcast_address,
                 port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
-                names=names, node_id=c.node.id, **self._timers(),
+                names=names, node_id=c.node.id,
+                broadcast_targets=targets if seeds else (),
+                **self._timers(),
             )
         else:
             # Loopback: nothing may be broadcast in the machine's own namespace, so each

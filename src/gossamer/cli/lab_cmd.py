@@ -1,0 +1,200 @@
+"""``gossamer lab run`` / ``gossamer lab list``: real node processes under faults, analyzed.
+
+``lab run`` starts N ``gossamer node`` processes (network namespaces when root,
+otherwise 127.0.0.1), drives a scenario, injects the faults, runs ``gossamer analyze``
+on the traces and exits with its code: 0 every property held, 1 one was violated, 2
+unusable input or a run that could not be judged. Bad arguments are one line on
+stderr and exit 2 (``gossamer.cli.main``). See docs/lab.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gossamer.errors import ConfigError, GossamerError
+from gossamer.lab import scenarios
+from gossamer.lab.runner import LabRequest, run_lab
+
+__all__ = ["add_parser", "list_scenarios", "main", "parse_params", "request_from_args", "run"]
+
+EXIT_INTERRUPTED = 130
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``lab`` (with ``run`` and ``list``) on ``gossamer``'s subcommands."""
+    lab = commands.add_parser(
+        "lab",
+        help="run a scenario on real node processes (netns or loopback) and analyze it",
+        description="Run real gossamer nodes under faults and check what held.",
+    )
+    actions = lab.add_subparsers(dest="lab_action", metavar="ACTION", parser_class=type(lab))
+    lab.set_defaults(handler=_no_action(lab))
+
+    listing = actions.add_parser("list", help="list the scenarios and their parameters")
+    listing.set_defaults(handler=lambda args: list_scenarios())
+
+    p = actions.add_parser(
+        "run",
+        help="run a scenario and analyze its traces",
+        description="Start --hosts node processes, run the scenario's workload with the "
+        "faults, analyze the traces with Spark, print the verdict and the report path. "
+        "Exit 0 if every property held, 1 if one was violated, 2 on unusable input.",
+    )
+    p.add_argument("--scenario", required=True, help="scenario name (see gossamer lab list)")
+    p.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="number of node processes (default: the scenario's)",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--netns",
+        dest="mode",
+        action="store_const",
+        const="netns",
+        help="network-namespace hosts (needs root; two subnets from 4 hosts)",
+    )
+    where.add_argument(
+        "--loopback",
+        dest="mode",
+        action="store_const",
+        const="loopback",
+        help="every node on 127.0.0.1 with its own ports",
+    )
+    p.add_argument(
+        "--drop", type=float, default=None, metavar="P", help="probability a datagram is lost"
+    )
+    p.add_argument(
+        "--delay",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="extra delay of delayed datagrams in milliseconds (see --param delay_rate)",
+    )
+    p.add_argument(
+        "--crash",
+        action="append",
+        default=[],
+        metavar="HOST@SECONDS",
+        help="SIGKILL HOST this many seconds after the start (repeatable)",
+    )
+    p.add_argument(
+        "--partition",
+        action="append",
+        default=[],
+        metavar="A,B@FROM-TO",
+        help="cut hosts A,B off from the rest from FROM to TO seconds (repeatable)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a scenario parameter (repeatable; see gossamer lab list)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of every node's RNGs (default 0)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="new output directory")
+    p.add_argument(
+        "--no-analyze",
+        dest="analyze",
+        action="store_false",
+        help="only run and collect the traces (exit 0 unless a node failed)",
+    )
+    p.set_defaults(handler=run)
+
+
+def _no_action(parser: argparse.ArgumentParser) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        print(
+            f"{parser.prog}: choose an action: run or list (see {parser.prog} --help)",
+            file=sys.stderr,
+        )
+        return 2
+
+    return handler
+
+
+def parse_params(items: Sequence[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; ``ConfigError`` on a bad item."""
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--param {item!r} is not KEY=VALUE")
+        if key in params:
+            raise ConfigError(f"--param {key!r} is given twice")
+        params[key] = value
+    return params
+
+
+def request_from_args(args: argparse.Namespace) -> LabRequest:
+    """The ``LabRequest`` of parsed ``lab run`` arguments (syntax checked here)."""
+    return LabRequest(
+        scenario=args.scenario,
+        hosts=args.hosts,
+        out=args.out,
+        mode=args.mode,
+        drop=args.drop,
+        delay_ms=args.delay,
+        crashes=tuple(scenarios.parse_crash(c) for c in args.crash),
+        partitions=tuple(scenarios.parse_partition(p) for p in args.partition),
+        params=parse_params(args.param),
+        seed=args.seed,
+        analyze=args.analyze,
+    )
+
+
+def list_scenarios() -> int:
+    """Print every scenario, its services, defaults, parameters and checks."""
+    for s in scenarios.scenarios():
+        print(f"{s.name}: {s.description}")
+        defaults = {p.name: p.default for p in s.params}
+        print(f"    services: {', '.join(s.services)}; default hosts {s.default_hosts}")
+        faults = s.faults_for(tuple(f"h{i}" for i in range(1, s.default_hosts + 1)))
+        if faults.drop or faults.delay_ms or faults.crashes or faults.partitions:
+            extra = "".join(f", --crash {c}" for c in faults.crashes) + "".join(
+                f", --partition {p}" for p in faults.partitions
+            )
+            print(f"    default faults: --drop {faults.drop:g}, --delay {faults.delay_ms:g}{extra}")
+        print(f"    checks: {', '.join(s.expected_checks(defaults))}")
+        for param in s.params:
+            print(f"    --param {param.name}=...  {param.help} (default {param.shown_default})")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``gossamer lab run``: the lab's exit code (0 held, 1 violated, 2 unusable)."""
+    try:
+        return run_lab(request_from_args(args)).code
+    except KeyboardInterrupt:
+        print("gossamer lab: interrupted (nodes stopped, namespaces removed)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run just this command: ``python -m gossamer.cli.lab_cmd run --scenario ...``."""
+    from gossamer.cli.main import UsageError, _Parser  # noqa: PLC0415 - the CLI's own parser
+
+    parser = _Parser(prog="gossamer")
+    add_parser(parser.add_subparsers(dest="command", parser_class=_Parser))
+    try:
+        args = parser.parse_args(["lab", *(sys.argv[1:] if argv is None else argv)])
+        code: int = args.handler(args)
+        return code
+    except UsageError as exc:
+        print(f"{exc} (see gossamer lab --help)", file=sys.stderr)
+        return 2
+    except GossamerError as exc:
+        print(f"gossamer: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,659 @@
+"""The lab's scenarios: which services run, their workloads, parameters, faults and checks.
+
+A :class:`Scenario` is data: the services it enables, its defaults (hosts, duration,
+faults), the ``--param KEY=VALUE`` it accepts (each typed, bounded and documented) and
+the analysis checks it expects to exercise. :func:`node_configs` turns a scenario, its
+resolved parameters, a :class:`~gossamer.lab.hosts.Placement` and a
+:class:`FaultSchedule` into one node-config document per node, in the layout of the
+lab/node contract (``docs/node.md``; the TOML is written by :mod:`gossamer.lab.runner`).
+
+Parameter names are flat and unique across services (``gossip_rate``, ``isis_rate``) so
+that the ``demo``, which runs every service, takes the same names as the single-service
+scenarios. Every scenario also takes ``duration``, ``linger`` and ``delay_rate``.
+
+Fault flags (``--crash HOST@SECONDS``, ``--partition A,B@FROM-TO``) are parsed here
+too (:func:`parse_crash`, :func:`parse_partition`), so that the CLI and the tests share
+one definition of their syntax and their validation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from gossamer.errors import ConfigError
+from gossamer.lab.hosts import Placement
+
+__all__ = [
+    "CHECKS_BY_SERVICE",
+    "SCENARIOS",
+    "SERVICES",
+    "Crash",
+    "FaultSchedule",
+    "Param",
+    "Partition",
+    "Scenario",
+    "get",
+    "node_configs",
+    "parse_crash",
+    "parse_partition",
+    "scenarios",
+]
+
+#: Every service a node can run, in the order of the config's sections.
+SERVICES: Final = ("discovery", "gossip", "isis", "link", "gateway")
+
+#: The analysis checks (``gossamer.analysis.catalog``) each service's traces feed.
+#: ``snapshot`` stands for ISIS under the Chandy–Lamport node with its bank workload.
+CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
+    "discovery": (
+        "discovery.full_view",
+        "discovery.crash_detection",
+        "discovery.false_removals",
+    ),
+    "gossip": ("gossip.coverage", "gossip.depth", "gossip.integrity"),
+    "isis": (
+        "isis.total_order",
+        "isis.agreement",
+        "isis.validity",
+        "isis.integrity",
+        "isis.final_sequence",
+    ),
+    "snapshot": ("snapshot.consistency", "snapshot.invariant"),
+    "link": ("link.delivery", "link.credit"),
+    "gateway": ("gateway.routing", "gateway.queues"),
+}
+
+Kind = Literal["float", "int", "bool", "host"]
+Value = float | int | bool | str | None
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param:
+    """One ``--param NAME=VALUE`` of a scenario: its type, default, bounds and meaning.
+
+    ``kind`` ``host`` takes a node id of the run (``h1`` .. ``hN``) or ``none``; its
+    default ``None`` means "no host". Bounds are inclusive.
+    """
+
+    name: str
+    kind: Kind
+    default: Value
+    help: str
+    low: float | None = None
+    high: float | None = None
+
+    def parse(self, text: str, hosts: Sequence[str]) -> Value:
+        """The value of ``text``; ``ConfigError`` naming the parameter when it is invalid."""
+        where = f"--param {self.name}={text}"
+        raw = text.strip()
+        if self.kind == "bool":
+            if raw.lower() in _TRUE:
+                return True
+            if raw.lower() in _FALSE:
+                return False
+            raise ConfigError(f"{where}: expected on/off (true/false, yes/no, 1/0)")
+        if self.kind == "host":
+            if raw.lower() in ("", "none"):
+                return None
+            if raw not in hosts:
+                raise ConfigError(f"{where}: no such host (hosts are {', '.join(hosts)})")
+            return raw
+        number: float | int
+        try:
+            number = int(raw) if self.kind == "int" else float(raw)
+        except ValueError:
+            raise ConfigError(
+                f"{where}: expected {'an integer' if self.kind == 'int' else 'a number'}"
+            ) from None
+        if self.kind == "float" and not math.isfinite(number):
+            raise ConfigError(f"{where}: expected a finite number")
+        if self.low is not None and number < self.low:
+            raise ConfigError(f"{where}: must be at least {self.low:g}")
+        if self.high is not None and number > self.high:
+            raise ConfigError(f"{where}: must be at most {self.high:g}")
+        return number
+
+    @property
+    def shown_default(self) -> str:
+        if self.default is None:
+            return "none"
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+
+def _p(  # noqa: PLR0917 - a table of parameters reads best positionally
+    name: str,
+    kind: Kind,
+    default: Value,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+) -> Param:
+    return Param(name=name, kind=kind, default=default, help=help, low=low, high=high)
+
+
+def _common(duration: float, linger: float, delay_rate: float = 1.0) -> tuple[Param, ...]:
+    return (
+        _p("duration", "float", duration, "workload seconds after the common start", 1, 600),
+        _p("linger", "float", linger, "seconds nodes keep serving after the workload", 0, 60),
+        _p("delay_rate", "float", delay_rate, "fraction of datagrams --delay applies to", 0, 1),
+    )
+
+
+def _discovery(*, auxiliary: bool, attempts: int = 3) -> tuple[Param, ...]:
+    params = (
+        _p("broadcast_interval", "float", 1.0, "seconds between discovery broadcasts", 0.05, 60),
+        _p(
+            "inactive_time", "float", 3.0, "silence before a peer is probed by heartbeats", 0.1, 600
+        ),
+        _p("heartbeat_wait", "float", 0.5, "seconds to wait for each heartbeat reply", 0.01, 60),
+        _p("heartbeat_attempts", "int", attempts, "unanswered heartbeats before removal", 1, 100),
+        _p("max_peers", "int", 64, "largest view a node keeps", 1, 10_000),
+    )
+    if auxiliary:
+        switch = _p("discovery", "bool", True, "run discovery (removes crashed ISIS members)")
+        return (switch, *params)
+    return params
+
+
+def _gossip(rate: float, size: int) -> tuple[Param, ...]:
+    return (
+        _p("gossip_rate", "float", rate, "gossip broadcasts per second per node", 0, 1000),
+        _p("gossip_size", "int", size, "gossip payload bytes", 1, 60_000),
+        _p("multicast", "bool", True, "Chatter's UDP multicast shortcut (netns only)"),
+    )
+
+
+def _isis(rate: float) -> tuple[Param, ...]:
+    return (
+        _p("isis_rate", "float", rate, "ISIS multicasts per second per node", 0, 1000),
+        _p("batch_delay", "float", 0.0, "ISIS batching delay in seconds", 0, 5),
+        _p(
+            "broken", "host", None, "TEST ONLY: this node delivers out of order (isis.broken_order)"
+        ),
+    )
+
+
+def _snapshot(every: float) -> tuple[Param, ...]:
+    return (
+        _p("snapshot_every", "float", every, "seconds between snapshots (0: none)", 0, 600),
+        _p("initiator", "host", "h1", "the node that initiates the snapshots"),
+    )
+
+
+def _link(rate: float, size: int, credit: int) -> tuple[Param, ...]:
+    return (
+        _p("link_rate", "float", rate, "link messages per second per node", 0, 10_000),
+        _p("link_size", "int", size, "link message bytes", 1, 60_000),
+        _p("credit", "int", credit, "receive window (credits) of each link", 1, 65_535),
+    )
+
+
+def _gateway(clients: int, rate: float) -> tuple[Param, ...]:
+    return (
+        _p("clients", "int", clients, "gateway clients per node", 1, 100),
+        _p(
+            "gateway_rate",
+            "float",
+            rate,
+            "routed sends + queue pushes per second per node",
+            0,
+            1000,
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crash:
+    """``--crash HOST@SECONDS``: SIGKILL ``host`` ``at`` seconds after the common start."""
+
+    host: str
+    at: float
+
+    def __str__(self) -> str:
+        return f"{self.host}@{self.at:g}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Partition:
+    """``--partition A,B@FROM-TO``: ``hosts`` against the rest, in ``[start, end)`` seconds."""
+
+    hosts: tuple[str, ...]
+    start: float
+    end: float
+
+    def __str__(self) -> str:
+        return f"{','.join(self.hosts)}@{self.start:g}-{self.end:g}"
+
+
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_CRASH_RE: Final = re.compile(rf"^\s*([A-Za-z0-9_.-]+)\s*@\s*{_NUMBER}\s*$")
+_PARTITION_RE: Final = re.compile(rf"^\s*([A-Za-z0-9_.,\s-]+?)\s*@\s*{_NUMBER}\s*-\s*{_NUMBER}\s*$")
+
+
+def parse_crash(text: str) -> Crash:
+    """``h3@12.5`` -> ``Crash(host="h3", at=12.5)``; ``ConfigError`` on other syntax."""
+    match = _CRASH_RE.match(text)
+    if match is None:
+        raise ConfigError(f"--crash {text!r}: expected HOST@SECONDS, e.g. h3@12")
+    return Crash(host=match[1], at=float(match[2]))
+
+
+def parse_partition(text: str) -> Partition:
+    """``h1,h2@5-10`` -> ``Partition(hosts=("h1", "h2"), start=5, end=10)``."""
+    match = _PARTITION_RE.match(text)
+    if match is None:
+        raise ConfigError(f"--partition {text!r}: expected A,B@FROM-TO, e.g. h1,h2@5-10")
+    hosts = tuple(h.strip() for h in match[1].split(","))
+    if any(not h for h in hosts) or len(set(hosts)) != len(hosts):
+        raise ConfigError(f"--partition {text!r}: hosts must be distinct and non-empty")
+    start, end = float(match[2]), float(match[3])
+    if not end > start:
+        raise ConfigError(f"--partition {text!r}: FROM must be before TO")
+    return Partition(hosts=hosts, start=start, end=end)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaultSchedule:
+    """The faults of one run: per-datagram faults for every node, crashes, partitions."""
+
+    drop: float = 0.0
+    delay_ms: float = 0.0
+    crashes: tuple[Crash, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+
+    def validate(self, hosts: Sequence[str], duration: float) -> None:
+        """``ConfigError`` for unknown hosts, times outside the workload, impossible cuts.
+
+        A partition must leave somebody on the other side; a host crashes at most once
+        (there is no restart); at least one host must survive every crash.
+        """
+        if not 0.0 <= self.drop <= 1.0 or math.isnan(self.drop):
+            raise ConfigError(f"--drop {self.drop:g}: must be a probability in [0, 1]")
+        if not 0.0 <= self.delay_ms <= 10_000 or math.isnan(self.delay_ms):
+            raise ConfigError(f"--delay {self.delay_ms:g}: must be between 0 and 10000 ms")
+        known = ", ".join(hosts)
+        crashed: set[str] = set()
+        for crash in self.crashes:
+            if crash.host not in hosts:
+                raise ConfigError(f"--crash {crash}: no such host (hosts are {known})")
+            if crash.host in crashed:
+                raise ConfigError(f"--crash {crash}: {crash.host} already crashes earlier")
+            if not 0 <= crash.at < duration:
+                raise ConfigError(
+                    f"--crash {crash}: must be within the workload (0-{duration:g} s)"
+                )
+            crashed.add(crash.host)
+        if crashed and len(crashed) >= len(hosts):
+            raise ConfigError("--crash: at least one host must survive")
+        for part in self.partitions:
+            for host in part.hosts:
+                if host not in hosts:
+                    raise ConfigError(
+                        f"--partition {part}: no such host {host!r} (hosts are {known})"
+                    )
+            if len(part.hosts) >= len(hosts):
+                raise ConfigError(f"--partition {part}: the other side would be empty")
+            if part.start >= duration:
+                raise ConfigError(f"--partition {part}: starts after the workload ({duration:g} s)")
+        for i, a in enumerate(self.partitions):
+            for b in self.partitions[i + 1 :]:
+                if a.start < b.end and b.start < a.end:
+                    raise ConfigError(f"--partition {a} and {b} overlap in time")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A named workload: services, defaults, parameters and the checks it exercises.
+
+    ``isis_mode`` is ``snapshot`` when ISIS runs under the Chandy–Lamport node with the
+    bank workload (its snapshot checks then apply). ``default_faults`` (demo only) are
+    applied when the command line gives no fault flag at all.
+    """
+
+    name: str
+    description: str
+    services: tuple[str, ...]
+    params: tuple[Param, ...]
+    default_hosts: int
+    min_hosts: int = 1
+    isis_mode: Literal["plain", "snapshot"] = "plain"
+    default_faults: FaultSchedule = field(default_factory=FaultSchedule)
+    demo_crash_at: float | None = None  # demo: h1 crashes at this second
+    demo_partition: tuple[float, float] | None = None  # demo: h2 is cut off in [from, to)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.params)
+        raise ConfigError(f"scenario {self.name} has no parameter {name!r} (known: {known})")
+
+    def resolve(self, raw: Mapping[str, str], hosts: Sequence[str]) -> dict[str, Value]:
+        """Defaults overridden by ``raw`` (``--param``), every value validated."""
+        values: dict[str, Value] = {p.name: p.default for p in self.params}
+        for name, text in raw.items():
+            values[name] = self.param(name).parse(text, hosts)
+        for p in self.params:
+            if p.kind == "host" and values[p.name] is not None and values[p.name] not in hosts:
+                raise ConfigError(
+                    f"--param {p.name}: default host {values[p.name]} is not among the hosts"
+                )
+        return values
+
+    def enabled(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """The services that run with these parameter values (``discovery=off`` drops it)."""
+        return tuple(
+            s for s in self.services if not (s == "discovery" and values.get("discovery") is False)
+        )
+
+    def expected_checks(self, values: Mapping[str, Value]) -> tuple[str, ...]:
+        """The analysis checks this run's traces should exercise (in catalog order)."""
+        names: list[str] = []
+        for service in self.enabled(values):
+            names += CHECKS_BY_SERVICE[service]
+            if service == "isis" and self.isis_mode == "snapshot":
+                names += CHECKS_BY_SERVICE["snapshot"]
+        return tuple(names)
+
+    def faults_for(self, hosts: Sequence[str]) -> FaultSchedule:
+        """The demo's default faults for these hosts (none for other scenarios)."""
+        crashes: tuple[Crash, ...] = ()
+        partitions: tuple[Partition, ...] = ()
+        if self.demo_crash_at is not None and len(hosts) >= 3:
+            # h1 is also the snapshot initiator: no snapshot starts after the crash. A cut
+            # without the crashed member cannot hold the whole bank's total (the node
+            # declares N x the initial balance), see docs/lab.md, "Known limits".
+            crashes = (Crash(host=hosts[0], at=self.demo_crash_at),)
+        if self.demo_partition is not None and len(hosts) >= 3:
+            start, end = self.demo_partition
+            partitions = (Partition(hosts=(hosts[1],), start=start, end=end),)
+        return FaultSchedule(
+            drop=self.default_faults.drop,
+            delay_ms=self.default_faults.delay_ms,
+            crashes=crashes,
+            partitions=partitions,
+        )
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        name="discovery",
+        description="Prototari discovery and heartbeats: every node finds every other, "
+        "crashes are detected",
+        services=("discovery",),
+        params=(*_common(15.0, 2.0), *_discovery(auxiliary=False)),
+        default_hosts=4,
+        min_hosts=2,
+    ),
+    Scenario(
+        name="gossip",
+        description="Chatter broadcasts from every node to every peer discovery reports up",
+        services=("discovery", "gossip"),
+        params=(*_common(15.0, 3.0), *_gossip(2.0, 200), *_discovery(auxiliary=True)),
+        default_hosts=4,
+        min_hosts=2,
+    ),
+    Scenario(
+        name="isis",
+        description="ISIS total-order multicast from every node",
+        services=("discovery", "isis"),
+        params=(*_common(15.0, 4.0), *_isis(10.0), *_discovery(auxiliary=True)),
+        default_hosts=4,
+        min_hosts=2,
+    ),
+    Scenario(
+        name="snapshot",
+        description="ISIS under Chandy–Lamport with the bank workload; one node takes snapshots",
+        services=("discovery", "isis"),
+        params=(
+            *_common(15.0, 4.0),
+            *_isis(5.0),
+            *_snapshot(3.0),
+            *_discovery(auxiliary=True),
+        ),
+        default_hosts=4,
+        min_hosts=2,
+        isis_mode="snapshot",
+    ),
+    Scenario(
+        name="link",
+        description="Exon links in a ring: each node pushes to the next with credit flow control",
+        services=("link",),
+        params=(*_common(15.0, 3.0), *_link(50.0, 100, 16)),
+        default_hosts=4,
+        min_hosts=2,
+    ),
+    Scenario(
+        name="gateway",
+        description="singyeong gateways: clients route sends by metadata queries and use queues",
+        services=("gateway",),
+        params=(*_common(15.0, 3.0), *_gateway(3, 5.0)),
+        default_hosts=3,
+        min_hosts=1,
+    ),
+    Scenario(
+        name="demo",
+        description="every service at once on 6 hosts, with loss, delay, a crash and a partition",
+        services=SERVICES,
+        params=(
+            *_common(24.0, 4.0, delay_rate=0.1),
+            *_isis(4.0),
+            *_snapshot(5.0),
+            *_gossip(1.0, 200),
+            *_link(10.0, 100, 16),
+            *_gateway(2, 2.0),
+            # Six heartbeats (3 s of probing) outlast the 2 s partition: a partitioned host
+            # stays a member, as an ISIS group cannot re-admit a removed one (docs/lab.md).
+            *_discovery(auxiliary=False, attempts=6),
+        ),
+        default_hosts=6,
+        min_hosts=3,
+        isis_mode="snapshot",
+        default_faults=FaultSchedule(drop=0.02, delay_ms=20.0),
+        demo_crash_at=13.0,
+        demo_partition=(6.0, 8.0),
+    ),
+)
+
+
+def scenarios() -> tuple[Scenario, ...]:
+    """Every scenario, in the order ``gossamer lab list`` shows them."""
+    return SCENARIOS
+
+
+def get(name: str) -> Scenario:
+    """The scenario called ``name``; ``ConfigError`` listing the known ones otherwise."""
+    for scenario in SCENARIOS:
+        if scenario.name == name:
+            return scenario
+    known = ", ".join(s.name for s in SCENARIOS)
+    raise ConfigError(f"unknown scenario {name!r} (known: {known})")
+
+
+# -- node configs ---------------------------------------------------------------------------
+
+#: Fixed multicast group and port of Chatter's shortcut inside namespaces.
+MULTICAST_ADDR: Final = "239.7.7.7"
+MULTICAST_PORT: Final = 7199
+
+
+def _num(values: Mapping[str, Value], name: str) -> float:
+    value = values[name]
+    assert isinstance(value, int | float) and not isinstance(value, bool), name
+    return float(value)
+
+
+def _int(values: Mapping[str, Value], name: str) -> int:
+    value = values[name]
+    assert isinstance(value, int) and not isinstance(value, bool), name
+    return value
+
+
+def node_configs(
+    scenario: Scenario,
+    values: Mapping[str, Value],
+    placement: Placement,
+    faults: FaultSchedule,
+    *,
+    run: str,
+    out: Path,
+    key_file: Path,
+    start_at: float,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """One node-config document (nested dicts, the TOML tables) per node id.
+
+    Paths are absolute: traces ``<out>/<node>.jsonl`` (the run directory that
+    ``gossamer analyze`` reads), gateway queues ``<out>/state/<node>-queues.db``. Nodes
+    do not exit on their own (``exit_when_done = false``): the runner SIGTERMs them all
+    at the end, so that no node leaves while others still work. Loopback partitions go
+    into each node's ``[[faults.partition]]`` (the peers on the other side); in
+    namespaces the runner cuts the real links instead.
+    """
+    out = out.resolve()
+    enabled = scenario.enabled(values)
+    ids = placement.ids
+    duration = _num(values, "duration")
+    docs: dict[str, dict[str, Any]] = {}
+    for index, host in enumerate(placement.hosts):
+        peers = [
+            {
+                "id": other.id,
+                "address": other.address,
+                "ports": dict(other.ports),
+                "subnet": other.subnet,
+            }
+            for other in placement.hosts
+            if other.id != host.id
+        ]
+        fault_table: dict[str, Any] = {
+            "drop": faults.drop,
+            "delay_ms": faults.delay_ms,
+            "delay_rate": _num(values, "delay_rate") if faults.delay_ms > 0 else 0.0,
+            "duplicate": 0.0,
+        }
+        if placement.mode == "loopback":
+            cuts = []
+            for part in faults.partitions:
+                inside = host.id in part.hosts
+                other_side = [n for n in ids if (n in part.hosts) != inside]
+                cuts.append({"peers": other_side, "from": part.start, "to": part.end})
+            if cuts:
+                fault_table["partition"] = cuts
+        doc: dict[str, Any] = {
+            "node": {
+                "id": host.id,
+                "run": run,
+                "trace": str(out / f"{host.id}.jsonl"),
+                "address": host.address,
+                "seed": seed * 1000 + index + 1,
+                "start_at": start_at,
+                "duration": duration,
+                "linger": _num(values, "linger"),
+                "exit_when_done": False,
+            },
+            "ports": dict(host.ports),
+            "peers": peers,
+            "faults": fault_table,
+        }
+        doc["discovery"] = _discovery_section(values, host.broadcast, "discovery" in enabled)
+        if host.broadcast is not None and doc["discovery"]["enabled"]:
+            # Broadcasts stop at the router: the other subnet's hosts are seeds.
+            doc["discovery"]["seeds"] = [h.id for h in placement.hosts if h.subnet != host.subnet]
+        doc["gossip"] = _gossip_section(values, placement, key_file, "gossip" in enabled)
+        doc["isis"] = _isis_section(scenario, values, host.id, ids, "isis" in enabled)
+        doc["link"] = _link_section(values, ids, index, "link" in enabled)
+        doc["gateway"] = _gateway_section(values, out, host.id, "gateway" in enabled)
+        docs[host.id] = doc
+    return docs
+
+
+def _discovery_section(
+    values: Mapping[str, Value], broadcast: str | None, on: bool
+) -> dict[str, Any]:
+    if not on:
+        return {"enabled": False}
+    section: dict[str, Any] = {"enabled": True}
+    if broadcast is not None:
+        # Namespaces: the subnet's broadcast address. On loopback the key is left out and
+        # the node unicasts each broadcast to its peers (DESIGN.md: never broadcast on lo).
+        section["broadcast_address"] = broadcast
+    section.update(
+        broadcast_interval=_num(values, "broadcast_interval"),
+        inactive_time=_num(values, "inactive_time"),
+        heartbeat_wait=_num(values, "heartbeat_wait"),
+        heartbeat_attempts=_int(values, "heartbeat_attempts"),
+        max_peers=_int(values, "max_peers"),
+    )
+    return section
+
+
+def _gossip_section(
+    values: Mapping[str, Value], placement: Placement, key_file: Path, on: bool
+) -> dict[str, Any]:
+    if not on:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "key_file": str(key_file.resolve()),
+        # Multicast only between namespace hosts: loopback has it switched off, and the
+        # machine's own interfaces must never see it.
+        "multicast": placement.mode == "netns" and values["multicast"] is True,
+        "multicast_addr": MULTICAST_ADDR,
+        "multicast_port": MULTICAST_PORT,
+        "rate": _num(values, "gossip_rate"),
+        "size": _int(values, "gossip_size"),
+    }
+
+
+def _isis_section(
+    scenario: Scenario, values: Mapping[str, Value], node: str, ids: Sequence[str], on: bool
+) -> dict[str, Any]:
+    if not on:
+        return {"enabled": False}
+    snapshots = scenario.isis_mode == "snapshot"
+    every = _num(values, "snapshot_every") if snapshots and values["initiator"] == node else 0.0
+    return {
+        "enabled": True,
+        "members": list(ids),  # h1..hN: ISIS member ids 1..N in this order
+        "rate": _num(values, "isis_rate"),
+        "snapshots": snapshots,
+        "snapshot_every": every,
+        "batch_delay": _num(values, "batch_delay"),
+        "broken_order": values["broken"] == node,
+    }
+
+
+def _link_section(
+    values: Mapping[str, Value], ids: Sequence[str], index: int, on: bool
+) -> dict[str, Any]:
+    if not on or len(ids) < 2:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "push_to": [ids[(index + 1) % len(ids)]],  # a ring: every node pushes to the next
+        "rate": _num(values, "link_rate"),
+        "size": _int(values, "link_size"),
+        "credit": _int(values, "credit"),
+    }
+
+
+def _gateway_section(values: Mapping[str, Value], out: Path, node: str, on: bool) -> dict[str, Any]:
+    if not on:
+        return {"enabled": False}
+    return {
+        "enabled": True,
+        "db": str(out / "state" / f"{node}-queues.db"),
+        "clients": _int(values, "clients"),
+        "rate": _num(values, "gateway_rate"),
+    }
