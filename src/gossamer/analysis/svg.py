@@ -238,8 +238,8 @@ def heatmap(
     n = len(labels)
     cell = max(10, min(36, (width - 120) // max(n, 1)))
     size = 100 + cell * n
-    # Wide enough for the title (13 px bold: about 7.5 px a character), however few nodes.
-    wide = max(size + 20, 16 + round(7.5 * len(title)))
+    # Wide enough for the title (13 px bold: about 8 px a character), however few nodes.
+    wide = max(size + 20, 16 + round(8.2 * len(title)))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{wide}" height="{size + 30}" '
         f'viewBox="0 0 {wide} {size + 30}" font-family="sans-serif" font-size="10">',
