@@ -11,7 +11,6 @@ import io
 import json
 import os
 import stat
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +18,32 @@ import orjson
 import pytest
 
 from gossamer.cli import lab_cmd
+from gossamer.lab.config import load_config
 from gossamer.lab.progress import Progress
-from gossamer.lab.runner import LabRequest, run_lab, to_toml, write_secret
+from gossamer.lab.runner import LabError, LabRequest, run_lab, write_config, write_secret
 from gossamer.lab.scenarios import Crash, Partition
 
+HOST = "127.0.0.1"
 
-def test_to_toml_round_trips_nested_documents() -> None:
+
+def test_configs_are_written_as_the_node_reads_them(tmp_path: Path) -> None:
+    key = tmp_path / "gossip.key"
+    write_secret(key)
     doc: dict[str, Any] = {
-        "node": {"id": "h1", "t": 1.5, "n": 3, "on": False, "quote": 'a "b" \\ é'},
-        "ports": {"a": 1, "b": 2},
-        "peers": [
-            {"id": "h2", "ports": {"a": 11, "b": 12}, "subnet": 0},
-            {"id": "h3", "ports": {"a": 21, "b": 22}, "subnet": 1},
-        ],
-        "faults": {"drop": 0.25, "partition": [{"peers": ["h2", "h3"], "from": 1.0, "to": 2.0}]},
+        "node": {"id": "h1", "run": "r", "trace": str(tmp_path / "h1.jsonl"), "address": HOST},
+        "peers": [{"id": "h2", "address": HOST, "ports": {"isis": 7113}}],
+        "faults": {"drop": 0.25, "partition": [{"peers": ["h2"], "from": 1.0, "to": 2.0}]},
+        "gossip": {"enabled": True, "key_file": str(key)},
         "isis": {"enabled": True, "members": ["h1", "h2"], "rate": 1e-3},
     }
-    text = to_toml(doc)
-    assert tomllib.loads(text) == doc
-    assert "ports = { a = 11, b = 12 }" in text  # peers' ports inline, as in the contract
-    assert "[[faults.partition]]" in text
-
-
-def test_to_toml_rejects_what_toml_cannot_hold() -> None:
-    with pytest.raises(ValueError, match="non-finite"):
-        to_toml({"a": {"x": float("inf")}})
-    with pytest.raises(ValueError, match="cannot write"):
-        to_toml({"a": {"x": object()}})
+    path = tmp_path / "h1.toml"
+    written = write_config(path, doc)
+    assert load_config(path, env={}) == written
+    assert written.faults.partitions[0].peers == ("h2",) and written.isis.rate == 1e-3
+    doc["isis"]["rate"] = -1
+    with pytest.raises(LabError, match=r"isis\.rate: must be >= 0"):
+        write_config(tmp_path / "bad.toml", doc)
+    assert not (tmp_path / "bad.toml").exists()
 
 
 def test_write_secret_is_fresh_private_and_never_overwritten(tmp_path: Path) -> None:

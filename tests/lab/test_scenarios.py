@@ -14,7 +14,7 @@ import pytest
 from gossamer.errors import ConfigError
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
-from gossamer.lab.runner import to_toml, write_secret
+from gossamer.lab.runner import write_config, write_secret
 from gossamer.lab.scenarios import Crash, FaultSchedule, Partition
 from gossamer.testing.netns import Topology
 
@@ -192,8 +192,8 @@ def _write_and_load(
     for node, doc in docs.items():
         path = tmp_path / "config" / f"{node}.toml"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(to_toml(doc), encoding="utf-8")
-        configs[node] = load_config(path, env={})
+        configs[node] = write_config(path, doc)
+        assert load_config(path, env={}) == configs[node]
     return configs
 
 

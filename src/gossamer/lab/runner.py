@@ -52,6 +52,7 @@ from gossamer._version import __version__
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.lab import hosts as hosts_mod
 from gossamer.lab import scenarios as scenarios_mod
+from gossamer.lab.config import NodeConfig, parse_config
 from gossamer.lab.hosts import Mode, Placement
 from gossamer.lab.progress import Progress
 from gossamer.lab.scenarios import Crash, FaultSchedule, Partition, Scenario, Value
@@ -66,7 +67,7 @@ __all__ = [
     "LabRequest",
     "LabResult",
     "run_lab",
-    "to_toml",
+    "write_config",
     "write_secret",
 ]
 
@@ -122,73 +123,6 @@ class LabResult:
 # -- files ----------------------------------------------------------------------------------
 
 
-def _toml_key(key: str) -> str:
-    if key and all(c.isalnum() or c in "-_" for c in key):
-        return key
-    return _toml_value(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigError("TOML cannot hold a non-finite number", value=value)
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a valid TOML basic string
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return (
-            "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-        )
-    raise ConfigError(f"cannot write {type(value).__name__} to TOML", value=repr(value))
-
-
-def _is_table_array(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
-
-
-def to_toml(doc: Mapping[str, Any]) -> str:
-    """A TOML document for nested dicts of str/int/float/bool/lists (no datetimes).
-
-    Top-level scalars first, then ``[table]`` sections and ``[[array.of.tables]]`` in
-    the dict's order; a dict nested in an array of tables becomes an inline table
-    when it holds only scalars (``ports = { ... }`` of each peer).
-    """
-    lines: list[str] = []
-    _emit_toml(lines, "", doc)
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-def _emit_toml(
-    lines: list[str], prefix: str, table: Mapping[str, Any], *, in_array: bool = False
-) -> None:
-    for key, value in table.items():
-        is_sub = isinstance(value, Mapping) or _is_table_array(value)
-        if is_sub and not (in_array and isinstance(value, Mapping) and _scalars_only(value)):
-            continue
-        lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    for key, value in table.items():
-        name = f"{prefix}.{_toml_key(key)}" if prefix else _toml_key(key)
-        if isinstance(value, Mapping):
-            if in_array and _scalars_only(value):
-                continue  # written inline above
-            lines += ["", f"[{name}]"]
-            _emit_toml(lines, name, value)
-        elif _is_table_array(value):
-            for item in value:
-                lines += ["", f"[[{name}]]"]
-                _emit_toml(lines, name, item, in_array=True)
-
-
-def _scalars_only(value: Mapping[str, Any]) -> bool:
-    return not any(isinstance(v, Mapping) or _is_table_array(v) for v in value.values())
-
-
 def write_secret(path: Path, size: int = 32) -> None:
     """Write ``size`` fresh random bytes to ``path``, created with mode 0600 (never reused).
 
@@ -200,27 +134,22 @@ def write_secret(path: Path, size: int = 32) -> None:
         handle.write(secrets.token_bytes(size))
 
 
-def _validate_config(path: Path) -> None:
-    """Check a written config with the node's own loader (when it is importable)."""
+def write_config(path: Path, doc: Mapping[str, Any]) -> NodeConfig:
+    """Validate a node's configuration with the node's own rules and write it as TOML.
+
+    What is written is ``NodeConfig.to_toml()``, so the node reads back exactly what was
+    checked here; a document the node would reject raises ``LabError`` naming the key.
+    """
     try:
-        from gossamer.lab.config import load_config  # noqa: PLC0415 - NODE's module
-    except ImportError:  # pragma: no cover - only before the node exists
-        return
-    try:
-        load_config(path, env={})
+        config = parse_config(doc, base=path.parent, env={})
     except GossamerError as exc:
-        raise LabError(f"the lab wrote a config the node rejects: {path}: {exc}") from exc
+        raise LabError(f"the lab built a config the node rejects: {path}: {exc}") from exc
+    path.write_text(config.to_toml(), encoding="utf-8")
+    return config
 
 
 def _node_command(config: Path) -> list[str]:
-    """``python -m gossamer.cli.main node --config FILE`` (or ``gossamer.cli.node_cmd``
-    while ``node`` is not yet registered in ``gossamer.cli.main``)."""
-    from gossamer.cli import main as cli_main  # noqa: PLC0415 - avoid an import cycle
-
-    try:
-        cli_main.build_parser().parse_args(["node", "--config", str(config)])
-    except (cli_main.UsageError, SystemExit):
-        return [sys.executable, "-m", "gossamer.cli.node_cmd", "--config", str(config)]
+    """``python -m gossamer.cli.main node --config FILE``."""
     return [sys.executable, "-m", "gossamer.cli.main", "node", "--config", str(config)]
 
 
@@ -402,8 +331,7 @@ class _Run:
         paths: dict[str, Path] = {}
         for node, doc in docs.items():
             path = self.out / "config" / f"{node}.toml"
-            path.write_text(to_toml(doc), encoding="utf-8")
-            _validate_config(path)
+            write_config(path, doc)
             paths[node] = path
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         for spec in placement.hosts:
