@@ -246,15 +246,18 @@ def _sql_list(items: tuple[str, ...]) -> str:
 
 
 def duck_latency(con: duckdb.DuckDBPyConnection, path: str) -> list[tuple[str, str, float]]:
-    # The same histogram (``metrics.latency_histogram``), read by the same Python code.
+    # The same join on two hashes of the message id and the same histogram
+    # (``metrics.latencies``, ``metrics.latency_histogram``), read by the same Python code.
     base, floor = metrics.HISTOGRAM_BASE, metrics.HISTOGRAM_FLOOR
     cursor = con.execute(f"""
     WITH ev AS (SELECT layer, node, kind, msg, t FROM {_source(path)}
                 WHERE msg IS NOT NULL AND layer <> 'net'),
-    origins AS (SELECT layer, msg, min(t) AS t0 FROM ev WHERE {_origin_sql()}
-                GROUP BY layer, msg),
+    origins AS (SELECT hash(layer, msg) AS h1, hash(msg, layer) AS h2, min(t) AS t0
+                FROM ev WHERE {_origin_sql()} GROUP BY 1, 2),
     lat AS (SELECT d.layer, d.node, d.t - o.t0 AS latency
-            FROM ev d JOIN origins o USING (layer, msg) WHERE d.kind = 'deliver')
+            FROM ev d JOIN origins o
+              ON hash(d.layer, d.msg) = o.h1 AND hash(d.msg, d.layer) = o.h2
+            WHERE d.kind = 'deliver')
     SELECT layer, node,
            CASE WHEN latency > {floor} THEN floor(ln(latency / {floor}) / ln({base}))
                 ELSE -1 END::INTEGER AS bucket,
