@@ -35,25 +35,11 @@ from typing import Any
 from gossamer.aio.gossip import GossipNode
 from gossamer.aio.loop import run as run_loop
 from gossamer.errors import ConfigError, GossamerError
-from gossamer.proto.gossip import Delivered, GossipConfig, MessageHandler, WireFormat
+from gossamer.proto.gossip import Delivered, GossipConfig, WireFormat, text_handler
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 from gossamer.wire.chatter import NetID
 
-__all__ = ["add_parser", "main", "run", "text_handler"]
-
-
-def text_handler() -> MessageHandler:
-    """Text payloads: ``("text", str)``, carried as UTF-8."""
-
-    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
-        assert isinstance(payload, tuple)
-        return str(payload[1]).encode()
-
-    return MessageHandler(
-        name="text",
-        encode_with=encode,
-        decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
-    )
+__all__ = ["add_parser", "main", "run"]
 
 
 def add_parser(commands: Any) -> None:

@@ -51,13 +51,12 @@ from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
-from gossamer.proto.gossip import GossipConfig, MessageHandler
+from gossamer.proto.gossip import GossipConfig, text_handler
 from gossamer.proto.isis import Delivered, IsisConfig, Member
 from gossamer.proto.snapshot import Bank
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, Tracer, TraceSink
-from gossamer.wire.chatter import NetID
 
 __all__ = ["APPLICATION", "QUEUE", "LabFaults", "run_node"]
 
@@ -71,20 +70,6 @@ SHUTDOWN_BUDGET = 3.5
 LINK_TAG = "lab"
 #: An ``ip:port`` endpoint inside a trace string.
 _ENDPOINT = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}")
-
-
-def text_handler() -> MessageHandler:
-    """Gossip payloads ``("text", str)`` carried as UTF-8 (as ``gossamer gossip`` sends)."""
-
-    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
-        assert isinstance(payload, tuple)
-        return str(payload[1]).encode()
-
-    return MessageHandler(
-        name="text",
-        encode_with=encode,
-        decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
-    )
 
 
 # -- trace layers ---------------------------------------------------------------------------

@@ -111,3 +111,16 @@ def test_handlers_use_the_netid_table_both_ways() -> None:
     assert data == b"\x00\x6f"
     assert handler.decode_with(data, {0: origin}) == ("broadcast_id", origin, 111)
     assert handler.extract_netids(("broadcast_id", origin, 111)) == [origin]
+
+
+def test_the_text_handler_carries_utf8_and_refuses_other_payloads() -> None:
+    from gossamer.errors import LocalProtocolError
+    from gossamer.proto.gossip import text_handler
+
+    handler = text_handler()
+    data = handler.encode_with(("text", "héllo"), {})
+    assert data == "héllo".encode()
+    assert handler.decode_with(data, {}) == ("text", "héllo")
+    assert handler.decode_with(b"\xff", {}) == ("text", "\ufffd")
+    with pytest.raises(LocalProtocolError, match="text payload"):
+        handler.encode_with("bare string", {})

@@ -20,7 +20,12 @@ from gossamer.proto.gossip.core import (
     GossipCounters,
     StreamSend,
 )
-from gossamer.proto.gossip.handlers import HandlerRegistry, MessageHandler, no_netids
+from gossamer.proto.gossip.handlers import (
+    HandlerRegistry,
+    MessageHandler,
+    no_netids,
+    text_handler,
+)
 from gossamer.proto.gossip.peers import PeerDB, PeerInfo
 
 __all__ = [
@@ -36,4 +41,5 @@ __all__ = [
     "StreamSend",
     "WireFormat",
     "no_netids",
+    "text_handler",
 ]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from gossamer.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from gossamer.wire.chatter import NetID, type_tag
 
-__all__ = ["HandlerRegistry", "MessageHandler", "no_netids"]
+__all__ = ["HandlerRegistry", "MessageHandler", "no_netids", "text_handler"]
 
 
 def no_netids(payload: object) -> Sequence[NetID]:
@@ -76,6 +76,22 @@ class MessageHandler:
         if self.payload_type is not None:
             return isinstance(payload, self.payload_type)
         return isinstance(payload, tuple) and len(payload) > 0 and payload[0] == self.name
+
+
+def text_handler() -> MessageHandler:
+    """Text payloads ``("text", str)`` carried as UTF-8 (what ``gossamer gossip`` and the
+    lab's nodes send); undecodable bytes arrive as replacement characters."""
+
+    def encode(payload: object, id_map: Mapping[NetID, int]) -> bytes:
+        if not (isinstance(payload, tuple) and len(payload) == 2):
+            raise LocalProtocolError("a text payload is ('text', str)", payload=repr(payload))
+        return str(payload[1]).encode()
+
+    return MessageHandler(
+        name="text",
+        encode_with=encode,
+        decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
+    )
 
 
 class HandlerRegistry:
