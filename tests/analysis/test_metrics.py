@@ -106,3 +106,14 @@ def test_timelines_bin_events_over_the_run(run: DataFrame) -> None:
     assert [sizes[("n0", b)] for b in range(10)] == [0, 1, 1, 1, 1, 1, 0, 0, 0, 0]
     assert [sizes[("n1", b)] for b in range(10)] == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
     assert [(r["hop"], r["nodes"]) for r in metrics.depth_histogram(run).collect()] == [(2, 1)]
+
+
+def test_latency_tables_restore_the_adaptive_setting(run: DataFrame) -> None:
+    from gossamer.analysis import job
+
+    spark = run.sparkSession
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    for broadcast in (True, False):
+        tables = job.latency_tables(run, broadcast_origins=broadcast)
+        assert [r["count"] for r in tables["by_layer"]] == [2]
+        assert spark.conf.get("spark.sql.adaptive.enabled") == before

@@ -8,10 +8,11 @@ or, in tests, the shared one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,11 +169,29 @@ def latency_tables(events: DataFrame, *, broadcast_origins: bool) -> dict[str, A
 
     One Spark job: ``metrics.latencies`` then ``metrics.latency_histogram``, collected
     and read by ``metrics.histogram_summary`` (percentiles within 1% of their value).
+    With ``broadcast_origins`` the job runs without adaptive execution: its plan (a
+    small aggregated table broadcast to one scan, then a histogram) is already the
+    best one, and re-planning it at each stage boundary cost about a sixth of its time
+    at 10 M events (``bench/analysis.py``). The shuffled join of large runs keeps it.
     """
-    rows = _rows(
-        metrics.latency_histogram(metrics.latencies(events, broadcast_origins=broadcast_origins))
+    histogram = metrics.latency_histogram(
+        metrics.latencies(events, broadcast_origins=broadcast_origins)
     )
-    return latency_tables_from(rows)
+    if not broadcast_origins:
+        return latency_tables_from(_rows(histogram))
+    with _without_adaptive_execution(events.sparkSession):
+        return latency_tables_from(_rows(histogram))
+
+
+@contextlib.contextmanager
+def _without_adaptive_execution(spark: SparkSession) -> Iterator[None]:
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key, "true") or "true"
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
 
 
 def latency_tables_from(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
