@@ -23,6 +23,7 @@ __all__ = [
     "attr",
     "correct_nodes",
     "crashed_nodes",
+    "delivery_integrity",
     "faults",
     "layer_events",
     "location",
@@ -116,3 +117,53 @@ def outages(events: DataFrame) -> DataFrame:
         "left",
     )
     return joined.groupBy("node", "outage", "start").agg(F.min("t_end").alias("end"))
+
+
+def delivery_integrity(deliveries: DataFrame, origins: DataFrame, *, verb: str) -> DataFrame:
+    """Duplicate deliveries, and deliveries of messages that never started.
+
+    ``deliveries`` has ``node, msg, t, file, line``; ``origins`` lists the messages that
+    did start (``msg``), e.g. ISIS multicasts or gossip broadcasts; ``verb`` names that
+    start in the reasons (``multicast``, ``broadcast``). Columns: ``problem, node, msg,
+    count, at, detail`` with ``problem`` = ``duplicate`` or ``never <verb>``.
+    """
+    # Counting is a hash aggregation; positions (structs, which need a sort) are
+    # gathered only for the few duplicated pairs.
+    twice = deliveries.groupBy("node", "msg").count().where(F.col("count") > 1)
+    dups = (
+        deliveries.join(twice, ["node", "msg"], "left_semi")
+        .groupBy("node", "msg")
+        .agg(
+            F.count("*").alias("count"),
+            F.min(position()).alias("p1"),
+            F.max(position()).alias("p2"),
+        )
+        .select(
+            F.lit("duplicate").alias("problem"),
+            "node",
+            "msg",
+            "count",
+            F.concat_ws(":", "p2.file", "p2.line").alias("at"),
+            F.format_string(
+                "%s delivered %s %d times (first %s:%d, last %s:%d)",
+                "node",
+                "msg",
+                "count",
+                "p1.file",
+                "p1.line",
+                "p2.file",
+                "p2.line",
+            ).alias("detail"),
+        )
+    )
+    invented = deliveries.join(origins.select("msg"), "msg", "left_anti").select(
+        F.lit(f"never {verb}").alias("problem"),
+        "node",
+        "msg",
+        F.lit(1).cast("long").alias("count"),
+        F.concat_ws(":", "file", "line").alias("at"),
+        F.format_string(
+            f"%s delivered %s (%s:%d) but no node {verb} it", "node", "msg", "file", "line"
+        ).alias("detail"),
+    )
+    return dups.unionByName(invented)

@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from gossamer.analysis.checks.common import (
     attr,
     correct_nodes,
+    delivery_integrity,
     layer_events,
     outages,
-    position,
 )
 
 __all__ = [
@@ -172,38 +172,8 @@ def integrity(events: DataFrame) -> DataFrame:
     Property: each node delivers each broadcast at most once, and only broadcasts
     some node made. Columns: ``problem, node, msg, count, at, detail``.
     """
-    d = layer_events(events, LAYER, "deliver").where(F.col("msg").isNotNull())
-    dups = (
-        d.groupBy("node", "msg")
-        .agg(F.count("*").alias("count"), F.max(position()).alias("p"))
-        .where(F.col("count") > 1)
-        .select(
-            F.lit("duplicate").alias("problem"),
-            "node",
-            "msg",
-            "count",
-            F.concat_ws(":", "p.file", "p.line").alias("at"),
-            F.format_string(
-                "%s delivered %s %d times (last at %s:%d)",
-                "node",
-                "msg",
-                "count",
-                "p.file",
-                "p.line",
-            ).alias("detail"),
-        )
-    )
-    invented = d.join(broadcasts(events).select("msg"), "msg", "left_anti").select(
-        F.lit("never broadcast").alias("problem"),
-        "node",
-        "msg",
-        F.lit(1).cast("long").alias("count"),
-        F.concat_ws(":", "file", "line").alias("at"),
-        F.format_string(
-            "%s delivered %s (%s:%d) but no node broadcast it", "node", "msg", "file", "line"
-        ).alias("detail"),
-    )
-    return dups.unionByName(invented)
+    delivered = layer_events(events, LAYER, "deliver").where(F.col("msg").isNotNull())
+    return delivery_integrity(delivered, broadcasts(events), verb="broadcast")
 
 
 def redundancy(events: DataFrame) -> DataFrame:

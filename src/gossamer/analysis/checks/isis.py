@@ -18,6 +18,7 @@ from gossamer.analysis.checks.common import (
     attr,
     correct_nodes,
     crashed_nodes,
+    delivery_integrity,
     layer_events,
     position,
 )
@@ -301,47 +302,7 @@ def integrity(events: DataFrame) -> DataFrame:
     and only if some node multicast it. Columns: ``problem, node, msg, count, at, detail``
     with ``problem`` = ``duplicate`` or ``never multicast``.
     """
-    d = deliveries(events)
-    # Counting is a hash aggregation; positions (structs, which need a sort) are
-    # gathered only for the few duplicated pairs.
-    twice = d.groupBy("node", "msg").count().where(F.col("count") > 1)
-    dups = (
-        d.join(twice, ["node", "msg"], "left_semi")
-        .groupBy("node", "msg")
-        .agg(
-            F.count("*").alias("count"),
-            F.min(position()).alias("p1"),
-            F.max(position()).alias("p2"),
-        )
-        .select(
-            F.lit("duplicate").alias("problem"),
-            "node",
-            "msg",
-            "count",
-            F.concat_ws(":", "p2.file", "p2.line").alias("at"),
-            F.format_string(
-                "%s delivered %s %d times (first %s:%d, last %s:%d)",
-                "node",
-                "msg",
-                "count",
-                "p1.file",
-                "p1.line",
-                "p2.file",
-                "p2.line",
-            ).alias("detail"),
-        )
-    )
-    invented = d.join(multicasts(events).select("msg"), "msg", "left_anti").select(
-        F.lit("never multicast").alias("problem"),
-        "node",
-        "msg",
-        F.lit(1).cast("long").alias("count"),
-        F.concat_ws(":", "file", "line").alias("at"),
-        F.format_string(
-            "%s delivered %s (%s:%d) but no node multicast it", "node", "msg", "file", "line"
-        ).alias("detail"),
-    )
-    return dups.unionByName(invented)
+    return delivery_integrity(deliveries(events), multicasts(events), verb="multicast")
 
 
 def final_sequence(events: DataFrame) -> DataFrame:
