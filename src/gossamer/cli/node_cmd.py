@@ -51,10 +51,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(config.to_toml())
         return 0
     try:
-        # uvloop when installed; every driver stamps its trace events with
-        # time.monotonic() (gossamer.aio._pump.now), never with uvloop's
-        # millisecond-cached loop.time(), so events keep their order in the trace.
-        code: int = run_loop(run_node(config))
+        # The standard loop, not uvloop: gossamer.aio.link stamps sends with
+        # loop.time(), which uvloop caches to whole milliseconds while every other
+        # event carries time.monotonic(); a send could then be traced before the
+        # link_up or credit that allowed it, and the analysis's link.credit check
+        # would report a violation that never happened.
+        code: int = run_loop(run_node(config), use_uvloop=False)
     except ConfigError:
         raise
     except (GossamerError, OSError) as exc:

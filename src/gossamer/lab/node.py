@@ -681,6 +681,9 @@ async def _timeline(node: LabNode) -> None:
 async def run_node(config: NodeConfig, *, out: TextIO | None = None) -> int:
     """Run one node until it is done (``exit_when_done``) or signalled; returns 0.
 
+    Run it on the standard asyncio loop (as ``gossamer node`` does), not uvloop: see
+    the comment in ``gossamer.cli.node_cmd.run`` (link send times).
+
     Raises ``OSError`` when a port cannot be bound and ``GossamerError`` for a
     configuration the drivers refuse; the caller turns them into exit codes.
     """
