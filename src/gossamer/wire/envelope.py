@@ -56,6 +56,7 @@ __all__ = [
     "FLAG_COMPRESSED",
     "MAX_SEQ",
     "MIN_SIZE",
+    "NATIVE_FAST_PATH",
     "SESSION_ID_SIZE",
     "TAG_SIZE",
     "VERSION",
@@ -251,31 +252,6 @@ class Opened:
     new_session: bool
 
 
-class _OpenedSlots:
-    """The slot layout of :class:`Opened` (same names, same order), without its frozen
-    ``__setattr__``: ``unseal`` fills one of these and then turns it into an ``Opened``.
-
-    A frozen dataclass's generated ``__init__`` sets each field through
-    ``object.__setattr__``, about 0.3 us for five fields, more than half the AES-GCM call at
-    200 bytes. Plain attribute stores into slots and one ``__class__`` assignment (allowed
-    between classes with identical slots, Python reference, "Customizing module attribute
-    access"/``object.__class__``) cost a third of that. test_envelope checks that the result
-    is an ``Opened`` equal to, and as frozen as, ``Opened(...)``.
-    """
-
-    __slots__ = Opened.__slots__
-
-    sender: str
-    seq: int
-    key_id: int
-    payload: bytes
-    new_session: bool
-
-
-assert _OpenedSlots.__slots__ == Opened.__slots__  # the __class__ swap depends on it
-_new_opened = object.__new__
-
-
 class _Window:
     """The current session of one sender and its sliding bitmap of seen seqs.
 
@@ -337,9 +313,10 @@ class ReplayWindows:
         self._mask = (1 << width) - 1
         # Keyed by the sender id's wire bytes, so that the common case decodes nothing.
         self._windows: dict[bytes, _Window] = {}
-        # The hot path of unseal. Keyed by envelope header bytes 2 to 31+n (the key id and
-        # the session identity: length, sender, epoch, session id), so one slice finds it.
-        # The value is the sender's current window, the session's cipher, the key id and the
+        # What unseal's native fast path (_envelope_native.c) reads. Keyed by envelope
+        # header bytes 2 to 31+n (the key id and the session identity: length, sender,
+        # epoch, session id), so one slice finds it. The value is the 4-tuple the C code
+        # expects: the sender's current window, the session's cipher, the key id and the
         # keyring token the cipher was found under (Keyring._token: it changes when a key is
         # removed). Entries are added only once a message authenticated, at most
         # _FAST_PER_WINDOW per window, and dropped with their window: at most
@@ -463,61 +440,20 @@ def unseal(
     wrong cluster or altered bytes), ``duplicate``, ``too-old``, ``stale-session`` and
     ``too-many-senders``. Nothing else: a failed call leaves ``replay`` unchanged.
     """
+    if _open_fast is not None:
+        opened = _open_fast(keyring, data, replay, max_payload)
+        if opened is not None:
+            return opened
+    return _unseal_python(keyring, data, replay, max_payload)
+
+
+def _unseal_python(
+    keyring: Keyring, data: bytes, replay: ReplayWindows, max_payload: int
+) -> Opened:
+    """The whole of ``unseal`` in Python: it validates everything in order and raises the
+    errors that ``unseal`` documents. The native fast path is tested against it."""
     if type(data) is not bytes:
         data = bytes(data)
-    # Fast path: a fresh message of a sender's current session, under a key id that already
-    # opened one of its messages and is still installed, with a well-formed header. Header
-    # bytes 2 to 31+n (key id, sender, epoch, session id) find the window and the session
-    # cipher in one dict lookup (ReplayWindows._fast); an entry exists only for a session
-    # that authenticated, and the token check drops it once any key was removed. Anything
-    # else, including every error but a forgery, goes to _unseal_slow, which checks it all in
-    # order and says what is wrong, so both paths accept and reject exactly the same input.
-    size = len(data)
-    if size >= MIN_SIZE:
-        head_size = _FIXED + data[6]
-        entry = replay._fast.get(data[_KEYED_START : head_size - 8])
-        if (
-            entry is not None
-            and entry[3] is keyring._token
-            and data[0] == VERSION
-            and data[1] <= FLAG_COMPRESSED
-            and 0 <= size - head_size - TAG_SIZE <= max_payload
-        ):
-            window, cipher, key_id, _ = entry
-            seq = _SEQ.unpack_from(data, head_size - 8)[0]
-            ahead = seq - window.top
-            # The replay check comes before decryption and the window changes only once the
-            # message has authenticated (RFC 4303 §3.4.3).
-            if ahead > 0 or (-ahead < replay.width and not (window.bits >> -ahead) & 1):
-                try:
-                    payload = cipher.decrypt(
-                        data[head_size - 12 : head_size], data[head_size:], data[:head_size]
-                    )
-                except InvalidTag:
-                    raise _forged(key_id, window.sender) from None
-                if data[1]:
-                    payload = _decompress(payload, max_payload)
-                if ahead > 0:
-                    window.bits = (
-                        ((window.bits << ahead) | 1) & replay._mask if ahead < replay.width else 1
-                    )
-                    window.top = seq
-                else:
-                    window.bits |= 1 << -ahead
-                result = _new_opened(_OpenedSlots)  # see _OpenedSlots
-                result.sender = window.sender
-                result.seq = seq
-                result.key_id = key_id
-                result.payload = payload
-                result.new_session = False
-                result.__class__ = Opened  # type: ignore[assignment]
-                return result  # type: ignore[return-value]
-    return _unseal_slow(keyring, data, replay, max_payload)
-
-
-def _unseal_slow(keyring: Keyring, data: bytes, replay: ReplayWindows, max_payload: int) -> Opened:
-    """``unseal`` for every message the fast path does not take: it validates everything in
-    order and raises the errors that ``unseal`` documents."""
     size = len(data)
     if size < MIN_SIZE:
         raise DecodeError(f"envelope of {size} bytes is shorter than the minimum {MIN_SIZE}")
@@ -609,3 +545,19 @@ def _unseal_slow(keyring: Keyring, data: bytes, replay: ReplayWindows, max_paylo
     replay._remember(keyed, window, cipher, key_id, keyring._token)
 
     return Opened(sender=sender, seq=seq, key_id=key_id, payload=payload, new_session=new_session)
+
+
+# The hot path in C (_envelope_native.c), built when the package was installed with a C
+# compiler: a fresh message of a known session, opened for about a fifth of the Python
+# code's overhead. Without it every message takes _unseal_python, with the same results.
+_open_fast: Callable[[Keyring, bytes, ReplayWindows, int], Opened | None] | None
+try:
+    from gossamer.wire import _envelope_native
+except ImportError:  # installed without a C compiler
+    _open_fast = None
+else:
+    _envelope_native.configure(Opened, _Window, ReplayWindows, Keyring, _forged, InvalidTag)
+    _open_fast = _envelope_native.open_fast
+
+#: Whether ``unseal`` runs its native fast path (see above).
+NATIVE_FAST_PATH = _open_fast is not None
