@@ -461,7 +461,8 @@ def main(argv: list[str] | None = None) -> str:
         "",
         f"Synthetic ISIS runs, {NODES} nodes, {PER_MESSAGE:.2f} events per message, stored as "
         "`gossamer analyze` stores a converted run (Parquet, partitioned by layer and kind). "
-        "Spark `local[*]` (2 cores, 4 shuffle partitions, adaptive execution on, 4 GB driver) "
+        "Spark `local[*]` (2 cores, 4 shuffle partitions, adaptive execution on except in "
+        "the latency job's broadcast plan, 4 GB driver) "
         "against DuckDB (2 threads) reading the same files, the same algorithm in each. "
         f"Wall-clock seconds, best and median of {rounds} rounds after a warm-up, rounds "
         "alternating between the engines; CPU seconds (best round) of the processes doing "

@@ -93,23 +93,34 @@ def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFram
     is the delivering node's ``deliver`` time minus that start. Deliveries of
     messages without an origin event are left out.
 
-    The join is keyed on two independent hashes of ``(layer, msg)`` (96 bits), which
+    Messages are matched on two independent hashes of ``(layer, msg)`` (96 bits), which
     Spark joins much faster than strings and ships more cheaply to every task: two
     messages would have to collide in both to be confused, a chance of about n^2 / 2^97
-    for n messages (below 1e-11 for a billion). ``broadcast_origins`` ships the
-    origins to every task instead of shuffling the deliveries: faster while they fit
-    in memory (``BROADCAST_ORIGINS_LIMIT``).
+    for n messages (below 1e-11 for a billion). The join is keyed on the 64-bit hash
+    alone, which Spark looks up in a map of longs, and the 32-bit one is compared after
+    it (an equality of both would key the join on both, a generic map of rows: about 12%
+    more CPU for this job at 10 M events, ``bench/analysis.py``); XOR, as a subtraction
+    could overflow. ``broadcast_origins`` ships the origins to every task instead of
+    shuffling the deliveries: faster while they fit in memory
+    (``BROADCAST_ORIGINS_LIMIT``).
     """
     with_msg = events.where(F.col("msg").isNotNull() & (F.col("layer") != "net"))
-    h1, h2 = F.xxhash64("layer", "msg").alias("h1"), F.hash("layer", "msg").alias("h2")
-    origins = with_msg.where(is_origin()).groupBy(h1, h2).agg(F.min("t").alias("t0"))
+    key, check = F.xxhash64("layer", "msg"), F.hash("layer", "msg")
+    origins = (
+        with_msg.where(is_origin())
+        .groupBy(key.alias("key"), check.alias("origin_check"))
+        .agg(F.min("t").alias("t0"))
+    )
     delivered = with_msg.where(F.col("kind") == "deliver").select(
-        h1, h2, "layer", "node", "msg", "t"
+        key.alias("key"), check.alias("check"), "layer", "node", "msg", "t"
     )
     if broadcast_origins:
         origins = F.broadcast(origins)
-    return delivered.join(origins, ["h1", "h2"]).select(
-        "layer", "node", "msg", (F.col("t") - F.col("t0")).alias("latency")
+    same_message = F.col("check").bitwiseXOR(F.col("origin_check")) == 0
+    return (
+        delivered.join(origins, "key")
+        .where(same_message)
+        .select("layer", "node", "msg", (F.col("t") - F.col("t0")).alias("latency"))
     )
 
 
