@@ -144,67 +144,56 @@ read_u64_be(const unsigned char *p)
     return v;
 }
 
+/* value << n (left) or value >> n: a new reference, or NULL with an exception set. */
+static PyObject *
+shift(PyObject *value, unsigned long long n, int left)
+{
+    PyObject *count = PyLong_FromUnsignedLongLong(n);
+    if (count == NULL) {
+        return NULL;
+    }
+    PyObject *shifted = left ? PyNumber_Lshift(value, count) : PyNumber_Rshift(value, count);
+    Py_DECREF(count);
+    return shifted;
+}
+
+/* `op` applied to `a` and `b`, consuming the reference to `a` (NULL passes through). */
+static PyObject *
+then(PyObject *a, PyObject *(*op)(PyObject *, PyObject *), PyObject *b)
+{
+    if (a == NULL) {
+        return NULL;
+    }
+    PyObject *result = op(a, b);
+    Py_DECREF(a);
+    return result;
+}
+
 /* Is bit `behind` of the int `bits` set? 1, 0, or -1 with an exception set. */
 static int
 test_bit(PyObject *bits, unsigned long long behind)
 {
-    PyObject *shift = PyLong_FromUnsignedLongLong(behind);
-    if (shift == NULL) {
-        return -1;
-    }
-    PyObject *shifted = PyNumber_Rshift(bits, shift);
-    Py_DECREF(shift);
+    PyObject *shifted = shift(bits, behind, 0);
     if (shifted == NULL) {
         return -1;
     }
     int set = (int)(PyLong_AsUnsignedLongLongMask(shifted) & 1);
     Py_DECREF(shifted);
-    if (PyErr_Occurred()) {
-        return -1;
-    }
-    return set;
+    return PyErr_Occurred() ? -1 : set;
 }
 
-/* bits with the window slid `ahead` places and the new top marked:
- * ((bits << ahead) | 1) & mask. A new reference, or NULL with an exception set. */
+/* The window slid `ahead` places, the new top marked: ((bits << ahead) | 1) & mask. */
 static PyObject *
 slide(PyObject *bits, unsigned long long ahead, PyObject *mask)
 {
-    PyObject *shift = PyLong_FromUnsignedLongLong(ahead);
-    if (shift == NULL) {
-        return NULL;
-    }
-    PyObject *shifted = PyNumber_Lshift(bits, shift);
-    Py_DECREF(shift);
-    if (shifted == NULL) {
-        return NULL;
-    }
-    PyObject *marked = PyNumber_Or(shifted, state.one);
-    Py_DECREF(shifted);
-    if (marked == NULL) {
-        return NULL;
-    }
-    PyObject *masked = PyNumber_And(marked, mask);
-    Py_DECREF(marked);
-    return masked;
+    return then(then(shift(bits, ahead, 1), PyNumber_Or, state.one), PyNumber_And, mask);
 }
 
-/* bits | (1 << behind): a late message, inside the window, marked as seen. */
+/* A late message inside the window marked as seen: bits | (1 << behind). */
 static PyObject *
 mark(PyObject *bits, unsigned long long behind)
 {
-    PyObject *shift = PyLong_FromUnsignedLongLong(behind);
-    if (shift == NULL) {
-        return NULL;
-    }
-    PyObject *bit = PyNumber_Lshift(state.one, shift);
-    Py_DECREF(shift);
-    if (bit == NULL) {
-        return NULL;
-    }
-    PyObject *marked = PyNumber_Or(bits, bit);
-    Py_DECREF(bit);
-    return marked;
+    return then(shift(state.one, behind, 1), PyNumber_Or, bits);
 }
 
 static PyObject *
