@@ -113,6 +113,14 @@ class Key:
         return cls(key_id=key_id, secret=bytes(secret))
 
     @classmethod
+    def from_secret(cls, secret: bytes, *, key_id: int, cluster: str) -> Key:
+        """What a configured key means everywhere: exactly 32 bytes are taken as a raw key
+        (:meth:`from_bytes`), anything else as a passphrase (:meth:`from_passphrase`)."""
+        if len(secret) == KEY_SIZE:
+            return cls.from_bytes(secret, key_id=key_id)
+        return cls.from_passphrase(secret, key_id=key_id, cluster=cluster)
+
+    @classmethod
     def from_passphrase(cls, passphrase: str | bytes, *, key_id: int, cluster: str) -> Key:
         """A key derived with HKDF-SHA256 from a high-entropy passphrase.
 
