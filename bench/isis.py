@@ -35,6 +35,7 @@ import asyncio
 import json
 import math
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -96,6 +97,7 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         RetransmitSchedule,
         members_from,
     )
+    from gossamer.wire.mode import Wire, parse_key
 
     loop = asyncio.get_running_loop()
     me = cfg["me"]
@@ -130,8 +132,9 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         faults=FaultFlags(drop_rate=cfg["drop"]),
         batch_delay=cfg["batch"],
     )
+    wire = Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
     service = await open_isis(
-        config, on_event=on_event, event_queue=False, sock=sock, snapshots=False
+        config, on_event=on_event, event_queue=False, sock=sock, snapshots=False, wire=wire
     )
     go = await _ready_then_go(loop)
     start, end = go + cfg["warmup"], go + cfg["warmup"] + cfg["seconds"]
@@ -199,6 +202,8 @@ def _addresses() -> list[tuple[str, int]]:
 
 def _run_workers(kind: str, seconds: float, **extra: Any) -> list[dict[str, Any]]:
     addrs = _addresses()
+    # The members are sealed, as by default: one fresh group key per run, by environment.
+    env = {**os.environ, "GOSSAMER_KEY": secrets.token_hex(32)}
     procs = []
     for me in range(NODES):
         cfg = {"kind": kind, "me": me, "addrs": addrs, "seconds": seconds, **extra}
@@ -209,6 +214,7 @@ def _run_workers(kind: str, seconds: float, **extra: Any) -> list[dict[str, Any]
                 stdout=subprocess.PIPE,
                 text=True,
                 cwd=Path(__file__).resolve().parent.parent,
+                env=env,
             )
         )
     for proc in procs:  # every member is up and bound

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 import socket
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from gossamer.proto.snapshot import (
     check_bank,
     check_cut,
 )
+from gossamer.testing import sealed_wire
 from gossamer.trace import MemorySink, Tracer
 
 Runner = Callable[[Coroutine[Any, Any, None]], None]
@@ -82,6 +84,7 @@ class Group:
         self.events: dict[int, list[object]] = {m.id: [] for m in self.members}
         self.injectors: list[FaultInjector] = []
         self.banks: dict[int, Bank] = {}
+        self.wire = sealed_wire()
 
     async def start(
         self,
@@ -119,6 +122,7 @@ class Group:
                 on_event=self._recorder(member.id),
                 event_queue=False,
                 sock=sock,
+                wire=self.wire,
             )
 
     def _recorder(self, member: int) -> Callable[[object], None]:
@@ -271,12 +275,16 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
     names = ["alpha", "beta", "gamma", "delta"]
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{n} 127.0.0.1:{p}\n" for n, p in zip(names, ports, strict=True)))
+    key_file = tmp_path / "group.key"
+    key_file.write_bytes(secrets.token_bytes(32))
     procs = []
     for name in names:
         argv = [
             sys.executable,
             "-m",
             "gossamer.cli.isis_cmd",
+            "--key-file",
+            str(key_file),
             "--hostfile",
             str(hostfile),
             "--me",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -27,11 +28,13 @@ from gossamer._types import Address
 from gossamer.aio._pump import EventCallback
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
+from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.isis import HostEntry, IsisConfig, IsisCore, Member
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
 from gossamer.trace.sink import NullSink, Tracer
+from gossamer.wire.mode import Wire, WireMode
 
 __all__ = ["IsisService", "find_me", "open_isis", "resolve_members"]
 
@@ -113,6 +116,11 @@ class IsisService:
     def initiate_snapshot(self) -> int:
         """Start a Chandy–Lamport snapshot here; returns its id."""
         if self.node is None:
+            if self.isis.config.wire is WireMode.ORIGINAL:
+                raise LocalProtocolError(
+                    "no snapshots on the original wire: the original ISIS program takes "
+                    "markers on TCP port 10002 and aborts on gossamer's UDP markers"
+                )
             raise LocalProtocolError("this member was opened without snapshots")
         return self.driver.call(self.node.initiate_snapshot)
 
@@ -126,6 +134,12 @@ class IsisService:
 
     def events(self) -> AsyncIterator[object]:
         return self.driver.events()
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams the envelope refused, by reason: forgeries, replays, strangers
+        without the key (always empty on the original wire)."""
+        return rejected_by(self.driver.core)
 
     @property
     def idle(self) -> bool:
@@ -155,6 +169,7 @@ async def open_isis(
     event_queue: bool | None = None,
     sock: socket.socket | None = None,
     snapshots: bool = True,
+    wire: Wire | None = None,
 ) -> IsisService:
     """Bind this member's address (or use ``sock``) and start the member.
 
@@ -163,7 +178,20 @@ async def open_isis(
     11). ``faults`` injects network faults (drop, duplicate, delay, reorder) around the
     socket; the original's own flags are in ``config.faults``. ``snapshots=False`` runs
     the bare ISIS core (a little less work per datagram, no snapshots).
+
+    ``wire`` carries the group key: the default, sealed, wire puts every datagram in the
+    envelope and needs it (there is no default key). On the original wire (``config.wire``
+    and ``wire`` both ``original``) the member speaks the original program's plaintext and
+    has no snapshots: the original takes its markers on TCP port 10002 and aborts on
+    gossamer's UDP markers, so :meth:`IsisService.initiate_snapshot` refuses.
     """
+    wire = Wire(mode=config.wire) if wire is None else wire
+    if wire.mode is not config.wire:
+        raise ConfigError(
+            "the wire given does not match the configuration's",
+            wire=wire.mode.value,
+            config=config.wire.value,
+        )
     me = next(m for m in config.members if m.id == config.me)
     if tracer is None:
         tracer = Tracer(NullSink(), run="isis", node=me.name)
@@ -172,13 +200,18 @@ async def open_isis(
     core = IsisCore(config, tracer=tracer, rng=rng)
     if sock is None:
         sock = udp_socket(me.addr[0], me.addr[1])
-    if not snapshots:
-        bare = await open_datagram(
-            core, sock, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
+    node = None
+    if snapshots and wire.sealed:
+        node = SnapshotNode(
+            core, tracer=tracer, rng=rng, config=snapshot_config, workload=workload
         )
-        return IsisService(bare, core, None)
-    node = SnapshotNode(core, tracer=tracer, rng=rng, config=snapshot_config, workload=workload)
+    inner: IsisCore | SnapshotNode = core if node is None else node
     driver = await open_datagram(
-        node, sock, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
+        seal_core(inner, wire, sender=me.name, tracer=tracer, layer="isis"),
+        sock,
+        on_event=on_event,
+        event_queue=event_queue,
+        faults=faults,
+        tracer=tracer,
     )
     return IsisService(driver, core, node)

@@ -1,7 +1,12 @@
 """``gossamer isis``: one member of an ISIS group, like the original program (reference (a)).
 
     gossamer isis --hostfile F --senders A,B --msg-count N --drop-rate P --delay MS \\
-                  --initiate-snapshot-count K
+                  --initiate-snapshot-count K [--wire sealed|original] [--key-file KEY]
+
+The original's own spellings (``--msgCount``, ``--dropRate``, ``--initiateSnapshotCount``,
+``--v``) are accepted too, so its command lines run unchanged with ``--wire original``
+(``docs/interop.md``). The default wire is sealed and needs the group key (``--key-file``
+or ``GOSSAMER_KEY``).
 
 Every host of the hostfile runs this command. A host named in ``--senders`` multicasts
 the values 11, 12, ... (``i + 10`` for i = 1..N, as the original driver). Each delivery is
@@ -31,6 +36,8 @@ import contextlib
 import random
 import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,7 @@ import orjson
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import (
@@ -72,9 +80,12 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("--me", help="this member's name or 1-based id (default: from the host)")
     p.add_argument("--senders", default="", help="comma-separated names of the sending members")
-    p.add_argument("--msg-count", type=int, default=0, help="messages each sender multicasts")
+    p.add_argument(
+        "--msg-count", "--msgCount", type=int, default=0, help="messages each sender multicasts"
+    )
     p.add_argument(
         "--drop-rate",
+        "--dropRate",
         type=float,
         default=0.0,
         help="probability that a received datagram is dropped (every type)",
@@ -88,6 +99,7 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument(
         "--initiate-snapshot-count",
+        "--initiateSnapshotCount",
         type=int,
         default=0,
         metavar="K",
@@ -141,6 +153,14 @@ def add_parser(commands: Any) -> None:
         help="let messages to one member wait MS ms to share a datagram "
         "(gossamer members only; default 0, one message per datagram)",
     )
+    p.add_argument(
+        "--v",
+        type=int,
+        default=0,
+        metavar="LEVEL",
+        help="the original's glog verbosity; accepted for its command lines, no effect",
+    )
+    add_wire_arguments(p)
     p.add_argument("--out", type=Path, help="directory for <name>.jsonl traces and snapshots/")
     p.add_argument("--run", default="isis", help="run id written into every trace event")
     p.add_argument(
@@ -186,6 +206,16 @@ def _validate(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
     if args.snapshot_repeat < 1:
         raise ConfigError("--snapshot-repeat must be at least 1")
+    if args.wire == "original":
+        if args.initiate_snapshot_count:
+            raise ConfigError(
+                "--initiate-snapshot-count is refused with --wire original: the original "
+                "program takes snapshot markers on TCP port 10002 and aborts on gossamer's "
+                "UDP markers; run snapshots in a group of gossamer members (--wire sealed)"
+            )
+        if args.batch_delay:
+            raise ConfigError("--batch-delay is refused with --wire original (one message "
+                              "per datagram is all the original reads)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -206,7 +236,9 @@ async def _main(args: argparse.Namespace) -> int:
         if sender not in names:
             raise ConfigError(f"--senders names {sender!r}, which is not in the hostfile")
     expected = len(set(senders)) * args.msg_count
+    wire = wire_from_args(args)
     config = IsisConfig(
+        wire=wire.mode,
         me=me.id,
         members=members,
         retransmit=RetransmitSchedule(
@@ -243,6 +275,11 @@ async def _main(args: argparse.Namespace) -> int:
         if isinstance(event, Delivered):
             state["delivered"] += 1
             print(event.log_line(), flush=True)
+            if not wire.sealed:
+                # Where and how the original logs it: glog on standard error, so tools
+                # written for the original (its test harness reads stderr and keeps the text
+                # after the first "]") read gossamer members the same way.
+                print(_glog_line(event.log_line()), file=sys.stderr, flush=True)
             if every and not is_sender and state["delivered"] % every == 0:
                 loop.call_soon(start_snapshot)
         elif isinstance(event, SnapshotDone):
@@ -262,6 +299,7 @@ async def _main(args: argparse.Namespace) -> int:
         ),
         on_event=on_event,
         event_queue=False,
+        wire=wire,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -297,6 +335,13 @@ async def _main(args: argparse.Namespace) -> int:
         if isinstance(inner_sink, JsonlSink):
             inner_sink.close()
     return 0
+
+
+def _glog_line(text: str) -> str:
+    """``text`` with glog's INFO prefix, as the original's log lines have it."""
+    now = time.time()
+    stamp = time.strftime("%m%d %H:%M:%S", time.localtime(now))
+    return f"I{stamp}.{int(now % 1 * 1e6):06d} {threading.get_native_id()} isis.py:0] {text}"
 
 
 def _write_snapshot(out: Path | None, done: SnapshotDone) -> None:

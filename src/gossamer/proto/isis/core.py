@@ -73,6 +73,7 @@ from gossamer.proto.isis.retransmit import RetransmitSchedule, Transmission, Tra
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
 from gossamer.wire.buffer import Buffer
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
@@ -157,10 +158,19 @@ class IsisConfig:
     concatenated (the codec frames itself). The original accepts only one message per
     datagram, so batching is for groups of gossamer members; every member *accepts*
     batches whatever its own setting. ``batch_bytes`` bounds a batch datagram.
+
+    ``wire`` decides who a datagram is from (``docs/interop.md``). In gossamer's own
+    (sealed) mode a member is its UDP address, IP and port, so several members can share a
+    host. On the ``original`` wire a member is its IP, as the original identifies it: the
+    original sends from unbound sockets, a fresh ephemeral port each, so the source port
+    says nothing; replies still go to the member's configured port (the hostfile's, 10001
+    by default). That mode needs one member per IP and sends nothing the original cannot
+    parse: one message per datagram (no batching) and no snapshot markers.
     """
 
     me: int
     members: tuple[Member, ...]
+    wire: WireMode = WireMode.SEALED
     retransmit: RetransmitSchedule = field(default_factory=RetransmitSchedule)
     faults: FaultFlags = field(default_factory=FaultFlags)
     retain_finals: int = 100_000
@@ -180,6 +190,20 @@ class IsisConfig:
         addrs = [m.addr for m in self.members]
         if len(set(addrs)) != len(addrs):
             raise ConfigError("member addresses must be unique", addrs=addrs)
+        if self.wire is WireMode.ORIGINAL:
+            ips = [m.addr[0] for m in self.members]
+            if len(set(ips)) != len(ips):
+                raise ConfigError(
+                    "on the original wire a member is its IP (the original ignores source "
+                    "ports): give every member its own IP",
+                    ips=ips,
+                )
+            if self.batch_delay:
+                raise ConfigError(
+                    "batching is off on the original wire (the original reads one message "
+                    "per datagram)",
+                    batch_delay=self.batch_delay,
+                )
         if self.me not in ids:
             raise ConfigError("this member is not in the group", me=self.me, ids=ids)
         if self.retain_finals < 0:
@@ -338,7 +362,11 @@ class IsisCore:
         self._rng = rng
         self._me = config.me
         self._members = {m.id: m for m in config.members}
-        self._by_addr = {m.addr: m.id for m in config.members}
+        # Identity (``IsisConfig.wire``): the IP alone on the original wire, else IP and port.
+        self._by_ip = config.wire is WireMode.ORIGINAL
+        self._by_addr: dict[object, int] = {
+            (m.addr[0] if self._by_ip else m.addr): m.id for m in config.members
+        }
         self._names = {m.id: m.name for m in config.members}
         self._view: list[int] = sorted(self._members)
         self._removed: set[int] = set()
@@ -379,7 +407,7 @@ class IsisCore:
 
     def member_at(self, addr: Address) -> int | None:
         """The member sending from ``addr``, or ``None`` for a stranger."""
-        return self._by_addr.get(addr)
+        return self._by_addr.get(addr[0] if self._by_ip else addr)
 
     def is_removed(self, member: int) -> bool:
         return member in self._removed
@@ -515,7 +543,7 @@ class IsisCore:
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
         self._now = now
         self.counters.datagrams_in += 1
-        src = self._by_addr.get(addr)
+        src = self._by_addr.get(addr[0] if self._by_ip else addr)
         if src is None:
             self.counters.unknown_sender += 1
             self._drop(now, data, None, "unknown sender", peer=f"{addr[0]}:{addr[1]}")

@@ -1,0 +1,81 @@
+"""ISIS on the original wire: a member is its IP, as the original identifies it.
+
+The original never binds its sending sockets: each of its datagrams comes from an
+ephemeral port, and replies go to the hostfile's port (10001). Here every datagram is
+delivered from a random source port, and the group still agrees on one order.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gossamer.errors import ConfigError
+from gossamer.proto.isis import Delivered, IsisConfig, IsisCore, Member, members_from
+from gossamer.trace import MemorySink, Tracer
+from gossamer.wire import isis as wire
+from gossamer.wire.mode import WireMode
+
+PORT = wire.MULTICAST_PORT
+
+
+def group(n: int) -> tuple[tuple[Member, ...], dict[int, IsisCore], MemorySink]:
+    members = members_from([(f"h{i}", (f"10.0.0.{i}", PORT)) for i in range(1, n + 1)])
+    sink = MemorySink()
+    cores = {
+        m.id: IsisCore(
+            IsisConfig(me=m.id, members=members, wire=WireMode.ORIGINAL),
+            tracer=Tracer(sink, run="t", node=m.name),
+            rng=random.Random(m.id),
+        )
+        for m in members
+    }
+    return members, cores, sink
+
+
+def test_ephemeral_source_ports_are_the_same_member() -> None:
+    members, cores, sink = group(4)
+    ip_of = {m.addr[0]: m.id for m in members}
+    ports = random.Random(5)
+    for sender in (1, 2, 3, 4):
+        for value in range(3):
+            cores[sender].multicast(11 + value, 0.0)
+    delivered: dict[int, list[tuple[int, int]]] = {m.id: [] for m in members}
+    for _ in range(200):
+        moved = False
+        for src, core in cores.items():
+            for data, (ip, port) in core.datagrams_to_send():
+                assert port == PORT  # replies go to the hostfile's port
+                # The original's source: its IP and a fresh ephemeral port.
+                source = (members[src - 1].addr[0], ports.randrange(32768, 61000))
+                cores[ip_of[ip]].receive_datagram(data, source, 0.0)
+                moved = True
+        for member, core in cores.items():
+            delivered[member] += [
+                (e.sender, e.msg_id) for e in core.events_received() if isinstance(e, Delivered)
+            ]
+        if not moved:
+            break
+    assert len(delivered[1]) == 12
+    assert delivered[1] == delivered[2] == delivered[3] == delivered[4]
+    assert not [e for e in sink.events if e.kind == "drop"]
+
+
+def test_a_stranger_ip_is_still_dropped() -> None:
+    _, cores, sink = group(3)
+    cores[1].receive_datagram(
+        wire.encode(wire.DataMessage(sender=2, msg_id=1, data=5)), ("10.0.0.99", 41000), 0.0
+    )
+    assert cores[1].counters.unknown_sender == 1
+    assert [e.attrs["reason"] for e in sink.events if e.kind == "drop"] == ["unknown sender"]
+
+
+def test_the_original_wire_needs_one_ip_per_member_and_no_batching() -> None:
+    shared = members_from([(f"m{i}", ("127.0.0.1", 7000 + i)) for i in range(1, 4)])
+    with pytest.raises(ConfigError, match="its own IP"):
+        IsisConfig(me=1, members=shared, wire=WireMode.ORIGINAL)
+    IsisConfig(me=1, members=shared)  # gossamer's own mode: IP and port
+    distinct = members_from([(f"m{i}", (f"10.0.0.{i}", PORT)) for i in range(1, 4)])
+    with pytest.raises(ConfigError, match="batching"):
+        IsisConfig(me=1, members=distinct, wire=WireMode.ORIGINAL, batch_delay=0.001)
