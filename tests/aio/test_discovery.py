@@ -25,6 +25,7 @@ from gossamer.aio import loop as aio_loop
 from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, interface_addresses
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.discovery import DataReceived, PeerDown, PeerUp
+from gossamer.testing import sealed_wire
 from gossamer.trace import MemorySink
 
 LOCALHOST = "127.0.0.1"
@@ -66,7 +67,7 @@ def free_ports(count: int) -> list[int]:
 def linked_pair(**timers: Any) -> tuple[DiscoveryOptions, DiscoveryOptions]:
     """Options for two nodes whose "broadcasts" reach each other by unicast."""
     port_a, port_b, listen_a, listen_b = free_ports(4)
-    settings = {**TIMERS, **timers}
+    settings = {**TIMERS, "wire": sealed_wire(), **timers}
     a = DiscoveryOptions(address=LOCALHOST, port=port_a, broadcast_address=LOCALHOST,
                          broadcast_port=listen_b, listen_port=listen_a, **settings)  # fmt: skip
     b = DiscoveryOptions(address=LOCALHOST, port=port_b, broadcast_address=LOCALHOST,

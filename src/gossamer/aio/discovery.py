@@ -40,6 +40,7 @@ import random
 import socket
 import struct
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,9 +48,11 @@ from typing import Any
 from gossamer._types import Address, Datagram
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
+from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import broadcast_socket, udp_socket
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.discovery import (
+    LAYER,
     DataReceived,
     DiscoveryConfig,
     DiscoveryCore,
@@ -57,6 +60,7 @@ from gossamer.proto.discovery import (
     PeerUp,
 )
 from gossamer.trace.sink import NullSink, Tracer, TraceSink
+from gossamer.wire.mode import Wire
 from gossamer.wire.prototari import BROADCAST_PORT, MAX_DATAGRAM, UNICAST_PORT
 
 __all__ = [
@@ -117,6 +121,10 @@ class DiscoveryOptions:
     broadcast emulated on a network where nothing may be broadcast (many nodes on
     127.0.0.1, each listening on its own port). ``names`` gives the node ids of known
     peer addresses, for traces and events (default: ``ip:port``).
+
+    ``wire`` is the wire and its key (``gossamer.wire.mode.Wire``); it has no default, as
+    the default (sealed) wire needs the group key. On the original wire, the node speaks
+    to the Go original: a peer is its IP, replies go to ``IP:port`` (``docs/interop.md``).
     """
 
     interface: str | None = None
@@ -136,6 +144,7 @@ class DiscoveryOptions:
     node_id: str | None = None
     names: Mapping[Address, str] = field(default_factory=dict)
     broadcast_targets: tuple[Address, ...] = ()
+    wire: Wire | None = None
 
     def resolve(self) -> tuple[str, str]:
         """``(address, broadcast_address)``; raises ``ConfigError`` when underspecified."""
@@ -234,6 +243,11 @@ class DiscoveryNode:
         if self._driver is not None:
             raise LocalProtocolError("the node was already started")
         opts = self.options
+        if opts.wire is None:
+            raise ConfigError(
+                "give the wire: Wire(key=...) for the default, sealed, wire (there is no "
+                "default key), or Wire(mode=WireMode.ORIGINAL) to talk to the Go original"
+            )
         address, broadcast = opts.resolve()
         loop = asyncio.get_running_loop()
         identity = (address, opts.port)
@@ -251,6 +265,7 @@ class DiscoveryNode:
             rebalance=opts.rebalance,
             start=loop.time(),
             names=dict(opts.names),
+            wire=opts.wire.mode,
         )
         node_id = opts.node_id or f"{address}:{opts.port}"
         tracer = Tracer(self._sink, run=self._run, node=node_id)
@@ -264,9 +279,10 @@ class DiscoveryNode:
             unicast.close()
             raise
         self._core = core
-        pumped: DiscoveryCore | _Fanout = core
+        fanout: DiscoveryCore | _Fanout = core
         if opts.broadcast_targets:
-            pumped = _Fanout(core, (broadcast, opts.broadcast_port), opts.broadcast_targets)
+            fanout = _Fanout(core, (broadcast, opts.broadcast_port), opts.broadcast_targets)
+        pumped = seal_core(fanout, opts.wire, sender=node_id, tracer=tracer, layer=LAYER)
         self._driver = await open_datagram(
             pumped,
             unicast,
@@ -336,6 +352,11 @@ class DiscoveryNode:
     def peers(self) -> list[Address]:
         """The currently registered peers."""
         return self._require_core().peers()
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams the envelope refused, by reason (always empty on the original wire)."""
+        return rejected_by(self._require_driver().core)
 
     # -- data --------------------------------------------------------------------------
 

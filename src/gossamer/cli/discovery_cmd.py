@@ -15,6 +15,10 @@ can follow it::
 clock as the trace written with ``--trace``. Where the node lives is always
 given: ``--interface`` or ``--address`` with ``--broadcast``.
 
+The wire is sealed by default (``--key-file`` or ``GOSSAMER_KEY`` gives the group key);
+``--wire original`` speaks the Go original's plaintext, with its identity rules: a peer
+is its IP, whatever port it sends from (``docs/interop.md``).
+
 Also runnable as ``python -m gossamer.cli.discovery_cmd ARGS``.
 """
 
@@ -35,6 +39,7 @@ import orjson
 
 from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, PeerEvent
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.proto.discovery import PeerDown
 from gossamer.trace.sink import JsonlSink, TraceSink
@@ -66,6 +71,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
         help="send a datagram to every peer this often (exercises delivery)",
     )
     p.add_argument("--seed", type=int, help="seed for the first-broadcast jitter")
+    add_wire_arguments(p)
 
 
 def add_parser(commands: Any) -> None:
@@ -109,6 +115,7 @@ async def _serve(args: argparse.Namespace) -> int:
         inactive_time=args.inactive,
         heartbeat_wait=args.wait,
         node_id=args.node_id,
+        wire=wire_from_args(args),
     )
     loop = asyncio.get_running_loop()
     sink: TraceSink | None = None

@@ -22,6 +22,8 @@ IMPOSSIBLE = {
     (S.PEER, I.RETRY_DUE), (S.PEER, I.RESERVATION_EXPIRED), (S.PEER, I.MISS),
     (S.PEER, I.LAST_MISS), (S.PEER, I.RESPOND_FULL),
     (S.PROBING, I.RESERVATION_EXPIRED), (S.PROBING, I.INACTIVE), (S.PROBING, I.RESPOND_FULL),
+    # A broadcast as a sign of life (original wire) comes only from registered peers.
+    (S.UNKNOWN, I.DISCOVER_ALIVE), (S.RESERVED, I.DISCOVER_ALIVE),
 }  # fmt: skip
 
 
@@ -44,9 +46,14 @@ def test_table_has_exactly_the_possible_pairs() -> None:
 def test_every_message_is_handled_in_every_state() -> None:
     # A datagram can arrive in any state; only timers are state-specific. RESPOND_FULL
     # ("no slot for this aupa!") is classified only for strangers: others hold a slot.
-    for state, event in itertools.product(PeerState, MESSAGES - {I.RESPOND_FULL}):
+    for state, event in itertools.product(
+        PeerState, MESSAGES - {I.RESPOND_FULL, I.DISCOVER_ALIVE}
+    ):
         assert (state, event) in TRANSITIONS
     assert [s for s in PeerState if (s, I.RESPOND_FULL) in TRANSITIONS] == [S.UNKNOWN]
+    alive = [s for s in PeerState if (s, I.DISCOVER_ALIVE) in TRANSITIONS]
+    assert alive == [S.PEER, S.PROBING]
+    assert all(A.SEEN in TRANSITIONS[s, I.DISCOVER_ALIVE][1] for s in alive)
 
 
 def test_only_solicited_paths_register() -> None:

@@ -6,6 +6,15 @@ on a LAN every node uses the spec's fixed ports and the identity is simply
 ``ip:21450``. Remote nodes are identified the same way: by the source address
 of their datagrams.
 
+On the original wire (``config.wire``, ``docs/interop.md``) a remote node is its IP
+alone, as the Go original identifies it: the original sends every datagram from a
+fresh socket with an ephemeral source port, and always to ``IP:21450``. So the source
+port is ignored, every remote node is named ``(ip, <our unicast port>)`` (the well-known
+port), replies go there, and a datagram from our own IP is our own. And since the
+original never answers ``hor?``, a ``pelotari?`` from a registered peer counts as seen
+there (it is the only sign of life such a peer gives; the Go original broadcasts every
+5 s while it has room); ``inactive_time`` must then exceed the peers' broadcast interval.
+
 Sockets (the driver's business, see ``gossamer.aio.discovery``): a node has a
 unicast socket bound to its identity, and a listening socket on the broadcast
 port. Both feed ``receive_datagram``; the core does not need to know which one
@@ -70,6 +79,7 @@ from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import Action, Input, PeerState, transition
 from gossamer.trace.sink import Tracer
 from gossamer.wire import prototari as wire
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
@@ -137,6 +147,9 @@ class DiscoveryConfig:
       to one random peer to get back to ``max_peers`` (not in the spec; see
       ``docs/discovery.md``, "Rebalancing"). Never needed when ``N <= max_peers + 1``.
     - ``names``: node ids of known addresses, for traces and events.
+    - ``wire``: ``sealed`` (default) or ``original``: who a datagram is from and what
+      counts as seen (module docstring). Sealing itself wraps the core
+      (``gossamer.proto.sealing``).
     """
 
     address: Address
@@ -162,6 +175,7 @@ class DiscoveryConfig:
     rebalance_patience: int = 3
     rebalance_chance: float = 0.25
     names: Mapping[Address, str] = field(default_factory=dict)
+    wire: WireMode = WireMode.SEALED
 
     def __post_init__(self) -> None:
         _check_port("port", self.address[1])
@@ -313,6 +327,7 @@ class DiscoveryCore:
         self._last_broadcast: float | None = None
         self._next_broadcast: float | None = config.start + rng.uniform(0.0, config.jitter)
         self._stopped = False
+        self._by_ip = config.wire is WireMode.ORIGINAL
 
     # -- queries -----------------------------------------------------------------------
 
@@ -368,6 +383,8 @@ class DiscoveryCore:
             self.counters.after_stop += 1
             return
         self.counters.received += 1
+        if self._by_ip:
+            addr = (addr[0], self._self[1])
         if addr == self._self:
             # Our own pelotari? looped back by the broadcast (or a forged source).
             self.counters.own_broadcasts += 1
@@ -503,6 +520,8 @@ class DiscoveryCore:
         event = _INPUT_OF[msg.kind]
         if event is Input.DISCOVER:
             if state in _REGISTERED:
+                if self._by_ip:
+                    return Input.DISCOVER_ALIVE, None  # see the module docstring
                 return event, None  # 1b step 1: ignored, nothing to spend
             if state is PeerState.UNKNOWN:
                 if self.full:

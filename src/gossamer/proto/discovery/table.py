@@ -43,6 +43,9 @@ class Input(Enum):
     DISCOVER = "discover"
     #: pelotari? we must not answer: no free slot (1b step 2) or over the answer rate.
     DISCOVER_REFUSED = "discover_refused"
+    #: pelotari? from a registered peer on the original wire, where a broadcast is the only
+    #: sign of life a peer that never answers hor? (the Go original) gives.
+    DISCOVER_ALIVE = "discover_alive"
     #: aupa! within the handshake timeout of our own broadcast, a slot for it, answer budget.
     RESPOND = "respond"
     #: aupa! to our recent broadcast while we have no free slot, with answer budget left.
@@ -152,12 +155,14 @@ TRANSITIONS: dict[tuple[PeerState, Input], _Row] = {
     # -- registered and recently heard ------------------------------------------------
     (S.PEER, I.DISCOVER): (S.PEER, (A.IGNORE_PEER_BROADCAST,)),  # 1b step 1
     (S.PEER, I.DISCOVER_REFUSED): (S.PEER, (A.IGNORE_PEER_BROADCAST,)),
+    (S.PEER, I.DISCOVER_ALIVE): (S.PEER, (A.SEEN, A.IGNORE_PEER_BROADCAST)),
     **{(S.PEER, i): row for i, row in _REGISTERED.items()},
     (S.PEER, I.INACTIVE): (S.PROBING, (A.START_PROBE, A.SEND_HEARTBEAT)),  # 2 step 2
     (S.PEER, I.EVICT): (S.UNKNOWN, (A.SEND_DISCONNECT, A.REMOVE_EVICT)),
     # -- registered, silent, being probed --------------------------------------------
     (S.PROBING, I.DISCOVER): (S.PROBING, (A.IGNORE_PEER_BROADCAST,)),
     (S.PROBING, I.DISCOVER_REFUSED): (S.PROBING, (A.IGNORE_PEER_BROADCAST,)),
+    (S.PROBING, I.DISCOVER_ALIVE): (S.PEER, (A.SEEN, A.IGNORE_PEER_BROADCAST)),
     **{(S.PROBING, i): row for i, row in _REGISTERED.items()},  # 2 step 4
     (S.PROBING, I.EVICT): (S.UNKNOWN, (A.SEND_DISCONNECT, A.REMOVE_EVICT)),
     (S.PROBING, I.RETRY_DUE): (S.PROBING, (A.SEND_HEARTBEAT,)),
