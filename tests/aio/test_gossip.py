@@ -2,7 +2,7 @@
 
 Multicast between real hosts is in ``tests/netns/test_gossip_hosts.py``; here nodes run the
 tree over TCP: a broadcast reaches every node once, a dead or absent peer is routed around
-(connect refused, connect timeout), and the ``chatter-compat`` wire works the same.
+(connect refused, connect timeout), and the original wire works the same.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from gossamer.aio import loop as aio_loop
 from gossamer.aio.gossip import GossipNode
-from gossamer.proto.gossip import GossipConfig, MessageHandler, WireFormat
+from gossamer.proto.gossip import GossipConfig, MessageHandler, WireMode
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire.chatter import NetID
 
@@ -74,7 +74,7 @@ def make_nodes(
         config = GossipConfig(
             my_addr="127.0.0.1",
             my_port=port,
-            key=KEY if settings.get("wire") is not WireFormat.CHATTER else b"compat",
+            key=KEY if settings.get("wire") is not WireMode.ORIGINAL else b"compat",
             multicast=False,
             **settings,  # type: ignore[arg-type]
         )
@@ -98,12 +98,12 @@ async def wait_for(predicate: object, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.mark.parametrize("wire", [WireFormat.ENVELOPE, WireFormat.CHATTER])
-def test_a_broadcast_reaches_every_node_once_over_tcp(run: Runner, wire: WireFormat) -> None:
+@pytest.mark.parametrize("wire", [WireMode.SEALED, WireMode.ORIGINAL])
+def test_a_broadcast_reaches_every_node_once_over_tcp(run: Runner, wire: WireMode) -> None:
     run(_reaches_every_node(wire))
 
 
-async def _reaches_every_node(wire: WireFormat) -> None:
+async def _reaches_every_node(wire: WireMode) -> None:
     ports = free_ports(7)
     trace = MemorySink()
     got: dict[int, list[object]] = {}
@@ -119,7 +119,7 @@ async def _reaches_every_node(wire: WireFormat) -> None:
         assert got[ports[0]] == []
         sends = [e for e in trace.select(layer="gossip", kind="send") if e.msg == msg]
         assert len(sends) == 6 and {e.attrs["via"] for e in sends} == {"tcp"}
-        if wire is WireFormat.ENVELOPE:
+        if wire is WireMode.SEALED:
             await wait_for(lambda: all(n.core.pending_hops == 0 for n in nodes))  # all ACKed
             hops = [int(e.attrs["hop"]) for e in trace.select(layer="gossip", kind="deliver")]
             assert max(hops) <= 3  # ceil(log2 7)

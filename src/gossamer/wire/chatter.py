@@ -1,4 +1,4 @@
-"""Chatter's wire format (``chatter-compat``), byte for byte, bounded, and fast.
+"""Chatter's wire format (the original wire, ``--wire original``), byte for byte, bounded, and fast.
 
 The format as the real code (Chatter 0.0.13-0.0.15) writes it, chatter-as-coded.md §1::
 

@@ -2,7 +2,7 @@
 
 Chatter's own format (AES-256-CTR with a fixed IV, an unkeyed XXH32) is a many-time pad with
 no integrity (chatter-as-coded.md §12). This envelope replaces it unless a deployment asks for
-``chatter-compat`` (DESIGN.md, "Wire security")::
+the original wire (``--wire original``; DESIGN.md, "Wire security")::
 
     0     1     2           6     7          7+n         15+n            31+n        39+n
     +-----+-----+-----------+-----+----------+-----------+---------------+-----------+

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gossamer.errors import ConfigError
-from gossamer.proto.gossip.config import GossipConfig, WireFormat
+from gossamer.proto.gossip.config import GossipConfig, WireMode
 from gossamer.wire.chatter import NetID, derive_key
 
 KEY = "a-generated-passphrase-of-enough-entropy"
@@ -16,7 +16,7 @@ def test_from_env_reads_chatters_variables_with_chatters_defaults() -> None:
     assert config.netid == NetID("10.1.2.3", 29999)
     assert config.group == ("224.1.1.1", 29999)
     assert config.multicast_ttl == 4
-    assert config.wire is WireFormat.ENVELOPE
+    assert config.wire is WireMode.SEALED
     env = {
         "CHATTER_ADDRESS": "10.1.2.3",
         "CHATTER_PORT": "4000",
@@ -24,7 +24,7 @@ def test_from_env_reads_chatters_variables_with_chatters_defaults() -> None:
         "CHATTER_MULTICAST_PORT": "4001",
         "CHATTER_MULTICAST_TTL": "1",
         "CHATTER_KEY": "secret",
-        "CHATTER_WIRE": "chatter-compat",
+        "CHATTER_WIRE": "original",
     }
     config = GossipConfig.from_env(env, ack_timeout=0.25)
     assert (config.my_port, config.multicast_addr, config.multicast_port) == (
@@ -33,7 +33,7 @@ def test_from_env_reads_chatters_variables_with_chatters_defaults() -> None:
         4001,
     )
     assert config.multicast_ttl == 1 and config.ack_timeout == 0.25
-    assert config.wire is WireFormat.CHATTER
+    assert config.wire is WireMode.ORIGINAL
     assert config.chatter_key() == derive_key("secret") == b"secret01234567890123456789012345"
     assert GossipConfig.from_env(env, my_port=5000).my_port == 5000  # overrides win
 
@@ -68,7 +68,7 @@ def test_unknown_overrides_and_oversized_compat_datagrams_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown"):
         GossipConfig.from_env(base, colour="blue")
     with pytest.raises(ConfigError, match="8192"):
-        GossipConfig(my_addr="10.1.2.3", key=b"k", wire=WireFormat.CHATTER, max_multicast_size=9000)
+        GossipConfig(my_addr="10.1.2.3", key=b"k", wire=WireMode.ORIGINAL, max_multicast_size=9000)
     GossipConfig(my_addr="10.1.2.3", key=b"k" * 32, max_multicast_size=9000)  # envelope: fine
 
 

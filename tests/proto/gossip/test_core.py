@@ -21,7 +21,7 @@ from gossamer.proto.gossip import (
     GossipCore,
     MessageHandler,
     StreamSend,
-    WireFormat,
+    WireMode,
 )
 from gossamer.proto.gossip.messages import GossipPayload, decode_payload
 from gossamer.trace.schema import TraceEvent
@@ -54,7 +54,7 @@ class Net:
         self,
         hosts: Iterable[str],
         *,
-        wire: WireFormat = WireFormat.ENVELOPE,
+        wire: WireMode = WireMode.SEALED,
         sink: MemorySink | None = None,
         **settings: object,
     ) -> None:
@@ -63,7 +63,7 @@ class Net:
         for i, host in enumerate(hosts):
             config = GossipConfig(
                 my_addr=host,
-                key=KEY if wire is WireFormat.ENVELOPE else b"k",
+                key=KEY if wire is WireMode.SEALED else b"k",
                 wire=wire,
                 **settings,  # type: ignore[arg-type]
             )
@@ -317,7 +317,7 @@ def test_multicast_copies_follow_after_a_spacing_and_are_dropped_as_replays() ->
     assert len(b.events_received()) == 1
     (send,) = [e for e in net.trace("send") if e.msg == "10.0.0.1:29999/1"]
     assert send.attrs["copies"] == "3"
-    defaults = Net(["10.0.0.3"]), Net(["10.0.0.3"], wire=WireFormat.CHATTER)
+    defaults = Net(["10.0.0.3"]), Net(["10.0.0.3"], wire=WireMode.ORIGINAL)
     assert [next(iter(n.cores.values())).copies for n in defaults] == [2, 1]
 
 
@@ -439,7 +439,7 @@ def test_a_multicast_whose_source_is_not_its_sender_is_dropped() -> None:
 
 
 def test_compat_multicast_stays_within_8192_bytes_and_larger_payloads_go_by_tcp() -> None:
-    net = Net(["10.0.0.1", "10.0.0.2"], wire=WireFormat.CHATTER)
+    net = Net(["10.0.0.1", "10.0.0.2"], wire=WireMode.ORIGINAL)
     origin, peer = nid("10.0.0.1"), nid("10.0.0.2")
     net.warm()
     core = net.cores[origin]
@@ -500,7 +500,7 @@ def test_wrong_keys_forgeries_and_replays_are_dropped() -> None:
 
 def test_compat_mode_speaks_chatter_bytes_and_forwarders_reoriginate() -> None:
     hosts = ["10.0.0.1", "10.0.1.1", "10.0.2.1", "10.0.3.1"]
-    net = Net(hosts, wire=WireFormat.CHATTER, multicast=False)
+    net = Net(hosts, wire=WireMode.ORIGINAL, multicast=False)
     origin = nid(hosts[0])
     net.hold_streams = True
     net.cores[origin].broadcast([nid(h) for h in hosts[1:]], ("hello", "c"), 0.0)

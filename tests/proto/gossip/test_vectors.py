@@ -1,6 +1,6 @@
 """The real Chatter's messages (shared/vectors/chatter/messages.json) through the handler path.
 
-Each golden message, produced by Chatter 0.0.14 itself, is fed to a ``chatter-compat`` core
+Each golden message, produced by Chatter 0.0.14 itself, is fed to an original-wire core
 as a multicast datagram and over TCP (coalesced in one read, which Chatter itself could not
 take, §3): the registered handlers decode the payload, the node delivers it once, and the
 peer database learns what the message says. And a core's own message for the minimal
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gossamer.proto.gossip import Delivered, GossipConfig, GossipCore, MessageHandler, WireFormat
+from gossamer.proto.gossip import Delivered, GossipConfig, GossipCore, MessageHandler, WireMode
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire import chatter as cw
 from gossamer.wire.chatter import NetID
@@ -50,7 +50,7 @@ def handlers() -> list[MessageHandler]:
 
 
 def compat_core(key: str, host: str = "192.168.200.1") -> GossipCore:
-    config = GossipConfig(my_addr=host, key=key.encode(), wire=WireFormat.CHATTER)
+    config = GossipConfig(my_addr=host, key=key.encode(), wire=WireMode.ORIGINAL)
     return GossipCore(
         config,
         tracer=Tracer(MemorySink(), run="v", node=str(config.netid)),

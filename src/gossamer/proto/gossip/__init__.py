@@ -12,7 +12,7 @@
 See ``docs/gossip.md``.
 """
 
-from gossamer.proto.gossip.config import GossipConfig, WireFormat
+from gossamer.proto.gossip.config import GossipConfig
 from gossamer.proto.gossip.core import (
     LAYER,
     Delivered,
@@ -27,6 +27,7 @@ from gossamer.proto.gossip.handlers import (
     text_handler,
 )
 from gossamer.proto.gossip.peers import PeerDB, PeerInfo
+from gossamer.wire.mode import WireMode
 
 __all__ = [
     "LAYER",
@@ -39,7 +40,7 @@ __all__ = [
     "PeerDB",
     "PeerInfo",
     "StreamSend",
-    "WireFormat",
+    "WireMode",
     "no_netids",
     "text_handler",
 ]

@@ -5,7 +5,8 @@ the multicast address, port and TTL, and the key. :meth:`GossipConfig.from_env` 
 from the same environment variables (``CHATTER_ADDRESS``, ``CHATTER_PORT``,
 ``CHATTER_MULTICAST_ADDRESS``, ``CHATTER_MULTICAST_PORT``, ``CHATTER_MULTICAST_TTL``,
 ``CHATTER_KEY``) with Chatter's defaults, and two more of gossamer's: ``CHATTER_WIRE``
-(``envelope``, the default, or ``chatter-compat``) and ``CHATTER_CLUSTER``.
+(``sealed``, the default, or ``original``: ``gossamer.wire.mode``; the older spellings
+``envelope`` and ``chatter-compat`` are still read) and ``CHATTER_CLUSTER``.
 
 Differences from Chatter, on purpose:
 
@@ -22,15 +23,15 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from enum import Enum
 from typing import Any
 
 from gossamer.errors import ConfigError
 from gossamer.wire import chatter as chatter_wire
 from gossamer.wire.chatter import NetID
 from gossamer.wire.keyring import Key, Keyring
+from gossamer.wire.mode import WireMode, parse_wire
 
-__all__ = ["DEFAULT_MULTICAST_ADDR", "DEFAULT_PORT", "GossipConfig", "WireFormat"]
+__all__ = ["DEFAULT_MULTICAST_ADDR", "DEFAULT_PORT", "GossipConfig"]
 
 #: Chatter's defaults (specs/chatter.md, "Configure").
 DEFAULT_PORT = 29999
@@ -39,19 +40,6 @@ DEFAULT_MULTICAST_TTL = 4
 #: Largest multicast datagram a default-configured Chatter peer receives whole: OTP on
 #: Linux truncates every datagram to 8192 bytes (chatter-as-coded.md §8).
 CHATTER_MAX_DATAGRAM = 8192
-
-
-class WireFormat(Enum):
-    """How messages look on the wire.
-
-    ``ENVELOPE``: gossamer's authenticated envelope (AES-256-GCM, replay windows) around a
-    small header and Chatter's gossip structure G. ``CHATTER``: Chatter's own format byte for
-    byte (AES-256-CTR with a fixed IV and no integrity, chatter-as-coded.md §12), to talk to
-    Chatter nodes.
-    """
-
-    ENVELOPE = "envelope"
-    CHATTER = "chatter-compat"
 
 
 def _ipv4(name: str, value: str) -> str:
@@ -76,28 +64,28 @@ class GossipConfig:
     - ``my_addr``, ``my_port``: the node's NetID; it listens for TCP there.
     - ``multicast_addr``, ``multicast_port``, ``multicast_ttl``: the UDP multicast group
       (224.1.1.1:29999, TTL 4 by default).
-    - ``key``: the group key (required). In ``chatter-compat`` mode Chatter's pad/chop rule
-      makes it 32 bytes. In envelope mode exactly 32 bytes are taken as a raw key, and
+    - ``key``: the group key (required). In original-wire mode Chatter's pad/chop rule
+      makes it 32 bytes. In sealed mode exactly 32 bytes are taken as a raw key, and
       anything else as a high-entropy passphrase (at least 16 bytes) through HKDF bound to
       ``cluster`` (``gossamer.wire.keyring``).
 
     gossamer's settings:
 
-    - ``wire``: ``WireFormat.ENVELOPE`` (default) or ``WireFormat.CHATTER``.
+    - ``wire``: ``WireMode.SEALED`` (default) or ``WireMode.ORIGINAL`` (``--wire``).
     - ``cluster``, ``key_id``: bound into every envelope key.
     - ``multicast``: use the multicast shortcut at all (off: the tree is TCP only).
     - ``multicast_copies``: datagrams per multicast send, ``multicast_spacing`` seconds
       apart (identical bytes; a receiver drops the later copies as replays before
       decrypting them). A peer reached by multicast gets no other copy, so one lost datagram
       is one miss; a second copy costs one datagram per subnet and broadcast and turns a
-      loss rate p into about p squared. Default (``None``): 2 in envelope mode, 1 in
-      ``chatter-compat`` mode, where Chatter peers would dispatch both copies.
+      loss rate p into about p squared. Default (``None``): 2 in sealed mode, 1 in
+      original-wire mode, where Chatter peers would dispatch both copies.
     - ``max_multicast_size``: a multicast datagram larger than this is not sent, and its LAN
       peers stay on the TCP list (8192: what a Chatter peer receives whole, §8).
     - ``max_message_size``: bound on one TCP message, both ways.
     - ``ack_timeout``: a next hop that has not acknowledged a TCP message within this many
-      seconds is presumed dead and its chunk is re-planned (envelope mode). In
-      ``chatter-compat`` mode, where peers send no acks, it is how long a sent chunk is kept
+      seconds is presumed dead and its chunk is re-planned (sealed mode). In
+      original-wire mode, where peers send no acks, it is how long a sent chunk is kept
       for re-planning if the driver reports the connection failed.
     - ``connect_timeout``: for drivers; Chatter had none (§8).
     - ``suspect_time``: a peer that failed as a next hop is not chosen as one again for
@@ -117,7 +105,7 @@ class GossipConfig:
     multicast_addr: str = DEFAULT_MULTICAST_ADDR
     multicast_port: int = DEFAULT_PORT
     multicast_ttl: int = DEFAULT_MULTICAST_TTL
-    wire: WireFormat = WireFormat.ENVELOPE
+    wire: WireMode = WireMode.SEALED
     cluster: str = "chatter"
     key_id: int = 1
     multicast: bool = True
@@ -160,10 +148,10 @@ class GossipConfig:
                 "no key configured (CHATTER_KEY): gossamer has no default key, "
                 "Chatter's public fallback would let anyone read and forge messages"
             )
-        if not isinstance(self.wire, WireFormat):
-            raise ConfigError("wire must be a WireFormat", wire=self.wire)
+        if not isinstance(self.wire, WireMode):
+            raise ConfigError("wire must be a WireMode", wire=self.wire)
         if self.multicast_copies is None:
-            copies = 1 if self.wire is WireFormat.CHATTER else 2
+            copies = 1 if self.wire is WireMode.ORIGINAL else 2
             object.__setattr__(self, "multicast_copies", copies)
         if not 0.0 <= self.multicast_spacing <= 1.0:
             raise ConfigError(
@@ -193,9 +181,9 @@ class GossipConfig:
             raise ConfigError(
                 "max_multicast_size must be 64 to 65507 bytes", size=self.max_multicast_size
             )
-        if self.wire is WireFormat.CHATTER and self.max_multicast_size > CHATTER_MAX_DATAGRAM:
+        if self.wire is WireMode.ORIGINAL and self.max_multicast_size > CHATTER_MAX_DATAGRAM:
             raise ConfigError(
-                "in chatter-compat mode multicast datagrams must stay within 8192 bytes "
+                "in original-wire mode multicast datagrams must stay within 8192 bytes "
                 "(a default-configured Chatter peer truncates larger ones)",
                 size=self.max_multicast_size,
             )
@@ -215,15 +203,12 @@ class GossipConfig:
         return (self.multicast_addr, self.multicast_port)
 
     def chatter_key(self) -> bytes:
-        """The 32-byte AES key of ``chatter-compat`` mode (Chatter's pad/chop rule, §4)."""
+        """The 32-byte AES key of original-wire mode (Chatter's pad/chop rule, §4)."""
         return chatter_wire.derive_key(self.key)
 
     def keyring(self) -> Keyring:
         """The envelope keyring: a raw 32-byte key, or a passphrase through HKDF."""
-        if len(self.key) == chatter_wire.KEY_SIZE:
-            key = Key.from_bytes(self.key, key_id=self.key_id)
-        else:
-            key = Key.from_passphrase(self.key, key_id=self.key_id, cluster=self.cluster)
+        key = Key.from_secret(self.key, key_id=self.key_id, cluster=self.cluster)
         return Keyring(cluster=self.cluster, keys=key)
 
     @classmethod
@@ -258,12 +243,7 @@ class GossipConfig:
                     raise ConfigError(f"{var} must be an integer", value=raw) from None
         wire = environ.get("CHATTER_WIRE")
         if wire:
-            try:
-                values["wire"] = WireFormat(wire)
-            except ValueError:
-                raise ConfigError(
-                    "CHATTER_WIRE must be 'envelope' or 'chatter-compat'", value=wire
-                ) from None
+            values["wire"] = parse_wire(wire, setting="CHATTER_WIRE")
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
         if unknown:

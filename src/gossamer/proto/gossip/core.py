@@ -23,11 +23,11 @@ and again by every node that receives a broadcast over TCP, with the list it rec
 6. Record every destination in the peer database.
 
 **Receive.** Multicast receivers deliver and never forward. TCP receivers acknowledge
-(envelope mode), deliver, and run steps 2-6 with the list they got and ``hop + 1``.
+(sealed mode), deliver, and run steps 2-6 with the list they got and ``hop + 1``.
 
 **Fixes** over the original, each tested:
 
-- The originator's BroadcastID travels end to end (envelope mode: the gossip's current id
+- The originator's BroadcastID travels end to end (sealed mode: the gossip's current id
   stays the origin's; the hop's identity is the envelope's authenticated sender), and each
   node delivers each broadcast once (``dedupe.py``; a bounded window per origin).
 - TCP framing survives coalesced and split reads (``framing.py``); drivers connect with a
@@ -38,10 +38,10 @@ and again by every node that receives a broadcast over TCP, with the list it rec
 - Only datagrams that arrived on the multicast group count as sightings
   (``receive_datagram(..., multicast=True)``); and a multicast's source address must match
   the sender it claims.
-- Multicast datagrams stay within ``max_multicast_size`` (8192 in ``chatter-compat`` mode);
+- Multicast datagrams stay within ``max_multicast_size`` (8192 in original-wire mode);
   larger messages go by TCP.
 
-**chatter-compat mode** speaks Chatter's wire byte for byte, and therefore Chatter's
+**original-wire mode** speaks Chatter's wire byte for byte, and therefore Chatter's
 semantics for the ids: the current id of a message is its sender's own NetID and a fresh
 seqno (§9, forwarders re-originate), since Chatter peers record it as the multicast sender.
 With no end-to-end id on the wire, duplicates are recognised by a digest of the payload
@@ -76,7 +76,7 @@ from gossamer.errors import (
     LocalProtocolError,
     RemoteProtocolError,
 )
-from gossamer.proto.gossip.config import GossipConfig, WireFormat
+from gossamer.proto.gossip.config import GossipConfig
 from gossamer.proto.gossip.dedupe import (
     DigestWindow,
     DuplicateWindow,
@@ -100,6 +100,7 @@ from gossamer.wire import chatter as cw
 from gossamer.wire import envelope
 from gossamer.wire.chatter import BroadcastID, Gossip, Limits, NetID
 from gossamer.wire.framing import HEADER_SIZE
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
@@ -135,7 +136,7 @@ class Delivered:
     """A broadcast delivered to this node, once.
 
     ``msg`` names it in traces; ``origin``/``seqno`` are its BroadcastID (``None`` in
-    ``chatter-compat`` mode, whose wire does not carry it). ``sender`` is the hop it came
+    original-wire mode, whose wire does not carry it). ``sender`` is the hop it came
     from, ``hop`` its distance from the origin (``None`` in compat mode), ``via`` ``tcp``,
     ``multicast`` or ``unicast``. The driver calls ``handler.dispatch(payload)``.
     """
@@ -208,7 +209,7 @@ class _Send:
     #: The payload bytes when they do not depend on the table (no NetIDs in the payload).
     content: bytes | None
     payload_netids: tuple[NetID, ...]
-    #: Hop count of the messages we send (None in chatter-compat mode).
+    #: Hop count of the messages we send (None in original-wire mode).
     hop: int | None
     origin_is_us: bool
 
@@ -265,7 +266,7 @@ class GossipCore:
         )
         self._trace = tracer
         self._rng = rng
-        self._compat = config.wire is WireFormat.CHATTER
+        self._compat = config.wire is WireMode.ORIGINAL
         self._group_label = f"{config.multicast_addr}:{config.multicast_port}"
         self._udp_limits = Limits(max_message_size=65_536)
         self._tcp_limits = Limits(
@@ -416,7 +417,7 @@ class GossipCore:
     def receive_reply(self, peer: NetID, data: bytes, now: float) -> None:
         """Bytes arriving on our outbound connection to ``peer`` (``b""``: it closed).
 
-        Only ACKs travel this way (envelope mode); a Chatter peer sends nothing back.
+        Only ACKs travel this way (sealed mode); a Chatter peer sends nothing back.
         """
         decoder = self._replies.get(peer)
         if not data:
@@ -425,7 +426,7 @@ class GossipCore:
         if self._compat:
             self._drop(
                 now,
-                "data on an outbound chatter-compat connection",
+                "data on an outbound original-wire connection",
                 peer=peer,
                 size=len(data),
                 via=TCP,
@@ -770,7 +771,7 @@ class GossipCore:
         """Multicast ``send`` on the LAN if it fits; True when sent.
 
         Like Chatter's, the datagram carries the distribution list (multicast receivers do
-        not forward it, but they learn the peers in it) and, in envelope mode, how this node
+        not forward it, but they learn the peers in it) and, in sealed mode, how this node
         groups it: one datagram teaches a whole LAN what this node knows of the other
         subnets. What does not fit in ``max_multicast_size`` goes, half at a time: first the
         list's last groups, then the oldest sightings.

@@ -3,13 +3,13 @@
 Chatter has no duplicate suppression of any kind (chatter-as-coded.md §9): every copy that
 arrives, by multicast or by TCP, is dispatched. gossamer delivers each broadcast once.
 
-- ``DuplicateWindow`` (envelope mode): the originator's BroadcastID travels end to end, so a
+- ``DuplicateWindow`` (sealed mode): the originator's BroadcastID travels end to end, so a
   broadcast is named by ``(origin, seqno)`` (the origin by its 6-byte wire form). Per
   origin, a sliding bitmap ``width`` seqnos wide below the highest seqno seen (the
   replay-window scheme of RFC 4303 §3.4.3). A seqno above the window slides it; one inside
   is new unless its bit is set; one below it is too old and is not delivered (it cannot be
   told from a duplicate any more).
-- ``DigestWindow`` (``chatter-compat`` mode): Chatter's wire names a message by its *last
+- ``DigestWindow`` (original-wire mode): Chatter's wire names a message by its *last
   hop* (forwarders re-originate, §9), so there is no end-to-end id to use. Copies are
   recognised by a digest of the payload type tag and content, remembered for ``ttl``
   seconds. The price: the same payload broadcast twice within ``ttl`` is delivered once.
@@ -103,12 +103,12 @@ class DuplicateWindow:
 
 
 def payload_digest(tag: int, content: bytes) -> bytes:
-    """An 8-byte digest naming a payload in ``chatter-compat`` mode (BLAKE2b)."""
+    """An 8-byte digest naming a payload in original-wire mode (BLAKE2b)."""
     return hashlib.blake2b(tag.to_bytes(4, "big") + content, digest_size=8).digest()
 
 
 class DigestWindow:
-    """Payload digests delivered within ``ttl`` seconds (``chatter-compat`` mode)."""
+    """Payload digests delivered within ``ttl`` seconds (original-wire mode)."""
 
     __slots__ = ("_seen", "max_entries", "ttl")
 

@@ -7,7 +7,7 @@ decoders reassemble them.
 
 - Envelope mode: each envelope is one frame of ``gossamer.wire.framing`` (u32 big-endian
   length, then the bytes).
-- ``chatter-compat`` mode: Chatter's own header already delimits a message (``0xFF``, then a
+- original-wire mode: Chatter's own header already delimits a message (``0xFF``, then a
   VarInt with the length of what follows, §3), so no prefix is added and the bytes sent are
   exactly Chatter's; ``ChatterStreamDecoder`` reads that header. Each message is still
   written by itself (one write per message), as a Chatter receiver needs (§13).

@@ -9,8 +9,8 @@ member of it, which carries on with the rest (Chatter's own retry rule for a fai
 
 States::
 
-    AWAITING_ACK  envelope mode: sent, waiting for the next hop's ACK
-    HELD          chatter-compat mode: sent, no ACK will come; kept ``ack_timeout`` seconds
+    AWAITING_ACK  sealed mode: sent, waiting for the next hop's ACK
+    HELD          original-wire mode: sent, no ACK will come; kept ``ack_timeout`` seconds
                   in case the driver reports the connection failed
     REPLANNED     the hop failed and its chunk went elsewhere; kept ``ack_timeout`` seconds
                   so that a late ACK is recognised (and counted: it means duplicates)
@@ -53,7 +53,7 @@ class HopAction(Enum):
     REPLAN = "replan"
     #: An ACK for a hop already re-planned: the hop was slow, not dead; count it.
     LATE_ACK = "late_ack"
-    #: An ACK where none was expected (a chatter-compat peer sent one): count and ignore.
+    #: An ACK where none was expected (an original Chatter peer sent one): count and ignore.
     UNEXPECTED_ACK = "unexpected_ack"
 
 

@@ -1,6 +1,6 @@
 """What a gossamer envelope carries for gossip: Chatter's gossip G plus a small header.
 
-In envelope mode (the default) every message is sealed with ``gossamer.wire.envelope``; the
+In sealed mode (the default) every message is sealed with ``gossamer.wire.envelope``; the
 envelope's sender is the sending node's NetID (``"ip:port"``), authenticated, and its payload
 is one of::
 

@@ -47,7 +47,7 @@ from gossamer.proto.gossip import (
     GossipCore,
     MessageHandler,
     StreamSend,
-    WireFormat,
+    WireMode,
 )
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
 from gossamer.sim.network import is_multicast
@@ -62,6 +62,7 @@ from gossamer.sim.scenarios import (
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import TraceSink
 from gossamer.wire.chatter import NetID
+from gossamer.wire.mode import parse_wire
 
 __all__ = [
     "GROUP",
@@ -359,7 +360,7 @@ class GossipParams:
     announce: int = 2
     warmup: int = 0
     interval: float = 1.0
-    wire: WireFormat = WireFormat.ENVELOPE
+    wire: WireMode = WireMode.SEALED
     copies: int | None = None
     ack_timeout: float = 0.5
 
@@ -423,7 +424,7 @@ class GossipSim:
         config = GossipConfig(
             my_addr=netid.host,
             my_port=netid.port,
-            key=SIM_KEY if p.wire is WireFormat.ENVELOPE else b"simulation",
+            key=SIM_KEY if p.wire is WireMode.SEALED else b"simulation",
             wire=p.wire,
             multicast=p.multicast,
             multicast_copies=p.copies,
@@ -663,16 +664,16 @@ SCENARIO = register(
             ),
             Param(
                 name="wire",
-                parse=WireFormat,
-                default=WireFormat.ENVELOPE,
-                shown="envelope",
-                help="envelope|chatter-compat",
+                parse=parse_wire,
+                default=WireMode.SEALED,
+                shown="sealed",
+                help="sealed|original",
             ),
             Param(
                 name="copies",
                 parse=positive_int,
                 default=None,
-                shown="2 (chatter-compat: 1)",
+                shown="2 (original: 1)",
                 help="datagrams per multicast send",
             ),
             Param(
