@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import secrets
 import statistics
 import time
 from collections.abc import Callable
@@ -159,12 +160,20 @@ def _zmq_req(port: int, trips: int, use_async: bool) -> list[float]:
 # -- gossamer ----------------------------------------------------------------------------
 
 
+def _wire() -> Any:
+    """The sealed wire (the default) with this run's key, which ``main`` puts in the
+    environment that the spawned workers inherit."""
+    from gossamer.wire.mode import Wire, parse_key
+
+    return Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
+
+
 def _gossamer_pull(conn: Connection, count: int, use_async: bool) -> None:
     from gossamer.aio import link
     from gossamer.aio.loop import run
 
     async def main() -> tuple[float, float]:
-        pull = await link.socket("pull", tag="sink", capacity=CAPACITY, batch=BATCH)
+        pull = await link.socket("pull", wire=_wire(), tag="sink", capacity=CAPACITY, batch=BATCH)
         conn.send(pull.address)
         await pull.receive()
         start, cpu = time.perf_counter(), time.process_time()
@@ -184,7 +193,7 @@ def _gossamer_push(conn: Connection, address: Any, count: int, use_async: bool) 
 
     async def main() -> float:
         cpu = time.process_time()
-        push = await link.socket("push", tag="source")
+        push = await link.socket("push", wire=_wire(), tag="source")
         await push.link(tuple(address), "sink", timeout=10)
         send = push.send
         for _ in range(count):
@@ -200,7 +209,7 @@ def _gossamer_rep(conn: Connection, use_async: bool) -> None:
     from gossamer.aio.loop import run
 
     async def main() -> None:
-        rep = await link.socket("rep", tag="service")
+        rep = await link.socket("rep", wire=_wire(), tag="service")
         conn.send(rep.address)
         while True:
             msg = await rep.receive()
@@ -218,7 +227,7 @@ def _gossamer_req(address: Any, trips: int, use_async: bool) -> list[float]:
     from gossamer.aio.loop import run
 
     async def main() -> list[float]:
-        req = await link.socket("req", tag="client")
+        req = await link.socket("req", wire=_wire(), tag="client")
         await req.link(tuple(address), "service", timeout=10)
         times = []
         for _ in range(trips):
@@ -289,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     count = 20_000 if args.quick else 300_000
     trips = 500 if args.quick else 5_000
     rounds = 1 if args.quick else 3
+    # gossamer runs sealed, as by default: a fresh key for this run, inherited by workers.
+    os.environ["GOSSAMER_KEY"] = secrets.token_hex(32)
 
     rates: dict[str, list[float]] = {name: [] for name, *_ in THROUGHPUT}
     cpus: dict[str, list[float]] = {name: [] for name, *_ in THROUGHPUT}

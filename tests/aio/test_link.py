@@ -18,9 +18,13 @@ from gossamer.aio import link
 from gossamer.aio import loop as aio_loop
 from gossamer.aio.link import LinkError, Message, Receipt
 from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.testing import sealed_wire
 from gossamer.trace import MemorySink, Tracer
 
 Runner = Callable[[Coroutine[Any, Any, None]], None]
+
+#: One group key for the module's sockets (links are sealed by default).
+WIRE = sealed_wire()
 
 
 @pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
@@ -42,9 +46,9 @@ def run(request: pytest.FixtureRequest) -> Runner:
 def test_push_pull_with_credits(run: Runner) -> None:
     async def main() -> None:
         sink = MemorySink()
-        node = await link.open_node(tracer=Tracer(sink, run="t", node="pull"))
+        node = await link.open_node(wire=WIRE, tracer=Tracer(sink, run="t", node="pull"))
         pull = node.socket("pull", tag="jobs", capacity=10, batch=0.5)
-        push = await link.socket("push", tag="feeder")
+        push = await link.socket("push", wire=WIRE, tag="feeder")
         await push.link(pull.address, "jobs", timeout=5)
         assert push.statistics().established == 1
 
@@ -70,8 +74,8 @@ def test_push_pull_with_credits(run: Runner) -> None:
 
 def test_push_pull_over_udp_with_the_reliable_channel() -> None:
     async def main() -> None:
-        pull = await link.socket("pull", tag=7, transport="udp", capacity=50)
-        push = await link.socket("push", tag=8, transport="udp")
+        pull = await link.socket("pull", wire=WIRE, tag=7, transport="udp", capacity=50)
+        push = await link.socket("push", wire=WIRE, tag=8, transport="udp")
         await push.link(pull.address, 7, timeout=5)
 
         async def produce() -> None:
@@ -90,8 +94,8 @@ def test_push_pull_over_udp_with_the_reliable_channel() -> None:
 
 def test_req_rep_round_trips_and_stale_replies(run: Runner) -> None:
     async def main() -> None:
-        rep = await link.socket("rep", tag="service")
-        req = await link.socket("req", tag="client")
+        rep = await link.socket("rep", wire=WIRE, tag="service")
+        req = await link.socket("req", wire=WIRE, tag="client")
         await req.link(rep.address, "service", timeout=5)
 
         async def serve() -> None:
@@ -117,7 +121,7 @@ def test_req_rep_round_trips_and_stale_replies(run: Runner) -> None:
 
 def test_dealer_router_routes_replies_by_id(run: Runner) -> None:
     async def main() -> None:
-        node = await link.open_node()
+        node = await link.open_node(wire=WIRE)
         router = node.socket("router", tag="hub")
         dealers = [node.socket("dealer", tag=f"worker{i}") for i in range(3)]
         for dealer in dealers:
@@ -140,9 +144,9 @@ def test_dealer_router_routes_replies_by_id(run: Runner) -> None:
 
 def test_pub_sub_by_topic_prefix(run: Runner) -> None:
     async def main() -> None:
-        pub = await link.socket("pub", tag="news")
-        everything = await link.socket("sub", tag="all")
-        sport = await link.socket("sub", tag="sport")
+        pub = await link.socket("pub", wire=WIRE, tag="news")
+        everything = await link.socket("sub", wire=WIRE, tag="all")
+        sport = await link.socket("sub", wire=WIRE, tag="sport")
         everything.subscribe(b"")
         sport.subscribe(b"sport.")
         for sub in (everything, sport):
@@ -164,8 +168,8 @@ def test_pub_sub_by_topic_prefix(run: Runner) -> None:
 
 def test_pair_with_receipts_before_messages(run: Runner) -> None:
     async def main() -> None:
-        left = await link.socket("pair", tag="left", receipts=True)
-        right = await link.socket("pair", tag="right")
+        left = await link.socket("pair", wire=WIRE, tag="left", receipts=True)
+        right = await link.socket("pair", wire=WIRE, tag="right")
         await left.link(right.address, "right", timeout=5)
         await left.send(b"first", cookie="c1")
         await right.send(b"reply")
@@ -178,7 +182,7 @@ def test_pair_with_receipts_before_messages(run: Runner) -> None:
         else:
             assert await left.receive(timeout=5) == b"reply"
         assert isinstance(receipt, Receipt) and receipt.cookie == "c1" and receipt.taken
-        third = await link.socket("pair", tag="third", retry_limit=0)
+        third = await link.socket("pair", wire=WIRE, tag="third", retry_limit=0)
         with pytest.raises(LinkError) as info:
             await third.link(right.address, "right", timeout=5)
         assert info.value.cause == "gave_up:refused:temporarily_unavailable"
@@ -190,8 +194,8 @@ def test_pair_with_receipts_before_messages(run: Runner) -> None:
 
 def test_incompatible_links_and_missing_peers_raise_with_the_reason(run: Runner) -> None:
     async def main() -> None:
-        a = await link.socket("push", tag="a")
-        b = await link.socket("push", tag="b")
+        a = await link.socket("push", wire=WIRE, tag="a")
+        b = await link.socket("push", wire=WIRE, tag="b")
         with pytest.raises(LinkError) as info:
             await a.link(b.address, "b", timeout=5)
         assert info.value.cause == "refused:incompatible"
@@ -210,8 +214,8 @@ def test_incompatible_links_and_missing_peers_raise_with_the_reason(run: Runner)
 
 def test_blocking_sends_wait_for_credit_with_a_timeout(run: Runner) -> None:
     async def main() -> None:
-        pull = await link.socket("pull", tag="slow", capacity=2, batch=1.0)
-        push = await link.socket("push", tag="fast")
+        pull = await link.socket("pull", wire=WIRE, tag="slow", capacity=2, batch=1.0)
+        push = await link.socket("push", wire=WIRE, tag="fast")
         await push.link(pull.address, "slow", timeout=5)
         await push.send(b"1")
         await push.send(b"2")
@@ -234,8 +238,8 @@ def test_blocking_sends_wait_for_credit_with_a_timeout(run: Runner) -> None:
 
 def test_a_vanished_peer_fails_the_waiting_request(run: Runner) -> None:
     async def main() -> None:
-        rep = await link.socket("rep", tag="svc")
-        req = await link.socket("req", tag="cli")
+        rep = await link.socket("rep", wire=WIRE, tag="svc")
+        req = await link.socket("req", wire=WIRE, tag="cli")
         await req.link(rep.address, "svc", timeout=5)
         await req.send(b"anyone?")
         await rep.node.close(timeout=0.1)  # the server goes away without answering

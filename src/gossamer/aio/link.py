@@ -30,12 +30,14 @@ import contextlib
 import ipaddress
 import random
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from gossamer._types import Address
 from gossamer.aio._pump import now
 from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.sealing import rejected_by, seal_core, stream_seals
 from gossamer.aio.sockets import udp_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
 from gossamer.errors import ConfigError, LocalProtocolError
@@ -59,7 +61,9 @@ from gossamer.proto.link.core import (
     Writable,
 )
 from gossamer.proto.link.machine import LinkState
+from gossamer.proto.sealing import SealedStream, StreamSeals
 from gossamer.trace.sink import NullSink, Tracer
+from gossamer.wire.mode import Wire
 
 __all__ = [
     "LinkError",
@@ -101,18 +105,20 @@ class Node:
     """One link node on real sockets. Make it with :func:`open_node`."""
 
     def __init__(
-        self, transport: Transport, tracer: Tracer | None, trace_data: bool | None
+        self, transport: Transport, tracer: Tracer | None, trace_data: bool | None, wire: Wire
     ) -> None:
         self.transport = transport
+        self.wire = wire
+        self._seals: StreamSeals | None = None
         self._tracer = tracer or Tracer(NullSink(), run="-", node="-")
         # Per-message send/deliver traces cost a few microseconds each: on by default
         # only when a real tracer is given.
         self._trace_data = tracer is not None if trace_data is None else trace_data
         self._core: LinkNode | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: StreamServer[StreamEndpoint] | None = None
-        self._datagram: DatagramDriver[LinkNode] | None = None
-        self._drivers: dict[StreamEndpoint, StreamDriver[StreamEndpoint]] = {}
+        self._server: StreamServer[Any] | None = None
+        self._datagram: DatagramDriver[Any] | None = None
+        self._drivers: dict[StreamEndpoint, StreamDriver[Any]] = {}
         self._dialing: set[Address] = set()
         self._dial_tasks: set[asyncio.Task[None]] = set()
         self._flush_scheduled = False
@@ -161,17 +167,31 @@ class Node:
             self._server = server
             self._core = make_core(server.address)
             self._core.wakeup = self._schedule_flush
+            self._seals = stream_seals(
+                self.wire, me=_name(server.address), tracer=self._tracer, layer="link"
+            )
         else:
             sock = udp_socket(host, port)
             name = sock.getsockname()
             core = make_core((str(name[0]), int(name[1])))
             self._core = core
-            self._datagram = await open_datagram(core, sock, on_event=self._on_event)
+            sealed = seal_core(
+                core, self.wire, sender=_name(core.address), tracer=self._tracer, layer="link"
+            )
+            self._datagram = await open_datagram(sealed, sock, on_event=self._on_event)
 
     @property
     def address(self) -> Address:
         """Where peers link to this node's sockets."""
         return self.core.address
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams or stream records the envelope refused, by reason (a refused record
+        also ends its connection); always empty on the original wire."""
+        if self._seals is not None:
+            return Counter(self._seals.rejected)
+        return rejected_by(None if self._datagram is None else self._datagram.core)
 
     @property
     def core(self) -> LinkNode:
@@ -278,11 +298,20 @@ class Node:
 
     # -- TCP connections ---------------------------------------------------------------
 
-    def _accepted_core(self) -> StreamEndpoint:
-        return self.core.stream_endpoint(None)
+    def _accepted_core(self) -> StreamEndpoint | SealedStream[StreamEndpoint]:
+        return self._sealed(self.core.stream_endpoint(None), None)
 
-    def _on_connection(self, driver: StreamDriver[StreamEndpoint]) -> None:
-        self._drivers[driver.core] = driver
+    def _sealed(
+        self, endpoint: StreamEndpoint, peer: Address | None
+    ) -> StreamEndpoint | SealedStream[StreamEndpoint]:
+        """The connection's stream core: ``endpoint``, behind the envelope when sealed."""
+        if self._seals is None:
+            return endpoint
+        return SealedStream(endpoint, self._seals, None if peer is None else _name(peer))
+
+    def _on_connection(self, driver: StreamDriver[Any]) -> None:
+        core = driver.core
+        self._drivers[core.inner if isinstance(core, SealedStream) else core] = driver
 
     def _dial(self, peer: Address) -> None:
         if peer in self._dialing or self._closed:
@@ -296,7 +325,7 @@ class Node:
         endpoint: StreamEndpoint | None = None
         try:
             endpoint = self.core.stream_endpoint(peer)
-            driver = await connect(endpoint, peer[0], peer[1],
+            driver = await connect(self._sealed(endpoint, peer), peer[0], peer[1],
                                    on_event=self._on_event, event_queue=False)
             self._drivers[endpoint] = driver
         except (OSError, TimeoutError) as exc:
@@ -339,6 +368,10 @@ class Node:
 
 def _nothing(now: float) -> None:
     return None
+
+
+def _name(address: Address) -> str:
+    return f"{address[0]}:{address[1]}"
 
 
 def _no_time() -> float:
@@ -590,6 +623,7 @@ async def open_node(
     channel: ChannelConfig | None = None,
     max_message: int | None = None,
     seed: int | None = None,
+    wire: Wire,
 ) -> Node:
     """Open a node listening on ``host:port`` (port 0: any free port).
 
@@ -597,6 +631,8 @@ async def open_node(
     node at (not a wildcard): the node names itself by it. ``tracer`` records
     ``layer=link`` events (per-message ``send``/``deliver`` too unless
     ``trace_data=False``); ``seed`` fixes the node's randomness (clocks, back-off).
+    ``wire`` is required: the default, sealed, wire needs the group key (every frame
+    inside the envelope; over TCP as sealed records, see ``gossamer.proto.sealing``).
     """
     try:
         kind = Transport(transport)
@@ -605,7 +641,7 @@ async def open_node(
     if kind is Transport.SIM_STREAM:
         raise ConfigError("sim-stream is the simulator's transport")
     _address((host, port))
-    node = Node(kind, tracer, trace_data)
+    node = Node(kind, tracer, trace_data, wire)
     await node._start(host, port, channel=channel, max_message=max_message, seed=seed)
     return node
 
@@ -619,13 +655,19 @@ async def socket(
     port: int = 0,
     transport: str = "tcp",
     tracer: Tracer | None = None,
+    wire: Wire | None = None,
     **options: Any,
 ) -> Socket:
     """A socket of ``kind`` with ``tag``: on ``node``, or on a private node opened on
-    ``host:port`` with ``transport`` (closed with the socket). ``options`` as in
-    :meth:`Node.socket`."""
+    ``host:port`` with ``transport`` and ``wire`` (required then; closed with the
+    socket). ``options`` as in :meth:`Node.socket`."""
     if node is None:
-        node = await open_node(host, port, transport=transport, tracer=tracer)
+        if wire is None:
+            raise ConfigError(
+                "give wire=Wire(key=...): links are sealed by default and there is no "
+                "default key"
+            )
+        node = await open_node(host, port, transport=transport, tracer=tracer, wire=wire)
         try:
             sock = node.socket(kind, tag=tag, **options)
         except BaseException:
