@@ -9,7 +9,7 @@ import pytest
 
 from gossamer.errors import ConfigError
 from gossamer.lab.config import (
-    GOSSIP_KEY_ENV,
+    KEY_ENV,
     NodeConfig,
     Ports,
     load_config,
@@ -39,7 +39,9 @@ link = 7124, gateway = 7125 }
 subnet = 1
 """
 
-FULL = MINIMAL + PEERS + """
+KEYED = MINIMAL + 'key_file = "cluster.key"\n'
+
+FULL = KEYED + PEERS + """
 [faults]
 drop = 0.05
 delay_ms = 20.0
@@ -55,7 +57,6 @@ broadcast_address = "10.77.1.255"
 seeds = ["h1"]
 
 [gossip]
-key_file = "gossip.key"
 rate = 3
 
 [isis]
@@ -71,7 +72,7 @@ db = "state/h3.db"
 
 
 def write(tmp_path: Path, text: str, *, key: bytes = b"k" * 32) -> Path:
-    (tmp_path / "gossip.key").write_bytes(key)
+    (tmp_path / "cluster.key").write_bytes(key)
     path = tmp_path / "node.toml"
     path.write_text(text)
     return path
@@ -110,7 +111,8 @@ def test_full_config(tmp_path: Path) -> None:
     assert config.discovery.seeds == ("h1",)
     assert config.discovery.broadcast_interval == 1.0 and config.discovery.inactive_time == 3.0
     # A present section is enabled unless it says otherwise.
-    assert config.gossip.enabled and config.gossip.key == b"k" * 32
+    assert config.gossip.enabled and config.node.key == b"k" * 32
+    assert config.node.wire_config().sealed
     assert config.gossip.rate == 3.0 and not config.gossip.multicast
     assert config.isis.enabled and config.isis.members == ("h1", "h2", "h3")
     assert config.isis.snapshots and not config.isis.broken_order
@@ -156,8 +158,11 @@ def test_node_config_can_be_built_in_code_and_written(tmp_path: Path) -> None:
         (MINIMAL + PEERS.replace('id = "h2"', 'id = "h3"'), "peers[1].id: is this node's own id"),
         (MINIMAL + PEERS.replace("isis = 7113", "isis = '7113'"),
          "peers[0].ports.isis: must be an integer"),
-        (MINIMAL + "[gossip]\nrate = 1\n", "gossip.key_file: is required when gossip is enabled"),
-        (MINIMAL + "[gossip]\nkey_file = 'nope.key'\n", "gossip.key_file: cannot be read"),
+        (MINIMAL + "[gossip]\nrate = 1\n", "node.key_file: is required on the sealed wire"),
+        (MINIMAL + "[isis]\n", "node.key_file: is required on the sealed wire"),
+        (MINIMAL + "key_file = 'nope.key'\n[isis]\n", "node.key_file: cannot be read"),
+        (KEYED + "[gossip]\nkey_file = 'cluster.key'\n", "gossip.key_file: unknown key"),
+        (MINIMAL + "wire = 'plain'\n", "node.wire: must be 'sealed' or 'original'"),
         (MINIMAL + "[gateway]\nclients = 2\n", "gateway.db: is required"),
         (MINIMAL + PEERS + "[link]\npush_to = ['h3']\n", "link.push_to: names this node"),
         (MINIMAL + "[discovery]\nheartbeat_wait = 0\n", "discovery.heartbeat_wait: must be > 0"),
@@ -176,10 +181,18 @@ def test_error_carries_the_key(tmp_path: Path) -> None:
     assert str(info.value) == "isis.rate: must be >= 0"
 
 
-def test_short_gossip_key_is_refused(tmp_path: Path) -> None:
-    path = write(tmp_path, MINIMAL + "[gossip]\nkey_file = 'gossip.key'\n", key=b"short")
-    with pytest.raises(ConfigError, match="at least 16 bytes"):
+def test_short_key_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, KEYED + "[gossip]\n", key=b"short")
+    with pytest.raises(ConfigError, match=r"node\.key_file: .*at least 16 bytes"):
         load_config(path, env={})
+
+
+def test_the_original_wire_needs_no_key_except_for_chatter(tmp_path: Path) -> None:
+    original = MINIMAL + "wire = 'original'\n"
+    config = load_config(write(tmp_path, original + "[isis]\n[discovery]\n"), env={})
+    assert config.node.key is None and not config.node.wire_config().sealed
+    # Chatter's own wire is encrypted (badly) with its key: still required.
+    assert "node.key_file: is required" in error_of(tmp_path, original + "[gossip]\n")
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
@@ -210,7 +223,7 @@ def test_environment_overrides(tmp_path: Path) -> None:
 def test_environment_override_alone_does_not_enable_a_section(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, MINIMAL), env={"GOSSAMER__LINK__RATE": "5"})
     assert not config.link.enabled and config.link.rate == 5.0
-    enabled = load_config(write(tmp_path, MINIMAL), env={"GOSSAMER__LINK__ENABLED": "true"})
+    enabled = load_config(write(tmp_path, KEYED), env={"GOSSAMER__LINK__ENABLED": "true"})
     assert enabled.link.enabled
 
 
@@ -225,9 +238,9 @@ def test_environment_overrides_are_validated(tmp_path: Path) -> None:
         tmp_path, FULL, env={"GOSSAMER__NODE__COLOUR": "red"})
 
 
-def test_gossip_key_from_the_environment(tmp_path: Path) -> None:
+def test_key_from_the_environment(tmp_path: Path) -> None:
     path = write(tmp_path, MINIMAL + "[gossip]\n")
-    config = load_config(path, env={GOSSIP_KEY_ENV: "ab" * 32})
-    assert config.gossip.key == bytes.fromhex("ab" * 32)
-    assert f"{GOSSIP_KEY_ENV}: must be hex" in error_of(
-        tmp_path, MINIMAL + "[gossip]\n", env={GOSSIP_KEY_ENV: "zz"})
+    config = load_config(path, env={KEY_ENV: "ab" * 32})
+    assert config.node.key == bytes.fromhex("ab" * 32)
+    assert f"{KEY_ENV}: passphrase must be at least 16 bytes" in error_of(
+        tmp_path, MINIMAL + "[gossip]\n", env={KEY_ENV: "zz"})

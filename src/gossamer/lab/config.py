@@ -4,14 +4,15 @@
 ``docs/node.md``; the lab writes it with ``NodeConfig.to_toml()``). Every problem raises
 ``gossamer.errors.ConfigError`` whose message starts with the key path
 (``isis.rate: must be >= 0``) and whose ``key`` field holds it. Nothing is guessed: the
-node's id, run, trace path and address are required, and so is the gossip key when
-gossip is enabled.
+node's id, run, trace path and address are required, and so is the group key
+(``node.key_file``) when the wire is sealed (``node.wire``, the default) and any
+protocol is enabled: every protocol of the node seals with it.
 
 Environment overrides: ``GOSSAMER__<SECTION>__<KEY>=<value>`` replaces (or adds) one
 key of one section before validation; the value is parsed as a TOML value and, if that
 fails, taken as a plain string (``GOSSAMER__FAULTS__DROP=0.1``,
-``GOSSAMER__NODE__RUN=demo``). ``GOSSAMER_GOSSIP_KEY`` (hex) replaces the gossip key
-file's content.
+``GOSSAMER__NODE__RUN=demo``). ``GOSSAMER_KEY`` (as ``--key-file`` takes it: 64 hex
+digits, 32 raw bytes or a passphrase) replaces the key file's content.
 
 A section's ``enabled`` defaults to whether the section is present in the file (an
 environment override alone does not switch a service on). Relative paths (``trace``,
@@ -26,14 +27,15 @@ import os
 import tomllib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
+from gossamer.wire.mode import DEFAULT_CLUSTER, Wire, WireMode, parse_key, parse_wire
 
 __all__ = [
-    "GOSSIP_KEY_ENV",
+    "KEY_ENV",
     "PORT_NAMES",
     "DiscoverySection",
     "FaultsSection",
@@ -50,8 +52,8 @@ __all__ = [
     "parse_config",
 ]
 
-#: Hex-encoded gossip key; wins over ``gossip.key_file``.
-GOSSIP_KEY_ENV = "GOSSAMER_GOSSIP_KEY"
+#: The group key, as every command reads it; wins over ``node.key_file``.
+KEY_ENV = "GOSSAMER_KEY"
 _ENV_PREFIX = "GOSSAMER__"
 
 PORT_NAMES = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
@@ -98,6 +100,14 @@ class NodeSection:
     duration: float = 0.0
     linger: float = 5.0
     exit_when_done: bool = True
+    wire: WireMode = WireMode.SEALED
+    key_file: Path | None = None
+    key: bytes | None = field(default=None, repr=False)
+    cluster: str = DEFAULT_CLUSTER
+
+    def wire_config(self) -> Wire:
+        """The wire every protocol of the node speaks (sealed with ``key``, or original)."""
+        return Wire(mode=self.wire, key=self.key, cluster=self.cluster)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,11 +165,9 @@ class DiscoverySection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GossipSection:
-    """``[gossip]``: Chatter broadcasts. ``key`` is the loaded key (never written back)."""
+    """``[gossip]``: Chatter broadcasts (sealed with the node's key)."""
 
     enabled: bool = False
-    key_file: Path | None = None
-    key: bytes = field(default=b"", repr=False)
     multicast: bool = False
     multicast_addr: str = "239.7.7.7"
     multicast_port: int = 7199
@@ -228,13 +236,14 @@ class NodeConfig:
 
     def to_toml(self) -> str:
         """This configuration as TOML that ``load_config`` reads back to an equal value
-        (the gossip key itself is never written; only its file)."""
+        (the key itself is never written; only its file)."""
         lines: list[str] = []
         n = self.node
         _table(lines, "node", {
             "id": n.id, "run": n.run, "trace": str(n.trace), "address": n.address,
             "seed": n.seed, "start_at": n.start_at, "duration": n.duration,
-            "linger": n.linger, "exit_when_done": n.exit_when_done,
+            "linger": n.linger, "exit_when_done": n.exit_when_done, "wire": n.wire.value,
+            "key_file": None if n.key_file is None else str(n.key_file), "cluster": n.cluster,
         })
         _table(lines, "ports", self.ports.as_dict())
         for peer in self.peers:
@@ -251,11 +260,7 @@ class NodeConfig:
             lines.append("")
         d = self.discovery
         _table(lines, "discovery", _fields(d))
-        g = self.gossip
-        gossip = _fields(g)
-        del gossip["key"]
-        gossip["key_file"] = None if g.key_file is None else str(g.key_file)
-        _table(lines, "gossip", gossip)
+        _table(lines, "gossip", _fields(self.gossip))
         i = self.isis
         _table(lines, "isis", {**_fields(i), "members": list(i.members)})
         k = self.link
@@ -455,6 +460,9 @@ def parse_config(
         duration=t.number("duration", 0.0),
         linger=t.number("linger", 5.0),
         exit_when_done=t.boolean("exit_when_done", True),
+        wire=_wire(t),
+        key_file=t.path_value("key_file", base, None),
+        cluster=t.string("cluster", DEFAULT_CLUSTER),
     )
     t.finish()
 
@@ -492,11 +500,8 @@ def parse_config(
     t.finish()
 
     t, enabled = _section(data, "gossip", "gossip" in had)
-    key_file = t.path_value("key_file", base, None)
     gossip = GossipSection(
         enabled=enabled,
-        key_file=key_file,
-        key=_gossip_key(key_file, env) if enabled else b"",
         multicast=t.boolean("multicast", False),
         multicast_addr=t.string("multicast_addr", "239.7.7.7"),
         multicast_port=t.integer("multicast_port", 7199, low=1, high=65535),
@@ -552,6 +557,12 @@ def parse_config(
     top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link",
                      "gateway"})
     top.finish()
+    # Every protocol seals with the key; Chatter's original wire encrypts with it too.
+    sealing = (discovery, gossip, isis, link)
+    if gossip.enabled or (
+        node.wire is WireMode.SEALED and any(section.enabled for section in sealing)
+    ):
+        node = replace(node, key=_key(node.key_file, env))
     return NodeConfig(
         node=node, ports=ports, peers=peers, faults=faults, discovery=discovery,
         gossip=gossip, isis=isis, link=link, gateway=gateway,
@@ -608,25 +619,36 @@ def _faults(raw: Any, check_ids: Callable[..., None]) -> FaultsSection:
     return faults
 
 
-def _gossip_key(key_file: Path | None, env: Mapping[str, str]) -> bytes:
-    text = env.get(GOSSIP_KEY_ENV)
-    if text:
-        try:
-            key = bytes.fromhex(text.strip())
-        except ValueError:
-            raise _fail(GOSSIP_KEY_ENV, "must be hex") from None
-        where = GOSSIP_KEY_ENV
-    elif key_file is None:
-        # DESIGN.md, "Wire security": never a public default key.
-        raise _fail("gossip.key_file", f"is required when gossip is enabled (or {GOSSIP_KEY_ENV})")
-    else:
-        try:
-            key = key_file.read_bytes()
-        except OSError as exc:
-            raise _fail("gossip.key_file", f"cannot be read ({exc.strerror})") from None
-        where = "gossip.key_file"
-    if len(key) != 32 and len(key) < 16:
-        raise _fail(where, "must hold 32 raw bytes or a passphrase of at least 16 bytes")
+def _wire(t: _Table) -> WireMode:
+    try:
+        return parse_wire(t.string("wire", "sealed"))
+    except ConfigError:
+        raise _fail(t.key("wire"), "must be 'sealed' or 'original'") from None
+
+
+def _key(key_file: Path | None, env: Mapping[str, str]) -> bytes:
+    """The group key: ``GOSSAMER_KEY`` or the key file (DESIGN.md: never a default key)."""
+    text = env.get(KEY_ENV)
+    where = KEY_ENV
+    try:
+        if text:
+            key = parse_key(text.encode())
+        elif key_file is None:
+            raise _fail(
+                "node.key_file",
+                f"is required on the sealed wire (or {KEY_ENV}); there is no default key",
+            )
+        else:
+            where = "node.key_file"
+            try:
+                key = parse_key(key_file.read_bytes())
+            except OSError as exc:
+                raise _fail(where, f"cannot be read ({exc.strerror})") from None
+        Wire(key=key)  # the checks every key gets: length, known public keys
+    except ConfigError as exc:
+        if getattr(exc, "key", None):
+            raise
+        raise _fail(where, str(exc)) from None
     return key
 
 

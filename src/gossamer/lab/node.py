@@ -236,6 +236,7 @@ class LabNode:
 
     def __init__(self, config: NodeConfig, out: TextIO) -> None:
         self.config = config
+        self.wire = config.node.wire_config()
         self.out = out
         n = config.node
         self.sink = JsonlSink(n.trace, durable=True)
@@ -311,7 +312,8 @@ class LabNode:
             g = c.gossip
             self.gossip = GossipNode(
                 GossipConfig(
-                    my_addr=c.node.address, key=g.key, my_port=c.ports.gossip,
+                    my_addr=c.node.address, my_port=c.ports.gossip, wire=self.wire.mode,
+                    key=self.wire.key or b"", cluster=self.wire.cluster,
                     multicast=g.multicast, multicast_addr=g.multicast_addr,
                     multicast_port=g.multicast_port,
                 ),
@@ -338,7 +340,7 @@ class LabNode:
                 address=c.node.address, broadcast_address=d.broadcast_address,
                 port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
                 names=names, node_id=c.node.id,
-                broadcast_targets=targets if seeds else (),
+                broadcast_targets=targets if seeds else (), wire=self.wire,
                 **self._timers(),
             )
         else:
@@ -351,6 +353,7 @@ class LabNode:
                 broadcast_targets=tuple(
                     (p.address, p.ports.discovery_broadcast) for p in c.peers
                 ),
+                wire=self.wire,
                 **self._timers(),
             )
         self.discovery = DiscoveryNode(
@@ -401,10 +404,12 @@ class LabNode:
             )
             workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
         self.isis = await open_isis(
-            IsisConfig(me=me, members=members, batch_delay=c.isis.batch_delay),
+            IsisConfig(
+                me=me, members=members, batch_delay=c.isis.batch_delay, wire=self.wire.mode
+            ),
             tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
             workload=workload, on_event=self._on_isis, event_queue=False,
-            snapshots=c.isis.snapshots,
+            snapshots=c.isis.snapshots, wire=self.wire,
         )
 
     def _on_isis(self, event: object) -> None:
@@ -426,7 +431,7 @@ class LabNode:
     async def _start_link(self) -> None:
         c = self.config
         self.link_node = await open_node(
-            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed
+            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire
         )
         self.pull = self.link_node.socket("pull", tag=LINK_TAG, capacity=c.link.credit)
         self.spawn(self._pull_loop(self.pull))

@@ -6,7 +6,7 @@ One run (docs/lab.md):
    before anything is created, so a bad argument is one line and exit 2);
 2. place the nodes (:mod:`gossamer.lab.hosts`): network namespaces built with
    ``gossamer.testing.netns.Topology`` when root, otherwise 127.0.0.1;
-3. write ``<out>/secrets/gossip.key`` (32 random bytes, mode 0600, fresh per run) and
+3. write ``<out>/secrets/cluster.key`` (32 random bytes, mode 0600, fresh per run) and
    one ``<out>/config/<node>.toml`` per node, each checked with
    ``gossamer.lab.config.load_config`` (the node's own loader);
 4. start every node (``python -m gossamer.cli.main node --config ...``) with a common
@@ -308,7 +308,7 @@ class _Run:
         scenario, values = self.plan.scenario, self.plan.values
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.run_id = f"lab-{scenario.name}-{stamp}"
-        key_file = self.out / "secrets" / "gossip.key"
+        key_file = self.out / "secrets" / "cluster.key"
         write_secret(key_file)
         count = len(placement.hosts)
         startup = self.request.startup

@@ -570,6 +570,9 @@ def node_configs(
                 "duration": duration,
                 "linger": _num(values, "linger"),
                 "exit_when_done": False,
+                # Every protocol sealed with the run's own fresh key (DESIGN.md).
+                "wire": "sealed",
+                "key_file": str(key_file.resolve()),
             },
             "ports": dict(host.ports),
             "peers": peers,
@@ -579,7 +582,7 @@ def node_configs(
         if host.broadcast is not None and doc["discovery"]["enabled"]:
             # Broadcasts stop at the router: the other subnet's hosts are seeds.
             doc["discovery"]["seeds"] = [h.id for h in placement.hosts if h.subnet != host.subnet]
-        doc["gossip"] = _gossip_section(values, placement, key_file, "gossip" in enabled)
+        doc["gossip"] = _gossip_section(values, placement, "gossip" in enabled)
         doc["isis"] = _isis_section(scenario, values, host.id, ids, "isis" in enabled)
         doc["link"] = _link_section(values, ids, index, "link" in enabled)
         doc["gateway"] = _gateway_section(values, out, host.id, "gateway" in enabled)
@@ -607,14 +610,11 @@ def _discovery_section(
     return section
 
 
-def _gossip_section(
-    values: Mapping[str, Value], placement: Placement, key_file: Path, on: bool
-) -> dict[str, Any]:
+def _gossip_section(values: Mapping[str, Value], placement: Placement, on: bool) -> dict[str, Any]:
     if not on:
         return {"enabled": False}
     return {
         "enabled": True,
-        "key_file": str(key_file.resolve()),
         # Multicast only between namespace hosts: loopback has it switched off, and the
         # machine's own interfaces must never see it.
         "multicast": placement.mode == "netns" and values["multicast"] is True,
