@@ -27,13 +27,14 @@ HOST = "127.0.0.1"
 
 
 def test_configs_are_written_as_the_node_reads_them(tmp_path: Path) -> None:
-    key = tmp_path / "gossip.key"
+    key = tmp_path / "cluster.key"
     write_secret(key)
     doc: dict[str, Any] = {
-        "node": {"id": "h1", "run": "r", "trace": str(tmp_path / "h1.jsonl"), "address": HOST},
+        "node": {"id": "h1", "run": "r", "trace": str(tmp_path / "h1.jsonl"), "address": HOST,
+                 "key_file": str(key)},
         "peers": [{"id": "h2", "address": HOST, "ports": {"isis": 7113}}],
         "faults": {"drop": 0.25, "partition": [{"peers": ["h2"], "from": 1.0, "to": 2.0}]},
-        "gossip": {"enabled": True, "key_file": str(key)},
+        "gossip": {"enabled": True},
         "isis": {"enabled": True, "members": ["h1", "h2"], "rate": 1e-3},
     }
     path = tmp_path / "h1.toml"
@@ -195,7 +196,7 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
     # Loopback partitions are applied and traced by the nodes themselves.
     h2_faults = [e["attrs"]["fault"] for e in _events(out / "h2.jsonl") if e["layer"] == "net"]
     assert "partition" in h2_faults and "heal" in h2_faults
-    assert stat.S_IMODE(os.stat(out / "secrets" / "gossip.key").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(out / "secrets" / "cluster.key").st_mode) == 0o600
     assert sorted(p.name for p in (out / "config").iterdir()) == ["h1.toml", "h2.toml", "h3.toml"]
     assert meta["events"] == sum(len(_events(out / f"h{i}.jsonl")) for i in (1, 2, 3))
 

@@ -87,7 +87,7 @@ def write_mesh(
         for i, node in enumerate(ids)
     }
     tmp.mkdir(parents=True, exist_ok=True)
-    key = tmp / "gossip.key"
+    key = tmp / "cluster.key"
     key.write_bytes(os.urandom(32))
     traces = tmp / "traces"
     start_at = time.monotonic() + start_in
@@ -104,6 +104,7 @@ def write_mesh(
             f"duration = {duration!r}",
             f"linger = {linger!r}",
             f"exit_when_done = {toml_value(exit_when_done)}",
+            f"key_file = {toml_value(str(key))}",
             "",
             "[ports]",
             *(f"{name} = {port}" for name, port in table[node].items()),
@@ -115,7 +116,7 @@ def write_mesh(
                           f"ports = {toml_value(table[peer])}", ""]
         merged: dict[str, dict[str, Any]] = {
             "discovery": {"enabled": True},
-            "gossip": {"enabled": True, "key_file": str(key), "rate": 4.0},
+            "gossip": {"enabled": True, "rate": 4.0},
             "isis": {"enabled": True, "rate": 10.0, "snapshots": True, "snapshot_every": 1.0},
             "link": {"enabled": True, "push_to": [ids[(i + 1) % n]], "rate": 20.0},
             "gateway": {"enabled": True, "db": str(tmp / f"{node}-queues.db"), "clients": 2,

@@ -182,7 +182,7 @@ def _write_and_load(
 ) -> dict[str, NodeConfig]:
     s = scenarios.get(scenario)
     values = s.resolve(raw or {}, placement.ids)
-    key = tmp_path / "secrets" / "gossip.key"
+    key = tmp_path / "secrets" / "cluster.key"
     write_secret(key)
     docs = scenarios.node_configs(
         s, values, placement, faults,
@@ -221,7 +221,8 @@ def test_demo_configs_on_loopback(tmp_path: Path) -> None:
         assert set(part.peers) == other_side
         assert cfg.discovery.enabled and cfg.discovery.broadcast_address is None
         assert cfg.gossip.enabled and not cfg.gossip.multicast  # never multicast on lo
-        assert len(cfg.gossip.key) == 32
+        assert cfg.node.key is not None and len(cfg.node.key) == 32
+        assert cfg.node.wire_config().sealed
         assert cfg.isis.enabled and cfg.isis.snapshots
         assert cfg.isis.members == placement.ids
         assert cfg.isis.snapshot_every == (5.0 if node == "h1" else 0.0)

@@ -5,7 +5,9 @@ A thin public API over ``gossamer.aio.datagram``: the protocol is entirely in
 resolves the hostfile, and turns local requests into ``driver.call``::
 
     members = resolve_members(parse_hostfile(text))
-    service = await open_isis(IsisConfig(me=2, members=members), on_event=print)
+    service = await open_isis(
+        IsisConfig(me=2, members=members), wire=Wire(key=group_key), on_event=print
+    )
     service.multicast(42)                  # non-blocking, like the spec's multicast()
     sid = service.initiate_snapshot()
     ...

@@ -38,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,9 @@ from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
 __all__ = ["add_parser", "main", "run"]
+
+_REFUSALS_SHOWN = 5
+_REFUSALS_EVERY = 1000
 
 
 def add_parser(commands: Any) -> None:
@@ -181,15 +185,28 @@ def add_parser(commands: Any) -> None:
 
 
 class _EchoSink:
-    """Forwards events and prints the original's fault log lines on standard error."""
+    """Forwards events and prints the original's fault log lines on standard error.
+
+    Datagrams refused for another reason than an injected fault (a stranger, a
+    malformed datagram, an envelope that does not open) are reported there too, so
+    that a member that hears nothing from part of its group says why: the first
+    ``_REFUSALS_SHOWN`` of each reason, then every ``_REFUSALS_EVERY``-th with its count.
+    """
 
     def __init__(self, inner: TraceSink) -> None:
         self.inner = inner
+        self.refusals: Counter[str] = Counter()
 
     def emit(self, event: TraceEvent) -> None:
         self.inner.emit(event)
-        if event.kind == "drop" and event.attrs.get("reason") == "injected":
+        reason = event.attrs.get("reason")
+        if event.kind == "drop" and reason == "injected":
             print(f"dropping {event.attrs.get('type')} from: {event.peer}", file=sys.stderr)
+        elif event.kind == "drop" and reason is not None:
+            seen = self.refusals[reason] = self.refusals[reason] + 1
+            if seen <= _REFUSALS_SHOWN or seen % _REFUSALS_EVERY == 0:
+                print(f"refused a datagram from {event.peer}: {reason} (#{seen})",
+                      file=sys.stderr)  # fmt: skip
         elif event.kind == "delay" and event.layer == "isis":
             print(
                 f"delaying messageType: {event.attrs.get('type')} by {event.attrs.get('ms')}ms",
