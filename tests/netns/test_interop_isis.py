@@ -80,7 +80,14 @@ class Proc:
 
 
 def run_group(
-    hosts: list[Host], tmp_path: Path, *, originals: set[str], msg_count: int, drop: float
+    hosts: list[Host],
+    tmp_path: Path,
+    *,
+    originals: set[str],
+    msg_count: int,
+    drop: float,
+    initiator: str | None = None,
+    snapshot_after: int = 2,
 ) -> list[Proc]:
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{n}\n" for n in NAMES))
@@ -88,18 +95,26 @@ def run_group(
               "--msgCount", str(msg_count), "--dropRate", str(drop)]  # fmt: skip
     procs = []
     for name, host in zip(NAMES, hosts, strict=True):
+        flags = [*common]
+        if name == initiator:
+            flags += ["--initiateSnapshotCount", str(snapshot_after)]
         if name in originals:
-            argv, kind = [sys.executable, str(ORIGINAL), *common], "original"
+            argv, kind = [sys.executable, str(ORIGINAL), *flags], "original"
         else:
-            argv = [sys.executable, "-m", "gossamer.cli.isis_cmd", "--wire", "original", *common]
+            argv = [sys.executable, "-m", "gossamer.cli.isis_cmd", "--wire", "original", *flags]
             kind = "gossamer"
         env = {k: v for k, v in os.environ.items() if k != "GOSSAMER_KEY"}
         proc = host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         procs.append(Proc(name, kind, proc))
     expected = len(NAMES) * msg_count
+
+    def finished(p: Proc) -> bool:
+        done = "snapshot algorithm completed" if p.kind == "original" else "snapshot done: "
+        return len(p.deliveries()) >= expected and (initiator is None or p.count(done) > 0)
+
     deadline = time.monotonic() + TIMEOUT
     try:
-        while not all(len(p.deliveries()) >= expected for p in procs):
+        while not all(finished(p) for p in procs):
             dead = [p for p in procs if p.proc.poll() is not None]
             if time.monotonic() > deadline or dead:
                 report = {p.name: (p.kind, len(p.deliveries()), p.proc.returncode, p.lines[-3:])
@@ -149,14 +164,36 @@ def test_two_originals_and_two_gossamer_members_agree(
 
 
 @pytest.mark.netns
-def test_snapshots_are_refused_on_the_original_wire(hosts: list[Host], tmp_path: Path) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "initiator", ["alpha", "gamma"], ids=["original-starts", "gossamer-starts"]
+)
+def test_a_snapshot_over_tcp_10002_in_a_mixed_group(
+    hosts: list[Host], tmp_path: Path, initiator: str
+) -> None:
+    """The original's snapshot: markers on TCP 10002, one per peer; every member, of
+    either kind, takes part, and the multicasts all complete around it."""
+    procs = run_group(hosts, tmp_path, originals={"alpha", "beta"}, msg_count=6, drop=0.0,
+                      initiator=initiator)  # fmt: skip
+    check_one_order(procs, 6)
+    for p in procs:
+        if p.kind == "original":
+            assert p.count("snapshot algorithm completed") == 1
+            assert p.count("marker from ") == 3
+        else:
+            (line,) = [x for x in p.lines if x.startswith("snapshot done: ")]
+            assert f"initiator={initiator}" in line and "channels=3" in line
+
+
+@pytest.mark.netns
+def test_one_snapshot_per_lifetime_on_the_original_wire(hosts: list[Host], tmp_path: Path) -> None:
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{n}\n" for n in NAMES))
     done = hosts[0].run(
         [sys.executable, "-m", "gossamer.cli.main", "isis", "--wire", "original",
          "--hostfile", str(hostfile), "--senders", "alpha", "--msgCount", "8",
-         "--initiateSnapshotCount", "2"],
+         "--initiateSnapshotCount", "2", "--snapshot-repeat", "2"],
         check=False,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "refused with --wire original" in done.stderr and "10002" in done.stderr
+    assert "one snapshot per lifetime" in done.stderr

@@ -20,6 +20,8 @@ Events (``on_event``, or ``async for event in service.events()``): ``Delivered``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import socket
 from collections import Counter
@@ -32,11 +34,13 @@ from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, RemoteProtocolError
 from gossamer.proto.isis import HostEntry, IsisConfig, IsisCore, Member
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
+from gossamer.proto.snapshot.original import ORIGINAL_SNAPSHOT_ID, OriginalSnapshotNode
 from gossamer.trace.sink import NullSink, Tracer
-from gossamer.wire.mode import Wire, WireMode
+from gossamer.wire import isis as wire_isis
+from gossamer.wire.mode import Wire
 
 __all__ = ["IsisService", "find_me", "open_isis", "resolve_members"]
 
@@ -89,19 +93,98 @@ def find_me(members: Sequence[Member], hint: str | None = None) -> Member:
     )
 
 
+MARKER_SIZE = 8  # the original's MarkerMessage: type 5, sender
+
+
+class _MarkerTransport:
+    """The original's snapshot markers (``gossamer.proto.snapshot.original``): a marker is
+    one TCP connection to the member's port 10002 carrying 8 bytes, retried every second
+    until it connects, as the original does; a marker's sender is the member at the
+    connection's IP. A bad marker is traced as a ``snapshot`` ``drop`` and its connection
+    closed."""
+
+    def __init__(
+        self, driver: DatagramDriver[Any], node: OriginalSnapshotNode, port: int, tracer: Tracer
+    ) -> None:
+        self.driver = driver
+        self.node = node
+        self.port = port
+        self.retry = 1.0
+        self._trace = tracer
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, host: str) -> None:
+        self._server = await asyncio.start_server(self._accepted, host, self.port)
+
+    def send_to(self, members: Sequence[int]) -> None:
+        for member in members:
+            task = asyncio.get_running_loop().create_task(self._send(member))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, member: int) -> None:
+        host = self.node.inner.address_of(member)[0]
+        while True:
+            try:
+                _, writer = await asyncio.open_connection(host, self.port)
+            except OSError:
+                await asyncio.sleep(self.retry)
+                continue
+            writer.write(self.node.marker())
+            await writer.drain()
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            self.driver.call(lambda now: self.node.marker_sent(member, now))
+            return
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            data = await asyncio.wait_for(reader.readexactly(MARKER_SIZE), timeout=5.0)
+            msg = wire_isis.decode(data)
+            member = self.node.inner.member_at((str(peer[0]), 0))
+            if not isinstance(msg, wire_isis.MarkerMessage) or member is None:
+                raise RemoteProtocolError("not a member's marker", peer=str(peer[0]))
+            node = self.node
+            self.send_to(self.driver.call(lambda now: node.receive_marker(member, now)))
+        except (DecodeError, RemoteProtocolError, asyncio.IncompleteReadError,
+                TimeoutError, OSError) as exc:  # fmt: skip
+            reason = getattr(exc, "reason", None) or type(exc).__name__
+            self.driver.call(lambda now: self._trace(
+                now, "snapshot", "drop", peer=str(peer[0]), attrs={"reason": f"marker: {reason}"}
+            ))  # fmt: skip
+        finally:
+            writer.close()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+
 class IsisService:
     """One running member: the driver and its core. Build with :func:`open_isis`.
 
     ``node`` is the ``SnapshotNode`` around the ISIS core, or ``None`` when the member
-    was opened with ``snapshots=False`` (then the driver pumps ``isis`` directly).
+    was opened with ``snapshots=False`` or on the original wire (then the driver pumps
+    ``isis`` directly, or ``markers.node``, the original's snapshot, on the original wire).
     """
 
     def __init__(
-        self, driver: DatagramDriver[Any], isis: IsisCore, node: SnapshotNode | None
+        self,
+        driver: DatagramDriver[Any],
+        isis: IsisCore,
+        node: SnapshotNode | None,
+        markers: _MarkerTransport | None = None,
     ) -> None:
         self.driver = driver
         self.isis = isis
         self.node = node
+        self.markers = markers
 
     @property
     def local_address(self) -> Address:
@@ -116,13 +199,13 @@ class IsisService:
         return self.driver.call(lambda now: node.multicast(data, now))
 
     def initiate_snapshot(self) -> int:
-        """Start a Chandy–Lamport snapshot here; returns its id."""
+        """Start a Chandy–Lamport snapshot here; returns its id. On the original wire it
+        is the original's one snapshot per lifetime (markers over TCP, id 1)."""
+        markers = self.markers
+        if markers is not None:
+            markers.send_to(self.driver.call(markers.node.initiate))
+            return ORIGINAL_SNAPSHOT_ID
         if self.node is None:
-            if self.isis.config.wire is WireMode.ORIGINAL:
-                raise LocalProtocolError(
-                    "no snapshots on the original wire: the original ISIS program takes "
-                    "markers on TCP port 10002 and aborts on gossamer's UDP markers"
-                )
             raise LocalProtocolError("this member was opened without snapshots")
         return self.driver.call(self.node.initiate_snapshot)
 
@@ -153,8 +236,12 @@ class IsisService:
 
     def close(self) -> None:
         self.driver.close()
+        if self.markers is not None:
+            asyncio.get_running_loop().create_task(self.markers.close())
 
     async def aclose(self) -> None:
+        if self.markers is not None:
+            await self.markers.close()
         self.driver.close()
         await self.driver.wait_closed()
 
@@ -172,6 +259,7 @@ async def open_isis(
     sock: socket.socket | None = None,
     snapshots: bool = True,
     wire: Wire | None = None,
+    snapshot_port: int = wire_isis.SNAPSHOT_PORT,
 ) -> IsisService:
     """Bind this member's address (or use ``sock``) and start the member.
 
@@ -183,9 +271,10 @@ async def open_isis(
 
     ``wire`` carries the group key: the default, sealed, wire puts every datagram in the
     envelope and needs it (there is no default key). On the original wire (``config.wire``
-    and ``wire`` both ``original``) the member speaks the original program's plaintext and
-    has no snapshots: the original takes its markers on TCP port 10002 and aborts on
-    gossamer's UDP markers, so :meth:`IsisService.initiate_snapshot` refuses.
+    and ``wire`` both ``original``) the member speaks the original program's plaintext, and
+    its snapshots are the original's (``gossamer.proto.snapshot.original``): markers over
+    TCP, to and from port ``snapshot_port`` (the original's 10002) of each member, one
+    snapshot per lifetime, so that original members can start one in a mixed group.
     """
     wire = Wire(mode=config.wire) if wire is None else wire
     if wire.mode is not config.wire:
@@ -202,12 +291,14 @@ async def open_isis(
     core = IsisCore(config, tracer=tracer, rng=rng)
     if sock is None:
         sock = udp_socket(me.addr[0], me.addr[1])
-    node = None
+    node = original = None
+    inner: IsisCore | SnapshotNode | OriginalSnapshotNode = core
     if snapshots and wire.sealed:
-        node = SnapshotNode(
+        inner = node = SnapshotNode(
             core, tracer=tracer, rng=rng, config=snapshot_config, workload=workload
         )
-    inner: IsisCore | SnapshotNode = core if node is None else node
+    elif snapshots:
+        inner = original = OriginalSnapshotNode(core, tracer=tracer)
     driver = await open_datagram(
         seal_core(inner, wire, sender=me.name, tracer=tracer, layer="isis"),
         sock,
@@ -216,4 +307,15 @@ async def open_isis(
         faults=faults,
         tracer=tracer,
     )
-    return IsisService(driver, core, node)
+    markers = None
+    if original is not None:
+        markers = _MarkerTransport(driver, original, snapshot_port, tracer)
+        try:
+            await markers.start(me.addr[0])
+        except OSError as exc:
+            driver.close()
+            raise ConfigError(
+                f"cannot listen for snapshot markers on TCP {me.addr[0]}:{snapshot_port}: "
+                f"{exc.strerror} (pass snapshots=False to run without them)"
+            ) from None
+    return IsisService(driver, core, node, markers)

@@ -224,11 +224,10 @@ def _validate(args: argparse.Namespace) -> None:
     if args.snapshot_repeat < 1:
         raise ConfigError("--snapshot-repeat must be at least 1")
     if args.wire == "original":
-        if args.initiate_snapshot_count:
+        if args.snapshot_repeat > 1:
             raise ConfigError(
-                "--initiate-snapshot-count is refused with --wire original: the original "
-                "program takes snapshot markers on TCP port 10002 and aborts on gossamer's "
-                "UDP markers; run snapshots in a group of gossamer members (--wire sealed)"
+                "--snapshot-repeat is refused with --wire original: the original takes one "
+                "snapshot per lifetime (its markers carry no snapshot id)"
             )
         if args.batch_delay:
             raise ConfigError("--batch-delay is refused with --wire original (one message "

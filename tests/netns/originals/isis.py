@@ -28,8 +28,16 @@ matters to a gossamer member sharing a group with it:
 - its output: each delivery as a glog INFO line on standard error
   (``I... multicast.cpp:460] delivering dataMsg: type: 1, sender: S, ...``).
 
-Snapshots are not emulated (``--initiateSnapshotCount`` must be 0). The process runs until
-it is killed; SIGTERM, as for the original, does not stop it.
+- its snapshot (one per lifetime): it listens on TCP port 10002 from the start and takes
+  exactly one connection per peer, each carrying one 8-byte marker (type 5, sender),
+  aborting on anything else; the initiator (a sender with ``--initiateSnapshotCount K``)
+  records its state right after queueing message K+1 and sends its marker to every peer
+  from its main thread, one connection each, retrying every second until it connects
+  (so its later messages wait until every peer accepted); a member's first marker makes
+  it record and send its own; incoming datagrams are recorded per channel until that
+  peer's marker; after the last marker it logs ``snapshot algorithm completed``.
+
+The process runs until it is killed; SIGTERM, as for the original, does not stop it.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import threading
 import time
 
 PORT = 10001
+SNAPSHOT_PORT = 10002
 DATA, ACK, SEQ, SEQ_ACK, MARKER = 1, 2, 3, 4, 5
 SIZES = {DATA: 16, ACK: 20, SEQ: 20, SEQ_ACK: 16, MARKER: 8}
 NAMES = {DATA: "DataMsg", ACK: "AckMsg", SEQ: "SeqMsg", SEQ_ACK: "SeqAckMsg", MARKER: "MarkerMsg"}
@@ -140,6 +149,14 @@ class Member:
         self.proposals: dict[int, dict[int, int]] = {}
         # hold-back queue entries: key -> [seq, proposer, deliverable, data]
         self.queue: dict[tuple[int, int], list[int]] = {}
+        self.snap_lock = threading.Lock()
+        self.recorded = False
+        self.channels: dict[int, list[bytes] | None] = {}  # None: closed by its marker
+        self.markers = 0
+        self.marker_server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.marker_server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.marker_server.bind(("0.0.0.0", SNAPSHOT_PORT))
+        self.marker_server.listen(8)
 
     def _send(self, kind: str, member: int, data: bytes) -> None:
         self.socks[kind][member].sendto(data, (self.ip[member], PORT))
@@ -149,10 +166,64 @@ class Member:
         data = struct.pack(">IIII", DATA, self.me, self.counter, value)
         self.data_tx.add(self.counter, data, set(self.ip))
 
+    # -- the snapshot ------------------------------------------------------------------
+
+    def take_snapshot(self, closed: int | None) -> None:
+        """Record the local state and the channels (all but ``closed``), send markers."""
+        with self.snap_lock:
+            if self.recorded:
+                return
+            self.recorded = True
+            log("I", f"recording local state: latestSeqId {self.latest}, counter {self.counter}")
+            for member in self.ip:
+                if member != self.me:
+                    self.channels[member] = None if member == closed else []
+        marker = struct.pack(">II", MARKER, self.me)
+        for member in sorted(self.ip):
+            if member == self.me:
+                continue
+            while True:  # one connection per marker, retried every second
+                try:
+                    with socket.create_connection((self.ip[member], SNAPSHOT_PORT)) as conn:
+                        conn.sendall(marker)
+                    break
+                except OSError:
+                    time.sleep(1.0)
+
+    def serve_markers(self) -> None:
+        for _ in range(len(self.ip) - 1):  # exactly N-1 connections
+            conn, (ip, _port) = self.marker_server.accept()
+            data = conn.recv(1024)
+            conn.close()
+            if len(data) != SIZES[MARKER] or struct.unpack(">I", data[:4])[0] != MARKER:
+                fatal(f"Check failed: marker of {len(data)} bytes from {ip}")
+            sender = self.id_of_ip.get(ip)
+            if sender is None:
+                fatal(f"marker from {ip}, not a hostfile host")
+            assert sender is not None
+            if not self.recorded:
+                threading.Thread(target=self.take_snapshot, args=(sender,), daemon=True).start()
+                while not self.recorded:
+                    time.sleep(0.001)
+            with self.snap_lock:
+                recorded = self.channels.get(sender) or []
+                self.channels[sender] = None
+                self.markers += 1
+            log("I", f"marker from {self.names[sender - 1]}: channel had {len(recorded)} messages")
+        self.marker_server.close()
+        log("I", "snapshot algorithm completed")
+
+    # -- the protocol --------------------------------------------------------------------
+
     def serve(self) -> None:
         while True:
             data, (ip, _port) = self.recv.recvfrom(1024)
             host = _host_name(self.names, self.id_of_ip, ip)
+            source = self.id_of_ip.get(ip)
+            with self.snap_lock:  # recorded before the drop decision, as the original
+                channel = self.channels.get(source) if source is not None else None
+                if channel is not None:
+                    channel.append(data)
             if len(data) < 4:
                 fatal(f"Check failed: message size {len(data)} from {host}")
             (kind,) = struct.unpack_from(">I", data)
@@ -263,16 +334,19 @@ def main() -> None:
     p.add_argument("--delay", type=int, default=0)
     p.add_argument("--initiateSnapshotCount", type=int, default=0)
     args = p.parse_args()
-    if args.initiateSnapshotCount:
-        sys.exit("snapshots are not emulated")
     signal.signal(signal.SIGTERM, lambda *_: None)  # the original keeps running
     member = Member(args)
     member.data_tx.start()
     member.seq_tx.start()
+    threading.Thread(target=member.serve_markers, daemon=True).start()
+    threading.Thread(target=member.serve, daemon=True).start()
     if member.names[member.me - 1] in args.senders.split(","):
         for i in range(1, args.msgCount + 1):
             member.multicast(i + 10)
-    member.serve()
+            if args.initiateSnapshotCount and i == args.initiateSnapshotCount + 1:
+                member.take_snapshot(closed=None)  # in the main thread, as the original
+    while True:
+        time.sleep(3600)
 
 
 if __name__ == "__main__":
