@@ -97,7 +97,7 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         RetransmitSchedule,
         members_from,
     )
-    from gossamer.wire.mode import Wire, parse_key
+    from gossamer.wire.mode import Wire, WireMode, parse_key
 
     loop = asyncio.get_running_loop()
     me = cfg["me"]
@@ -125,14 +125,19 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
 
     sock = udp_socket(*cfg["addrs"][me])
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+    original = cfg.get("wire") == "original"
     config = IsisConfig(
         me=my_id,
         members=members,
+        wire=WireMode.ORIGINAL if original else WireMode.SEALED,
         retransmit=RetransmitSchedule(initial=cfg["retransmit"], maximum=cfg["retransmit"] * 20),
         faults=FaultFlags(drop_rate=cfg["drop"]),
         batch_delay=cfg["batch"],
     )
-    wire = Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
+    if original:
+        wire = Wire(mode=WireMode.ORIGINAL)
+    else:
+        wire = Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
     service = await open_isis(
         config, on_event=on_event, event_queue=False, sock=sock, snapshots=False, wire=wire
     )
@@ -190,10 +195,12 @@ def _worker_main(raw: str) -> None:
 # -- the parent ---------------------------------------------------------------------------
 
 
-def _addresses() -> list[tuple[str, int]]:
+def _addresses(distinct_ips: bool = False) -> list[tuple[str, int]]:
+    """A free UDP address per member on loopback: all on 127.0.0.1, or each on its own
+    loopback IP (``distinct_ips``: the original wire names a member by its IP)."""
     socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(NODES)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
+    for index, s in enumerate(socks):
+        s.bind((f"127.0.0.{index + 1}" if distinct_ips else "127.0.0.1", 0))
     addrs = [s.getsockname() for s in socks]
     for s in socks:
         s.close()
@@ -201,7 +208,7 @@ def _addresses() -> list[tuple[str, int]]:
 
 
 def _run_workers(kind: str, seconds: float, **extra: Any) -> list[dict[str, Any]]:
-    addrs = _addresses()
+    addrs = _addresses(distinct_ips=extra.get("wire") == "original")
     # The members are sealed, as by default: one fresh group key per run, by environment.
     env = {**os.environ, "GOSSAMER_KEY": secrets.token_hex(32)}
     procs = []
@@ -271,7 +278,10 @@ def measure_raw(seconds: float) -> float:
     return float(sum(r["received"] for r in results)) / seconds
 
 
-def measure_isis(seconds: float, warmup: float, drop: float, mode: Mode) -> dict[str, Any]:
+def measure_isis(
+    seconds: float, warmup: float, drop: float, mode: Mode, wire: str = "sealed"
+) -> dict[str, Any]:
+    """One series of members; ``wire`` is ``sealed`` (the default) or ``original``."""
     results = _run_workers(
         "isis",
         seconds,
@@ -281,6 +291,7 @@ def measure_isis(seconds: float, warmup: float, drop: float, mode: Mode) -> dict
         window=mode.window,
         batch=mode.batch,
         drain=mode.drain,
+        wire=wire,
     )
     ordered = statistics.mean(r["delivered"] for r in results) / seconds
     latencies = [x for r in results for x in r["latencies"]]

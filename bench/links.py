@@ -162,9 +162,12 @@ def _zmq_req(port: int, trips: int, use_async: bool) -> list[float]:
 
 def _wire() -> Any:
     """The sealed wire (the default) with this run's key, which ``main`` puts in the
-    environment that the spawned workers inherit."""
-    from gossamer.wire.mode import Wire, parse_key
+    environment that the spawned workers inherit; the original wire when
+    ``GOSSAMER_BENCH_WIRE=original`` (``bench.wire_modes``)."""
+    from gossamer.wire.mode import Wire, WireMode, parse_key
 
+    if os.environ.get("GOSSAMER_BENCH_WIRE") == "original":
+        return Wire(mode=WireMode.ORIGINAL)
     return Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
 
 

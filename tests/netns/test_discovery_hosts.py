@@ -14,7 +14,9 @@ inactive-peer time 1 s, heartbeat wait 0.25 s.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -33,6 +35,9 @@ from gossamer.trace import read_run
 
 INTERVAL, INACTIVE, WAIT = 0.5, 1.0, 0.25
 TIMERS = ["--interval", str(INTERVAL), "--inactive", str(INACTIVE), "--wait", str(WAIT)]
+
+#: The group key every node of this module's runs seals with (fresh per run).
+GROUP_KEY = secrets.token_hex(32)
 
 
 @dataclass
@@ -91,7 +96,11 @@ class NodeProcess:
 
 def start(host: Host, args: list[str]) -> NodeProcess:
     argv = [sys.executable, "-m", "gossamer.cli.discovery_cmd", *args, *TIMERS]
-    node = NodeProcess(host, host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    # Sealed, the default: every node of a test shares the module's group key.
+    env = {**os.environ, "GOSSAMER_KEY": GROUP_KEY}
+    node = NodeProcess(
+        host, host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    )
     _, ready = node.wait_for(lambda r: r["event"] == "ready", timeout=20.0)
     node.node = ready["node"]
     return node

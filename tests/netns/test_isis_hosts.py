@@ -20,6 +20,8 @@ seconds rather than a minute; the 2000 ms delays are the original's.
 
 from __future__ import annotations
 
+import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -41,6 +43,9 @@ from gossamer.trace import read_run
 NAMES = ["alpha", "beta", "gamma", "delta"]
 TIMEOUT = 90.0
 QUIET = 1.5
+
+#: The group key every node of this module's runs seals with (fresh per run).
+GROUP_KEY = secrets.token_hex(32)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +118,10 @@ def run_case(
         ]
         if name == snapshot_initiator:
             argv += ["--initiate-snapshot-count", str(initiate_snapshot_count)]
-        proc = host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = {**os.environ, "GOSSAMER_KEY": GROUP_KEY}  # sealed, the default
+        proc = host.popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         member = Member(name=name, proc=proc)
         for stream, sink in ((proc.stdout, member.out), (proc.stderr, member.err)):
             reader = threading.Thread(target=_pump, args=(stream, sink), daemon=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from gossamer.proto.isis import Delivered, IsisConfig, IsisCore, members_from
-from gossamer.proto.sealing import SealedDatagrams
+from gossamer.proto.link.core import LinkNode, NodeConfig, Transport
+from gossamer.proto.sealing import SealedDatagrams, SealedStream, StreamSeals
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import envelope
 from gossamer.wire import isis as wire
@@ -85,3 +87,68 @@ def test_another_key_cannot_open_or_forge() -> None:
             b.receive_datagram(data, A_ADDR, 0.0)
     assert b.rejected == {"forged": 1}
     assert not [e for e in b.inner.events_received() if isinstance(e, Delivered)]
+
+
+# -- streams: two real link nodes' TCP endpoints, bytes carried by hand ---------------------
+
+
+def stream_pair(
+    c_ring: Keyring | None = None,
+) -> tuple[Any, Any, Any, Any]:
+    """Node A dials node B: (a's sealed endpoint, b's, node a, node b)."""
+    sink = MemorySink()
+    nodes, seals = [], []
+    for i, ring in ((1, keyring()), (2, c_ring or keyring())):
+        addr = (f"10.0.0.{i}", 7000)
+        tracer = Tracer(sink, run="t", node=f"n{i}")
+        nodes.append(LinkNode(NodeConfig(address=addr, transport=Transport.TCP), tracer=tracer,
+                              rng=random.Random(i)))  # fmt: skip
+        seals.append(StreamSeals(
+            keyring=ring, me=f"10.0.0.{i}:7000", tracer=tracer, layer="link",
+            new_session=lambda sender, i=i: envelope.SenderSession(
+                sender=sender, epoch=1, randbytes=random.Random(i).randbytes),
+        ))  # fmt: skip
+    a = SealedStream(nodes[0].stream_endpoint(("10.0.0.2", 7000)), seals[0], "10.0.0.2:7000")
+    b = SealedStream(nodes[1].stream_endpoint(None), seals[1], None)
+    return a, b, nodes[0], nodes[1]
+
+
+def test_a_sealed_stream_carries_the_link_and_learns_its_peer() -> None:
+    a, b, _, node_b = stream_pair()
+    hello = a.data_to_send()
+    plain = LinkNode(
+        NodeConfig(address=("10.0.0.1", 7000), transport=Transport.TCP),
+        tracer=Tracer(MemorySink(), run="t", node="x"), rng=random.Random(9),
+    ).stream_endpoint(("10.0.0.2", 7000)).data_to_send()  # the same HELLO, unsealed
+    assert plain and plain not in hello and plain[8:] not in hello
+    b.receive_data(hello[:7], 0.0)  # records arrive in pieces
+    b.receive_data(hello[7:], 0.0)
+    assert b.peer == "10.0.0.1:7000" and not b.closing
+    assert node_b.peers() == [("10.0.0.1", 7000)]
+
+
+def test_a_record_for_another_node_or_altered_ends_the_connection() -> None:
+    a, b, _, _ = stream_pair()
+    record = a.data_to_send()
+    b.receive_data(record, 0.0)
+    b.receive_data(record, 0.1)  # the same record again: a replay
+    assert b.closing and b.seals.rejected == {"duplicate": 1}
+    # A record sealed for 10.0.0.2 offered to a node that is someone else.
+    a2, _, _, _ = stream_pair()
+    c = SealedStream(
+        LinkNode(NodeConfig(address=("10.0.0.3", 7000), transport=Transport.TCP),
+                 tracer=Tracer(MemorySink(), run="t", node="n3"),
+                 rng=random.Random(3)).stream_endpoint(None),
+        StreamSeals(keyring=keyring(), me="10.0.0.3:7000", tracer=Tracer(MemorySink(), run="t",
+                    node="n3"), layer="link", new_session=lambda s: envelope.SenderSession(
+                    sender=s, epoch=1, randbytes=random.Random(3).randbytes)),
+        None,
+    )  # fmt: skip
+    c.receive_data(a2.data_to_send(), 0.0)
+    assert c.closing and c.seals.rejected == {"misdirected": 1}
+
+
+def test_another_key_cannot_join_a_sealed_stream() -> None:
+    a, b, _, node_b = stream_pair(c_ring=keyring(b"z" * 32))
+    b.receive_data(a.data_to_send(), 0.0)
+    assert b.closing and b.seals.rejected == {"forged": 1} and node_b.peers() == []

@@ -25,10 +25,10 @@ import contextlib
 import random
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from gossamer._types import Address
+from gossamer._types import Address, Datagram
 from gossamer.aio._pump import EventCallback
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
@@ -101,21 +101,99 @@ class _MarkerTransport:
     one TCP connection to the member's port 10002 carrying 8 bytes, retried every second
     until it connects, as the original does; a marker's sender is the member at the
     connection's IP. A bad marker is traced as a ``snapshot`` ``drop`` and its connection
-    closed."""
+    closed.
 
-    def __init__(
-        self, driver: DatagramDriver[Any], node: OriginalSnapshotNode, port: int, tracer: Tracer
-    ) -> None:
-        self.driver = driver
+    Pending connections are accepted whenever the listening socket is readable *and*
+    before each datagram is handed to the node (:meth:`poll`, called by
+    :class:`_MarkersFirst`), so that a marker that arrived before a datagram is known
+    before that datagram is processed (the node's order rules).
+    """
+
+    def __init__(self, node: OriginalSnapshotNode, port: int, tracer: Tracer) -> None:
         self.node = node
         self.port = port
         self.retry = 1.0
+        self.driver: DatagramDriver[Any] | None = None
         self._trace = tracer
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._conns: dict[socket.socket, tuple[int, bytearray]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, host: str) -> None:
-        self._server = await asyncio.start_server(self._accepted, host, self.port)
+    def listen(self, host: str) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, self.port))
+            sock.listen(64)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self._listener = sock
+        asyncio.get_running_loop().add_reader(sock, self._from_loop, self.poll)
+
+    def _from_loop(self, work: Callable[[float], None]) -> None:
+        if self.driver is not None and not self.driver.closed:
+            self.driver.call(work)
+
+    def poll(self, now: float) -> None:
+        """Accept every pending marker connection and read what has arrived on it."""
+        listener = self._listener
+        if listener is None:
+            return
+        while True:
+            try:
+                conn, peer = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            conn.setblocking(False)
+            member = self.node.inner.member_at((str(peer[0]), 0))
+            if member is None:
+                self._drop(now, str(peer[0]), "not a member")
+                conn.close()
+                continue
+            self.node.marker_coming(member)
+            self._conns[conn] = (member, bytearray())
+            if self._read(conn, now):
+                asyncio.get_running_loop().add_reader(conn, self._from_loop, self._reader(conn))
+
+    def _reader(self, conn: socket.socket) -> Callable[[float], None]:
+        def read(now: float) -> None:
+            self._read(conn, now)
+
+        return read
+
+    def _read(self, conn: socket.socket, now: float) -> bool:
+        """Read from a marker connection; True while more is to come."""
+        member, buf = self._conns[conn]
+        try:
+            data = conn.recv(1024)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            data = b""
+        buf += data
+        if data and len(buf) < MARKER_SIZE:
+            return True
+        self._close(conn)
+        try:
+            msg = wire_isis.decode(bytes(buf)) if len(buf) == MARKER_SIZE else None
+            if not isinstance(msg, wire_isis.MarkerMessage):
+                raise DecodeError(f"not a marker ({len(buf)} bytes)")
+            self.send_to(self.node.receive_marker(member, now))
+        except (DecodeError, RemoteProtocolError) as exc:
+            self.node.marker_abandoned(member, now)
+            self._drop(now, self.node.peers.get(member, str(member)), exc.reason)
+        return False
+
+    def _close(self, conn: socket.socket) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            asyncio.get_running_loop().remove_reader(conn)
+        self._conns.pop(conn, None)
+        conn.close()
+
+    def _drop(self, now: float, peer: str, reason: str) -> None:
+        self._trace(now, "snapshot", "drop", peer=peer, attrs={"reason": f"marker: {reason}"})
 
     def send_to(self, members: Sequence[int]) -> None:
         for member in members:
@@ -136,34 +214,44 @@ class _MarkerTransport:
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-            self.driver.call(lambda now: self.node.marker_sent(member, now))
+            self._from_loop(lambda now: self.node.marker_sent(member, now))
             return
-
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        try:
-            data = await asyncio.wait_for(reader.readexactly(MARKER_SIZE), timeout=5.0)
-            msg = wire_isis.decode(data)
-            member = self.node.inner.member_at((str(peer[0]), 0))
-            if not isinstance(msg, wire_isis.MarkerMessage) or member is None:
-                raise RemoteProtocolError("not a member's marker", peer=str(peer[0]))
-            node = self.node
-            self.send_to(self.driver.call(lambda now: node.receive_marker(member, now)))
-        except (DecodeError, RemoteProtocolError, asyncio.IncompleteReadError,
-                TimeoutError, OSError) as exc:  # fmt: skip
-            reason = getattr(exc, "reason", None) or type(exc).__name__
-            self.driver.call(lambda now: self._trace(
-                now, "snapshot", "drop", peer=str(peer[0]), attrs={"reason": f"marker: {reason}"}
-            ))  # fmt: skip
-        finally:
-            writer.close()
 
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        for conn in list(self._conns):
+            self._close(conn)
+        if self._listener is not None:
+            with contextlib.suppress(ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(self._listener)
+            self._listener.close()
+            self._listener = None
+
+
+class _MarkersFirst:
+    """The datagram core the driver pumps on the original wire with snapshots: the
+    snapshot node, with pending marker connections accepted before each datagram."""
+
+    def __init__(self, node: OriginalSnapshotNode, markers: _MarkerTransport) -> None:
+        self.node = node
+        self.markers = markers
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.markers.poll(now)
+        self.node.receive_datagram(data, addr, now)
+
+    def handle_timer(self, now: float) -> None:
+        self.node.handle_timer(now)
+
+    def next_deadline(self) -> float | None:
+        return self.node.next_deadline()
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        return self.node.datagrams_to_send()
+
+    def events_received(self) -> list[object]:
+        return self.node.events_received()
 
 
 class IsisService:
@@ -193,10 +281,12 @@ class IsisService:
     def multicast(self, data: int) -> int | None:
         """Multicast ``data`` (uint32); returns its msg_id, or ``None`` while a snapshot
         holds new messages back. Never blocks."""
-        node = self.node
-        if node is None:
-            return self.driver.call(lambda now: self.isis.multicast(data, now))
-        return self.driver.call(lambda now: node.multicast(data, now))
+        sequencer: IsisCore | SnapshotNode | OriginalSnapshotNode = self.isis
+        if self.node is not None:
+            sequencer = self.node
+        elif self.markers is not None:
+            sequencer = self.markers.node
+        return self.driver.call(lambda now: sequencer.multicast(data, now))
 
     def initiate_snapshot(self) -> int:
         """Start a Chandy–Lamport snapshot here; returns its id. On the original wire it
@@ -232,6 +322,7 @@ class IsisService:
         others only once every member is idle.)"""
         node = self.node
         busy = node is not None and (bool(node.snapshot.in_progress) or bool(node.queued))
+        busy = busy or (self.markers is not None and self.markers.node.busy)
         return self.isis.quiescent and not busy
 
     def close(self) -> None:
@@ -299,23 +390,27 @@ async def open_isis(
         )
     elif snapshots:
         inner = original = OriginalSnapshotNode(core, tracer=tracer)
+    markers = None
+    pumped: IsisCore | SnapshotNode | OriginalSnapshotNode | _MarkersFirst = inner
+    if original is not None:
+        markers = _MarkerTransport(original, snapshot_port, tracer)
+        try:
+            markers.listen(me.addr[0])
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(
+                f"cannot listen for snapshot markers on TCP {me.addr[0]}:{snapshot_port}: "
+                f"{exc.strerror} (pass snapshots=False to run without them)"
+            ) from None
+        pumped = _MarkersFirst(original, markers)
     driver = await open_datagram(
-        seal_core(inner, wire, sender=me.name, tracer=tracer, layer="isis"),
+        seal_core(pumped, wire, sender=me.name, tracer=tracer, layer="isis"),
         sock,
         on_event=on_event,
         event_queue=event_queue,
         faults=faults,
         tracer=tracer,
     )
-    markers = None
-    if original is not None:
-        markers = _MarkerTransport(driver, original, snapshot_port, tracer)
-        try:
-            await markers.start(me.addr[0])
-        except OSError as exc:
-            driver.close()
-            raise ConfigError(
-                f"cannot listen for snapshot markers on TCP {me.addr[0]}:{snapshot_port}: "
-                f"{exc.strerror} (pass snapshots=False to run without them)"
-            ) from None
+    if markers is not None:
+        markers.driver = driver
     return IsisService(driver, core, node, markers)

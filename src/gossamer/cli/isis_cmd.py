@@ -369,7 +369,8 @@ def _write_snapshot(out: Path | None, done: SnapshotDone) -> None:
         path.write_bytes(orjson.dumps(done.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
         where = str(path)
     print(
-        f"snapshot done: id={done.snapshot_id}, initiator={done.initiator}, node={done.node}, "
+        f"snapshot done: id={done.snapshot_id}, initiator={done.initiator or '-'}, "
+        f"node={done.node}, "
         f"channels={len(done.channels)}, in_flight={in_flight}, file={where}",
         flush=True,
     )

@@ -227,38 +227,49 @@ class SealedStream(Generic[E]):
         buf += data
         seals = self.seals
         limit = envelope.overhead(f"{seals.me}>{seals.me}") * 2 + seals.max_record + 512
-        while len(buf) >= _RECORD_LENGTH.size:
-            (size,) = _RECORD_LENGTH.unpack_from(buf)
-            if size > limit:
-                self._reject("oversized", now)
-                return
-            end = _RECORD_LENGTH.size + size
-            if len(buf) < end:
-                break
-            record = bytes(buf[_RECORD_LENGTH.size : end])
-            del buf[:end]
-            try:
-                opened = envelope.unseal(
-                    seals.keyring, record, replay=seals.replay, max_payload=seals.max_record
-                )
-            except DecodeError:
-                self._reject("malformed", now)
-                return
-            except CryptoError as exc:
-                self._reject(str(exc.fields.get("kind", "crypto")), now)
-                return
-            sender, _, to = opened.sender.rpartition(">")
-            if to != seals.me:
-                self._reject("misdirected", now)
-                return
-            if self.peer is None:
-                self.peer = sender
-            elif sender != self.peer:
-                self._reject("wrong sender", now)
-                return
-            self.inner.receive_data(opened.payload, now)
-            if self._broken or self.inner.closing:
-                return
+        view = memoryview(buf)
+        pos = 0
+        try:
+            while len(buf) - pos >= _RECORD_LENGTH.size:
+                (size,) = _RECORD_LENGTH.unpack_from(buf, pos)
+                if size > limit:
+                    self._reject("oversized", now)
+                    return
+                end = pos + _RECORD_LENGTH.size + size
+                if len(buf) < end:
+                    break
+                record = bytes(view[pos + _RECORD_LENGTH.size : end])
+                pos = end
+                if not self._open(record, now):
+                    return
+        finally:
+            view.release()
+            del buf[:pos]  # once per call: records are consumed in place, not shifted each
+
+    def _open(self, record: bytes, now: float) -> bool:
+        """Open one record and hand its payload on; False once the connection is over."""
+        seals = self.seals
+        try:
+            opened = envelope.unseal(
+                seals.keyring, record, replay=seals.replay, max_payload=seals.max_record
+            )
+        except DecodeError:
+            self._reject("malformed", now)
+            return False
+        except CryptoError as exc:
+            self._reject(str(exc.fields.get("kind", "crypto")), now)
+            return False
+        sender, _, to = opened.sender.rpartition(">")
+        if to != seals.me:
+            self._reject("misdirected", now)
+            return False
+        if self.peer is None:
+            self.peer = sender
+        elif sender != self.peer:
+            self._reject("wrong sender", now)
+            return False
+        self.inner.receive_data(opened.payload, now)
+        return not (self._broken or self.inner.closing)
 
     def data_to_send(self) -> bytes:
         data = self._held + self.inner.data_to_send()

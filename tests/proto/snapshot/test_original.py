@@ -56,7 +56,8 @@ def test_a_first_marker_records_and_answers_everyone_and_leaves_its_channel_empt
     n.receive_datagram(data(2, 5), ("10.0.0.2", 40000), 0.1)
     assert n.receive_marker(2, 0.2) == ()
     n.receive_marker(4, 0.3)
-    assert n.done is not None and n.done.initiator == "h1"
+    # The original's markers do not name the initiator: only who came first is known.
+    assert n.done is not None and n.done.initiator == "" and n.first_marker_from == "h1"
     assert n.done.channels["h1"]["messages"] == []
     assert len(n.done.channels["h2"]["messages"]) == 1
 
@@ -70,3 +71,36 @@ def test_bad_markers_and_a_second_snapshot_are_refused() -> None:
         n.receive_marker(2, 0.1)  # twice from one peer
     with pytest.raises(LocalProtocolError):
         n.initiate(0.2)  # one snapshot per lifetime
+
+
+def test_nothing_goes_to_a_peer_before_our_marker_and_no_multicast_starts() -> None:
+    n, _ = node(1)
+    n.initiate(0.0)
+    assert n.multicast(11, 0.1) is None and n.busy  # held: markers are on their way
+    n.receive_datagram(data(2, 1), ("10.0.0.2", 40000), 0.2)  # we owe h2 an Ack
+    assert n.datagrams_to_send() == []  # held until our marker reached h2
+    n.marker_sent(2, 0.3)
+    acks = n.datagrams_to_send()
+    assert [addr for _, addr in acks] == [("10.0.0.2", 10001)]
+    assert wire.decode(acks[0][0]) == wire.AckMessage(sender=2, msg_id=1, proposed_seq=1,
+                                                      proposer=1)  # fmt: skip
+    n.marker_sent(3, 0.4)
+    n.marker_sent(4, 0.5)
+    assert not n.busy  # every marker out: the held multicast went, to every peer
+    out = n.datagrams_to_send()
+    assert sorted(addr[0] for _, addr in out) == ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    assert all(isinstance(wire.decode(d), wire.DataMessage) for d, _ in out)
+
+
+def test_a_peers_datagrams_wait_for_its_marker_once_its_connection_is_seen() -> None:
+    n, _ = node(3)
+    n.marker_coming(1)  # h1's marker connection was accepted, not yet read
+    n.receive_datagram(data(1, 1), ("10.0.0.1", 40000), 0.0)  # sent after its marker
+    assert n.inner.counters.datagrams_in == 0
+    n.receive_marker(1, 0.1)  # the marker first: we record, then take the datagram
+    assert n.inner.counters.datagrams_in == 1
+    assert n.done is None
+    n.marker_coming(2)
+    n.receive_datagram(data(2, 1), ("10.0.0.2", 40000), 0.2)
+    n.marker_abandoned(2, 0.3)  # the connection broke: the datagram is not lost
+    assert n.inner.counters.datagrams_in == 2

@@ -26,6 +26,23 @@ messages). As in the original, markers travel on TCP and data on UDP, so the cut
 consistent only when no Data overtakes a marker; gossamer's own snapshots (``core``) make
 it so, and are the ones to use in a group of gossamer members.
 
+Order around the markers. Markers on TCP and data on UDP keep no order between them, and
+a cut is consistent only if every message sent before a marker is received before it and
+every message sent after it, after. The original gets this by accident of its threads (it
+sends its markers holding the lock its receive thread needs, from the main thread that
+queues its multicasts); the node makes it explicit:
+
+- from recording until our marker has reached a peer, nothing is sent to that peer (its
+  datagrams are held), and no new multicast starts (it is queued, as in ``SnapshotNode``);
+- once the driver has accepted a marker connection from a peer, that peer's datagrams
+  wait until the marker is read (``marker_coming``), so a datagram it sent after its
+  marker is never taken before it. Drivers accept pending marker connections before they
+  hand the node a datagram (``gossamer.aio.isis``).
+
+The initiator is known only to itself: the original's marker names its sender, not the
+snapshot's initiator, so the others report ``initiator=""`` and the sender of the first
+marker they got (``first_marker_from`` in the trace).
+
 Trace events (``layer=snapshot``): ``marker`` (``attrs.direction``) and ``snapshot_done``.
 """
 
@@ -58,18 +75,31 @@ class OriginalSnapshotNode:
         self.name = inner.name_of(inner.me)
         self.peers = {m: inner.name_of(m) for m in inner.view if m != inner.me}
         self._trace = tracer
-        self.initiator: str | None = None
+        #: Our own name when we started the snapshot; ``""`` otherwise: the original's
+        #: markers do not say who started it (the first one may come from anyone).
+        self.initiator = ""
+        self.first_marker_from: str | None = None
         self.recorded_at: float | None = None
         self._state: dict[str, Any] = {}
         self._recording: dict[int, list[dict[str, int]]] = {}
         self._closed: dict[int, list[dict[str, int]]] = {}
         self._events: list[SnapshotDone] = []
         self.done: SnapshotDone | None = None
+        # The ordering rules (see "Order around the markers" in the module docstring).
+        self._unsent: set[int] = set()  # peers our marker has not reached yet
+        self._held_out: dict[int, list[Datagram]] = {}
+        self._released: list[Datagram] = []  # held datagrams whose marker has arrived
+        self._held_multicasts: list[int] = []
+        self._incoming: dict[int, list[tuple[bytes, Address]]] = {}
         inner.data_observer = self._observe
 
-    # -- the DatagramCore contract: the ISIS core's, plus our events ------------------
+    # -- the DatagramCore contract: the ISIS core's, held where the order needs it --------
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        held = self._incoming.get(self.inner.member_at(addr) or 0)
+        if held is not None:
+            held.append((data, addr))  # its sender's marker is on its way: it goes first
+            return
         self.inner.receive_datagram(data, addr, now)
 
     def handle_timer(self, now: float) -> None:
@@ -79,16 +109,43 @@ class OriginalSnapshotNode:
         return self.inner.next_deadline()
 
     def datagrams_to_send(self) -> list[Datagram]:
-        return self.inner.datagrams_to_send()
+        out = self.inner.datagrams_to_send()
+        if self._released:
+            out, self._released = [*self._released, *out], []
+        if not self._unsent:
+            return out
+        ready = []
+        for data, addr in out:
+            member = self.inner.member_at(addr)
+            if member in self._unsent:
+                self._held_out.setdefault(member, []).append((data, addr))
+            else:
+                ready.append((data, addr))
+        return ready
 
     def events_received(self) -> list[object]:
         events: list[object] = [*self.inner.events_received(), *self._events]
         self._events.clear()
         return events
 
+    def multicast(self, data: int, now: float) -> int | None:
+        """Multicast through the ISIS core; ``None`` while our markers are still on their
+        way (the message is queued and multicast once they all arrived)."""
+        if self._unsent:
+            self._held_multicasts.append(data)
+            return None
+        return self.inner.multicast(data, now)
+
+    # -- the snapshot ---------------------------------------------------------------------
+
     @property
     def started(self) -> bool:
         return self.recorded_at is not None
+
+    @property
+    def busy(self) -> bool:
+        """Markers of ours on their way, or multicasts held back until they arrive."""
+        return bool(self._unsent or self._held_multicasts)
 
     def marker(self) -> bytes:
         """This member's marker, as the original writes it on the TCP connection."""
@@ -101,6 +158,16 @@ class OriginalSnapshotNode:
         self.initiator = self.name
         return self._record(now, closed=None)
 
+    def marker_coming(self, sender: int) -> None:
+        """The driver accepted a marker connection from member ``sender`` and has not read
+        the marker yet: its datagrams wait until the marker is handled (or abandoned)."""
+        if sender in self.peers and sender not in self._closed:
+            self._incoming.setdefault(sender, [])
+
+    def marker_abandoned(self, sender: int, now: float) -> None:
+        """The marker connection from ``sender`` ended without a marker."""
+        self._release_incoming(sender, now)
+
     def receive_marker(self, sender: int, now: float) -> Sequence[int]:
         """A marker from member ``sender``; returns the members to send our marker to
         (all peers on the first marker, none afterwards). A marker from a stranger, or a
@@ -109,15 +176,29 @@ class OriginalSnapshotNode:
         if sender not in self.peers:
             raise RemoteProtocolError("a marker from a member that is not a peer", sender=sender)
         if sender in self._closed:
+            self._release_incoming(sender, now)
             raise RemoteProtocolError("a second marker from a peer", sender=sender)
         self._trace(now, LAYER, "marker", peer=self.peers[sender], attrs={"direction": "in"})
         out: Sequence[int] = ()
         if not self.started:
-            self.initiator = self.peers[sender]
+            self.first_marker_from = self.peers[sender]
             out = self._record(now, closed=sender)
         self._closed[sender] = self._recording.pop(sender, [])
         self._finish(now)
+        self._release_incoming(sender, now)
         return out
+
+    def marker_sent(self, member: int, now: float) -> None:
+        """The driver delivered our marker to ``member``: what waited for it may go."""
+        self._trace(now, LAYER, "marker", peer=self.peers[member], attrs={"direction": "out"})
+        self._unsent.discard(member)
+        self._released += self._held_out.pop(member, [])
+        if not self._unsent:
+            held, self._held_multicasts = self._held_multicasts, []
+            for data in held:
+                self.inner.multicast(data, now)
+
+    # -- internals --------------------------------------------------------------------------
 
     def _observe(self, msg: wire.DataMessage, src: int, now: float) -> None:
         """The ISIS core's report of a Data message first received from member ``src``."""
@@ -125,20 +206,21 @@ class OriginalSnapshotNode:
         if channel is not None:
             channel.append({"sender": msg.sender, "msg_id": msg.msg_id, "data": msg.data})
 
-    def marker_sent(self, member: int, now: float) -> None:
-        """The driver delivered our marker to ``member`` (for the trace)."""
-        self._trace(now, LAYER, "marker", peer=self.peers[member], attrs={"direction": "out"})
+    def _release_incoming(self, sender: int, now: float) -> None:
+        for data, addr in self._incoming.pop(sender, []):
+            self.inner.receive_datagram(data, addr, now)
 
     def _record(self, now: float, *, closed: int | None) -> Sequence[int]:
         self.recorded_at = now
         self._state = self.inner.state()
         self._recording = {p: [] for p in self.peers if p != closed}
+        self._unsent = set(self.peers)
         return sorted(self.peers)
 
     def _finish(self, now: float) -> None:
         if self.done is not None or len(self._closed) < len(self.peers):
             return
-        assert self.recorded_at is not None and self.initiator is not None
+        assert self.recorded_at is not None
         channels = {
             self.peers[p]: {"messages": msgs, "closed_by": "marker"}
             for p, msgs in sorted(self._closed.items())
@@ -149,7 +231,7 @@ class OriginalSnapshotNode:
             channels=channels,
         )  # fmt: skip
         self._events.append(done)
-        self._trace(
-            now, LAYER, "snapshot_done",
-            attrs={"snapshot": str(ORIGINAL_SNAPSHOT_ID), "initiator": self.initiator},
-        )  # fmt: skip
+        attrs = {"snapshot": str(ORIGINAL_SNAPSHOT_ID), "initiator": self.initiator}
+        if self.first_marker_from is not None:
+            attrs["first_marker_from"] = self.first_marker_from
+        self._trace(now, LAYER, "snapshot_done", attrs=attrs)
