@@ -51,6 +51,7 @@ from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import broadcast_socket, udp_socket
 from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.proto.core import DatagramLayer
 from gossamer.proto.discovery import (
     LAYER,
     DataReceived,
@@ -160,33 +161,21 @@ class DiscoveryOptions:
         return address, broadcast
 
 
-class _Fanout:
-    """A ``DatagramCore`` around the discovery core that sends each datagram addressed
-    to the broadcast endpoint as one unicast copy per target (see
-    ``DiscoveryOptions.broadcast_targets``); everything else passes through."""
+class _Fanout(DatagramLayer[DiscoveryCore]):
+    """In front of the discovery core: each datagram addressed to the broadcast endpoint
+    leaves as one unicast copy per target (see ``DiscoveryOptions.broadcast_targets``);
+    everything else passes through."""
 
     def __init__(
         self, core: DiscoveryCore, broadcast: Address, targets: Sequence[Address]
     ) -> None:
-        self.core = core
+        super().__init__(core)
         self.broadcast = broadcast
         self.targets = tuple(targets)
 
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        self.core.receive_datagram(data, addr, now)
-
-    def handle_timer(self, now: float) -> None:
-        self.core.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self.core.next_deadline()
-
-    def events_received(self) -> Sequence[object]:
-        return self.core.events_received()
-
     def datagrams_to_send(self) -> list[Datagram]:
         out: list[Datagram] = []
-        for data, addr in self.core.datagrams_to_send():
+        for data, addr in self.inner.datagrams_to_send():
             if addr == self.broadcast:
                 out.extend((data, target) for target in self.targets)
             else:

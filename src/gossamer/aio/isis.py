@@ -28,13 +28,14 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.aio._pump import EventCallback
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, RemoteProtocolError
+from gossamer.proto.core import DatagramLayer
 from gossamer.proto.isis import HostEntry, IsisConfig, IsisCore, Member
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
 from gossamer.proto.snapshot.original import ORIGINAL_SNAPSHOT_ID, OriginalSnapshotNode
@@ -229,29 +230,17 @@ class _MarkerTransport:
             self._listener = None
 
 
-class _MarkersFirst:
+class _MarkersFirst(DatagramLayer[OriginalSnapshotNode]):
     """The datagram core the driver pumps on the original wire with snapshots: the
     snapshot node, with pending marker connections accepted before each datagram."""
 
     def __init__(self, node: OriginalSnapshotNode, markers: _MarkerTransport) -> None:
-        self.node = node
+        super().__init__(node)
         self.markers = markers
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
         self.markers.poll(now)
-        self.node.receive_datagram(data, addr, now)
-
-    def handle_timer(self, now: float) -> None:
-        self.node.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self.node.next_deadline()
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        return self.node.datagrams_to_send()
-
-    def events_received(self) -> list[object]:
-        return self.node.events_received()
+        self.inner.receive_datagram(data, addr, now)
 
 
 class IsisService:

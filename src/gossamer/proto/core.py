@@ -25,11 +25,11 @@ the stream, and closes the connection when the peer's half has ended too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 
-__all__ = ["DatagramCore", "StreamCore"]
+__all__ = ["DatagramCore", "DatagramLayer", "StreamCore"]
 
 
 class _Timed(Protocol):
@@ -54,3 +54,31 @@ class StreamCore(_Timed, Protocol):
     def receive_data(self, data: bytes, now: float) -> None: ...
 
     def data_to_send(self) -> bytes: ...
+
+
+C = TypeVar("C", bound=DatagramCore)
+
+
+class DatagramLayer(Generic[C]):
+    """A datagram core in front of another one, ``inner``: every input and output passes
+    through unchanged unless a subclass overrides it. Sealing, fan-out and snapshot
+    ordering are such layers; callers keep using ``inner``'s own methods for local
+    requests, and the driver pumps the outermost layer."""
+
+    def __init__(self, inner: C) -> None:
+        self.inner = inner
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.inner.receive_datagram(data, addr, now)
+
+    def handle_timer(self, now: float) -> None:
+        self.inner.handle_timer(now)
+
+    def next_deadline(self) -> float | None:
+        return self.inner.next_deadline()
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        return self.inner.datagrams_to_send()
+
+    def events_received(self) -> Sequence[object]:
+        return self.inner.events_received()

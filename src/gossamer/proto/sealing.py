@@ -33,7 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import CryptoError, DecodeError
-from gossamer.proto.core import DatagramCore
+from gossamer.proto.core import DatagramCore, DatagramLayer
 from gossamer.trace.sink import Tracer
 from gossamer.wire import envelope
 from gossamer.wire.keyring import Keyring
@@ -43,7 +43,7 @@ __all__ = ["SealedDatagrams", "SealedStream", "StreamSeals"]
 C = TypeVar("C", bound=DatagramCore)
 
 
-class SealedDatagrams(Generic[C]):
+class SealedDatagrams(DatagramLayer[C]):
     """``inner`` behind the envelope (module docstring). ``layer`` names the inner core's
     trace layer; ``max_payload`` bounds an opened datagram."""
 
@@ -57,7 +57,7 @@ class SealedDatagrams(Generic[C]):
         layer: str,
         max_payload: int = envelope.DEFAULT_MAX_PAYLOAD,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.keyring = keyring
         self.session = session
         #: Datagrams refused, by reason (``malformed``, ``forged``, ``duplicate``, ...).
@@ -92,15 +92,6 @@ class SealedDatagrams(Generic[C]):
             return out
         self.sealed += len(out)
         return [(self._seal(payload), addr) for payload, addr in out]
-
-    def handle_timer(self, now: float) -> None:
-        self.inner.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self.inner.next_deadline()
-
-    def events_received(self) -> list[object]:
-        return list(self.inner.events_received())
 
     # -- internals ------------------------------------------------------------------
 

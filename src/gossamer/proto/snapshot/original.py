@@ -53,6 +53,7 @@ from typing import Any
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import LocalProtocolError, RemoteProtocolError
+from gossamer.proto.core import DatagramLayer
 from gossamer.proto.snapshot.core import SnapshotDone
 from gossamer.proto.snapshot.node import Sequencer
 from gossamer.trace.sink import Tracer
@@ -65,12 +66,12 @@ LAYER = "snapshot"
 ORIGINAL_SNAPSHOT_ID = 1
 
 
-class OriginalSnapshotNode:
+class OriginalSnapshotNode(DatagramLayer[Sequencer]):
     """An ISIS core (``inner``) taking part in the original's single snapshot (module
     docstring). A ``DatagramCore``: drive it instead of ``inner``."""
 
     def __init__(self, inner: Sequencer, *, tracer: Tracer) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.me = inner.me
         self.name = inner.name_of(inner.me)
         self.peers = {m: inner.name_of(m) for m in inner.view if m != inner.me}
@@ -101,12 +102,6 @@ class OriginalSnapshotNode:
             held.append((data, addr))  # its sender's marker is on its way: it goes first
             return
         self.inner.receive_datagram(data, addr, now)
-
-    def handle_timer(self, now: float) -> None:
-        self.inner.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self.inner.next_deadline()
 
     def datagrams_to_send(self) -> list[Datagram]:
         out = self.inner.datagrams_to_send()
