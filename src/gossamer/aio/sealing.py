@@ -55,5 +55,4 @@ def stream_seals(wire: Wire, *, me: str, tracer: Tracer, layer: str) -> StreamSe
 def rejected_by(core: object) -> Counter[str]:
     """What the envelope refused in front of a pumped ``core``, by reason (an empty
     counter when ``core`` is not sealed)."""
-    rejected = getattr(core, "rejected", None) if isinstance(core, SealedDatagrams) else None
-    return Counter(rejected or {})
+    return Counter(core.rejected) if isinstance(core, SealedDatagrams) else Counter()

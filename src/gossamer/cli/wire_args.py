@@ -22,6 +22,7 @@ from typing import Any
 from gossamer.errors import ConfigError
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
+    KEY_ENV,
     WIRE_CHOICES,
     Wire,
     WireMode,
@@ -30,10 +31,6 @@ from gossamer.wire.mode import (
 )
 
 __all__ = ["KEY_ENV", "add_wire_arguments", "read_key_file", "wire_from_args"]
-
-#: The environment variable that holds the group key when no ``--key-file`` is given.
-KEY_ENV = "GOSSAMER_KEY"
-
 
 def add_wire_arguments(parser: Any) -> None:
     """Add ``--wire``, ``--key-file`` and ``--cluster`` to ``parser``."""

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
-from gossamer.wire.mode import DEFAULT_CLUSTER, Wire, WireMode, parse_key, parse_wire
+from gossamer.wire.mode import (
+    DEFAULT_CLUSTER,
+    KEY_ENV,
+    Wire,
+    WireMode,
+    parse_key,
+    parse_wire,
+)
 
 __all__ = [
     "KEY_ENV",
@@ -52,8 +59,6 @@ __all__ = [
     "parse_config",
 ]
 
-#: The group key, as every command reads it; wins over ``node.key_file``.
-KEY_ENV = "GOSSAMER_KEY"
 _ENV_PREFIX = "GOSSAMER__"
 
 PORT_NAMES = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import CryptoError, DecodeError
@@ -68,7 +68,6 @@ class SealedDatagrams(DatagramLayer[C]):
         self._trace = tracer
         self._layer = layer
         self._max_payload = max_payload
-        self._seq = 0
 
     # -- the DatagramCore contract ------------------------------------------------
 
@@ -96,11 +95,10 @@ class SealedDatagrams(DatagramLayer[C]):
     # -- internals ------------------------------------------------------------------
 
     def _seal(self, payload: bytes) -> bytes:
-        self._seq += 1
+        seq = (self.session.last_seq or 0) + 1
         return envelope.seal(
-            self.keyring, self.session, seq=self._seq, payload=payload,
-            max_payload=self._max_payload,
-        )  # fmt: skip
+            self.keyring, self.session, seq=seq, payload=payload, max_payload=self._max_payload
+        )
 
     def _reject(self, kind: str, data: bytes, addr: Address, now: float) -> None:
         self.rejected[kind] += 1
@@ -165,20 +163,19 @@ class StreamSeals:
         self.layer = layer
         self.max_record = max_record
         self._new_session = new_session
-        self._sessions: dict[str, list[Any]] = {}
+        self._sessions: dict[str, envelope.SenderSession] = {}
 
     def seal(self, peer: str, payload: bytes) -> bytes:
         """``payload`` as length-prefixed records to ``peer``."""
-        entry = self._sessions.get(peer)
-        if entry is None:
-            entry = self._sessions[peer] = [self._new_session(f"{self.me}>{peer}"), 0]
+        session = self._sessions.get(peer)
+        if session is None:
+            session = self._sessions[peer] = self._new_session(f"{self.me}>{peer}")
         out = bytearray()
         step = self.max_record
         for start in range(0, len(payload), step):
-            entry[1] += 1
             record = envelope.seal(
-                self.keyring, entry[0], seq=entry[1], payload=payload[start : start + step],
-                max_payload=step,
+                self.keyring, session, seq=(session.last_seq or 0) + 1,
+                payload=payload[start : start + step], max_payload=step,
             )  # fmt: skip
             out += _RECORD_LENGTH.pack(len(record)) + record
         return bytes(out)

@@ -19,10 +19,20 @@ from enum import Enum
 from gossamer.errors import ConfigError
 from gossamer.wire.keyring import Key, Keyring
 
-__all__ = ["DEFAULT_CLUSTER", "WIRE_CHOICES", "Wire", "WireMode", "parse_key", "parse_wire"]
+__all__ = [
+    "DEFAULT_CLUSTER",
+    "KEY_ENV",
+    "WIRE_CHOICES",
+    "Wire",
+    "WireMode",
+    "parse_key",
+    "parse_wire",
+]
 
 #: The cluster name bound into envelope keys when none is configured.
 DEFAULT_CLUSTER = "gossamer"
+#: The environment variable commands and nodes read the group key from (``parse_key``).
+KEY_ENV = "GOSSAMER_KEY"
 
 
 class WireMode(Enum):
