@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gossamer._types import Address, Datagram
+from gossamer.aio._pump import now
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sealing import rejected_by, seal_core
@@ -252,7 +253,7 @@ class DiscoveryNode:
             handshake_timeout=opts.handshake_timeout,
             max_datagram=opts.max_datagram,
             rebalance=opts.rebalance,
-            start=loop.time(),
+            start=now(),
             names=dict(opts.names),
             wire=opts.wire.mode,
         )

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from gossamer._types import Address
+from gossamer.aio._pump import now as clock
 from gossamer.faults import FaultPlan
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class FaultInjector:
         self.seen[direction] += 1
         decision = plan.decide(self.rng)
         if decision.faults:
-            now = loop.time()
+            now = clock()
             held = [delay for delay in decision.copies if delay > 0.0]
             attrs = {"direction": direction, "addr": f"{addr[0]}:{addr[1]}"}
             if held:

@@ -33,6 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.protocol import State
 
+from gossamer.aio._pump import now as clock
 from gossamer.errors import RemoteProtocolError
 from gossamer.proto.gateway.client import (
     ClientConfig,
@@ -308,10 +309,9 @@ class GatewayClient:
             self._pending_kind.pop(nonce, None)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         core = self.core
         while core.state is not ClientState.CLOSED:
-            now = loop.time()
+            now = clock()
             if not core.connect_due(now):
                 deadline = core.next_deadline()
                 self._wake.clear()
@@ -332,15 +332,15 @@ class GatewayClient:
                     )
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
                 self.last_error = exc
-                core.connection_made(loop.time())
-                core.connection_lost(loop.time())
+                core.connection_made(clock())
+                core.connection_lost(clock())
                 self._after()
                 continue
             self._ws = ws
-            core.connection_made(loop.time())
+            core.connection_made(clock())
             try:
                 async for frame in ws:
-                    core.receive(frame, loop.time())
+                    core.receive(frame, clock())
                     self._flush()
             except ConnectionClosed as exc:
                 self.last_error = exc
@@ -349,7 +349,7 @@ class GatewayClient:
                 self._ready.clear()
                 with contextlib.suppress(Exception):
                     await ws.close()
-                core.connection_lost(loop.time())
+                core.connection_lost(clock())
                 self._after()
 
     def _after(self) -> None:
@@ -428,6 +428,6 @@ class GatewayClient:
 
     def _on_timer(self) -> None:
         self._timer = None
-        self.core.handle_timer(asyncio.get_running_loop().time())
+        self.core.handle_timer(clock())
         self._flush()
 

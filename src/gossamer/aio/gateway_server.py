@@ -13,7 +13,7 @@ small HTTP/1.1 handler here (one request per connection, ``Connection: close``,
 bounded head and body). With ``ssl`` the same happens inside TLS (``ssingyeong://``).
 
 The driver is the thin pump of DESIGN.md: each frame goes to ``core.receive`` with
-``now=loop.time()``, then ``flush`` commits the core's store operations to the queue
+``now=now()``, then ``flush`` commits the core's store operations to the queue
 store (SQLite, ``gossamer.store.queues``) *before* carrying out its actions, so a
 QUEUE_CONFIRM never leaves before its message is durable; one packet addressed to
 many connections is framed once per encoding (RFC 6455 header and payload, the bytes
@@ -47,6 +47,7 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event, State
 
+from gossamer.aio._pump import now
 from gossamer.errors import DecodeError
 from gossamer.proto.gateway import http
 from gossamer.proto.gateway.core import Close, GatewayConfig, GatewayCore, Transmit
@@ -311,8 +312,8 @@ class GatewayServer:
 
     async def start(self) -> None:
         """Load the queue store, build the core and start listening."""
-        loop = self._loop = asyncio.get_running_loop()
-        config = dataclasses.replace(self.config, epoch_offset=time.time() - loop.time())
+        self._loop = asyncio.get_running_loop()
+        config = dataclasses.replace(self.config, epoch_offset=time.time() - now())
         records = self.store.load() if self.store is not None else []
         self.core = GatewayCore(config, rng=self.rng, tracer=self.tracer, records=records)
         self._flush()
@@ -349,7 +350,7 @@ class GatewayServer:
             return
         self._server.close(close_connections=False)
         if goodbye and self.core is not None and self._loop is not None:
-            self.core.shutdown(self._loop.time())
+            self.core.shutdown(now())
             self._flush()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5.0):
@@ -391,25 +392,24 @@ class GatewayServer:
     async def _handle(self, ws: ServerConnection) -> None:
         """One websocket, from the end of its handshake to its close."""
         assert isinstance(ws, _GatewayConnection) and self.core is not None
-        loop = asyncio.get_running_loop()
         self._next_conn += 1
         conn = self._next_conn
         self._conns[conn] = ws
-        self.core.connect(conn, host=ws.peer_host, encoding=ws.gateway_encoding, now=loop.time())
+        self.core.connect(conn, host=ws.peer_host, encoding=ws.gateway_encoding, now=now())
         self._flush()
         ws.attach(conn)  # frames now go to on_frame, including any that came early
         try:
             await ws.wait_closed()
         finally:
             self._conns.pop(conn, None)
-            self.core.disconnect(conn, loop.time())
+            self.core.disconnect(conn, now())
             self._flush()
 
     def on_frame(self, ws: _GatewayConnection, data: str | bytes) -> None:
         """A whole websocket message from ``ws`` (called from its ``data_received``)."""
         assert self.core is not None and self._loop is not None
         try:
-            self.core.receive(ws.gateway_conn, data, self._loop.time())
+            self.core.receive(ws.gateway_conn, data, now())
         except Exception:  # a bug must cost one connection, never the server
             log.exception("gateway core failed on a frame from connection %d", ws.gateway_conn)
             self.spawn(ws.close(1011, "internal server error"))
@@ -486,7 +486,7 @@ class GatewayServer:
         assert self.core is not None and self._loop is not None
         self._timer = None
         self._timer_at = None
-        self.core.handle_timer(self._loop.time())
+        self.core.handle_timer(now())
         self._flush()
 
     # -- HTTP ------------------------------------------------------------------
@@ -496,7 +496,7 @@ class GatewayServer:
     ):
         """Answer an API request; queue changes (a replay) are committed and flushed."""
         assert self.core is not None and self._loop is not None
-        answer = http.handle(self.core, request, peer=peer, now=self._loop.time())
+        answer = http.handle(self.core, request, peer=peer, now=now())
         self._flush()
         return answer
 

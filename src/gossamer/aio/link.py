@@ -142,7 +142,7 @@ class Node:
     ) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._time = loop.time
+        self._time = now  # the drivers' clock, as every trace stamp (not uvloop's cached ms)
         rng = random.Random(seed)
 
         def make_core(address: Address) -> LinkNode:

@@ -11,9 +11,9 @@ can follow it::
     {"event": "peer_down", "peer": "10.77.1.11:21450", "reason": "heartbeat", "t": 20.1}
     {"event": "stopped", "peers": 0, "counters": {...}, "t": 30.0}
 
-``t`` is the event loop's clock (``loop.time()``, monotonic seconds), the same
-clock as the trace written with ``--trace``. Where the node lives is always
-given: ``--interface`` or ``--address`` with ``--broadcast``.
+``t`` is ``time.monotonic()`` (seconds), the clock of the trace written with
+``--trace``. Where the node lives is always given: ``--interface`` or ``--address``
+with ``--broadcast``.
 
 The wire is sealed by default (``--key-file`` or ``GOSSAMER_KEY`` gives the group key);
 ``--wire original`` speaks the Go original's plaintext, with its identity rules: a peer
@@ -31,6 +31,7 @@ import dataclasses
 import random
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,7 @@ async def _serve(args: argparse.Namespace) -> int:
         sink = jsonl
     node = DiscoveryNode(
         options,
-        on_peer=lambda event: _emit(_peer_record(event, loop.time())),
+        on_peer=lambda event: _emit(_peer_record(event, time.monotonic())),
         sink=sink,
         run=args.run,
         rng=random.Random(args.seed),
@@ -136,7 +137,7 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await node.start()
         ip, port = node.address
-        _emit({"event": "ready", "node": f"{ip}:{port}", "t": loop.time()})
+        _emit({"event": "ready", "node": f"{ip}:{port}", "t": time.monotonic()})
 
         async def read_data() -> None:
             while True:
@@ -146,7 +147,7 @@ async def _serve(args: argparse.Namespace) -> int:
                         "event": "data",
                         "peer": message.name,
                         "size": len(message.payload),
-                        "t": loop.time(),
+                        "t": time.monotonic(),
                     }
                 )
 
@@ -170,7 +171,7 @@ async def _serve(args: argparse.Namespace) -> int:
             key: value for key, value in dataclasses.asdict(node.core.counters).items() if value
         }
         _emit({"event": "stopped", "peers": len(node.peers()), "counters": counters,
-               "t": loop.time()})  # fmt: skip
+               "t": time.monotonic()})  # fmt: skip
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -51,13 +51,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(config.to_toml())
         return 0
     try:
-        # The standard loop, not uvloop: some trace stamps (the fault injector's,
-        # some link sends) still come from loop.time(), which uvloop caches to whole
-        # milliseconds while every other event carries time.monotonic(); a send could
-        # then be traced before the credit that allowed it, and the analysis's
-        # link.credit check would report a violation that never happened (seen in a
-        # namespace demo run under uvloop).
-        code: int = run_loop(run_node(config), use_uvloop=False)
+        # uvloop where installed: every driver, the fault injector and the gateway feed
+        # cores and stamp traces with one clock, time.monotonic() (aio._pump.now), never
+        # uvloop's loop.time(), which is cached to whole milliseconds.
+        code: int = run_loop(run_node(config))
     except ConfigError:
         raise
     except (GossamerError, OSError) as exc:

@@ -686,8 +686,8 @@ async def _timeline(node: LabNode) -> None:
 async def run_node(config: NodeConfig, *, out: TextIO | None = None) -> int:
     """Run one node until it is done (``exit_when_done``) or signalled; returns 0.
 
-    Run it on the standard asyncio loop (as ``gossamer node`` does), not uvloop: see
-    the comment in ``gossamer.cli.node_cmd.run`` (link send times).
+    ``gossamer node`` runs it on uvloop where installed: every time it and the drivers
+    feed to cores or stamp on traces is ``time.monotonic()``.
 
     Raises ``OSError`` when a port cannot be bound and ``GossamerError`` for a
     configuration the drivers refuse; the caller turns them into exit codes.
