@@ -95,6 +95,8 @@ def find_me(members: Sequence[Member], hint: str | None = None) -> Member:
 
 
 MARKER_SIZE = 8  # the original's MarkerMessage: type 5, sender
+#: Seconds a marker connection may take to deliver its 8 bytes.
+MARKER_TIMEOUT = 5.0
 
 
 class _MarkerTransport:
@@ -156,13 +158,28 @@ class _MarkerTransport:
             self.node.marker_coming(member)
             self._conns[conn] = (member, bytearray())
             if self._read(conn, now):
-                asyncio.get_running_loop().add_reader(conn, self._from_loop, self._reader(conn))
+                loop = asyncio.get_running_loop()
+                loop.add_reader(conn, self._from_loop, self._reader(conn))
+                # A connection that never delivers its marker must not hold its
+                # member's datagrams for ever.
+                loop.call_later(MARKER_TIMEOUT, self._from_loop, self._expire(conn))
 
     def _reader(self, conn: socket.socket) -> Callable[[float], None]:
         def read(now: float) -> None:
-            self._read(conn, now)
+            if conn in self._conns:
+                self._read(conn, now)
 
         return read
+
+    def _expire(self, conn: socket.socket) -> Callable[[float], None]:
+        def expire(now: float) -> None:
+            entry = self._conns.get(conn)
+            if entry is not None:
+                self._close(conn)
+                self.node.marker_abandoned(entry[0], now)
+                self._drop(now, self.node.peers.get(entry[0], "?"), "no marker in time")
+
+        return expire
 
     def _read(self, conn: socket.socket, now: float) -> bool:
         """Read from a marker connection; True while more is to come."""
@@ -204,17 +221,20 @@ class _MarkerTransport:
 
     async def _send(self, member: int) -> None:
         host = self.node.inner.address_of(member)[0]
+        # From our own IP: the receiver names a marker's sender by the connection's IP
+        # (on one machine the kernel would otherwise pick the destination's loopback IP).
+        mine = self.node.inner.address_of(self.node.me)[0]
         while True:
             try:
-                _, writer = await asyncio.open_connection(host, self.port)
+                _, writer = await asyncio.open_connection(host, self.port, local_addr=(mine, 0))
+                writer.write(self.node.marker())
+                await writer.drain()
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
             except OSError:
-                await asyncio.sleep(self.retry)
+                await asyncio.sleep(self.retry)  # the original retries every second
                 continue
-            writer.write(self.node.marker())
-            await writer.drain()
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
             self._from_loop(lambda now: self.node.marker_sent(member, now))
             return
 
