@@ -350,7 +350,8 @@ gossamer runs with flow control on: the PULL grants {CAPACITY} credits per link 
 returns them in batches of {int(BATCH * 100)}% as the application takes messages
 (`capacity={CAPACITY}, batch={BATCH}`). Throughput: median of {rounds} alternating
 round(s) of {count:,} messages, counted by the receiver; latency: {trips:,} round trips
-(first tenth dropped).
+(first tenth dropped). gossamer runs on the sealed wire, its default (every TCP
+record in the envelope; `bench/wire_modes.py` measures what that costs).
 
 {table(["contender", "PUSH/PULL msg/s", "vs pyzmq blocking", "CPU us/msg (both ends)",
         "msg per CPU-s vs pyzmq blocking", "REQ/REP p50 us", "REQ/REP p99 us"], rows)}
