@@ -7,9 +7,16 @@ Every error says whose fault it is and carries structured fields::
     ├── ProtocolError           a protocol rule was broken
     │   ├── LocalProtocolError  ... by the local caller (a bug or misuse on this side)
     │   └── RemoteProtocolError ... by the peer (it sent something the protocol forbids)
+    │   └── ClosedError         ... the service is closed (and, for receive, drained)
     ├── DecodeError             bytes or text could not be decoded (malformed, truncated, too big)
     │   └── TraceFormatError    a trace line is malformed (carries file and line number)
-    └── CryptoError             authentication failed: wrong key, forged or replayed message
+    ├── CryptoError             authentication failed: wrong key, forged or replayed message
+    ├── NetworkError            the operating system refused (bind, connect, resolve); an OSError
+    ├── NoRouteError            nothing matches the destination (no peer, no client, no route)
+    └── TimedOutError           an operation given a deadline did not finish; a TimeoutError
+
+Errors that have a cause (the ``OSError`` behind a ``NetworkError``, the timeout behind a
+``TimedOutError``) keep it as ``__cause__``: ``raise NetworkError(...) from exc``.
 
 ``DecodeError`` is deliberately not a ``RemoteProtocolError``: decoders also read
 local files (traces, stores), and the driver that received the bytes knows who sent them.
@@ -20,13 +27,17 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ClosedError",
     "ConfigError",
     "CryptoError",
     "DecodeError",
     "GossamerError",
     "LocalProtocolError",
+    "NetworkError",
+    "NoRouteError",
     "ProtocolError",
     "RemoteProtocolError",
+    "TimedOutError",
     "TraceFormatError",
 ]
 
@@ -62,6 +73,10 @@ class LocalProtocolError(ProtocolError):
     """The local caller asked for something the protocol does not allow in this state."""
 
 
+class ClosedError(LocalProtocolError):
+    """The service is closed: nothing more can be sent, and nothing is left to receive."""
+
+
 class RemoteProtocolError(ProtocolError):
     """The remote peer sent something the protocol does not allow."""
 
@@ -90,3 +105,19 @@ class TraceFormatError(DecodeError):
 
 class CryptoError(GossamerError):
     """A message failed authentication: wrong or unknown key, forgery, or replay."""
+
+
+class NetworkError(GossamerError, OSError):
+    """The operating system refused a network operation: a port in use, an address that
+    does not resolve, a connection refused. The ``OSError`` is the ``__cause__``."""
+
+
+class NoRouteError(GossamerError):
+    """Nothing matches the destination: no such peer, no client matching a query."""
+
+
+class TimedOutError(GossamerError, TimeoutError):
+    """An operation given a deadline (``timeout=``) did not finish in time.
+
+    It is a ``TimeoutError`` too, so ``except TimeoutError`` keeps working.
+    """
