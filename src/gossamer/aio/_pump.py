@@ -41,6 +41,10 @@ Then, on the driver's side:
 - ``close()``: stop the timer and output at once, run the shutdown; idempotent.
 - ``closed``, ``failure``, ``counters``, ``events()``, ``wait_closed()`` as documented below.
 
+And for the services' ``timeout=`` arguments, ``deadline(timeout, what)``: an async
+context manager like ``asyncio.timeout`` that raises ``gossamer.errors.TimedOutError``
+(its cause the ``TimeoutError``) when the time is up.
+
 A callback may call ``pump()``/``call()`` while events are delivered: the outer flush goes
 round again, so events keep their order. A core or callback that raises stops the pump
 (``failure``), as any bug does.
@@ -51,12 +55,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.errors import ConfigError, LocalProtocolError, TimedOutError
 
-__all__ = ["DriverCounters", "EventCallback", "Pump", "now"]
+__all__ = ["DriverCounters", "EventCallback", "Pump", "deadline", "now"]
 
 
 def now() -> float:
@@ -69,6 +74,19 @@ def now() -> float:
     round trips on loopback need: uvloop's ``loop.time()`` would round them to 0 or 1 ms.
     """
     return time.monotonic()
+
+
+@asynccontextmanager
+async def deadline(timeout: float | None, what: str) -> AsyncIterator[None]:
+    """``asyncio.timeout(timeout)`` that raises ``TimedOutError`` (``what`` did not finish
+    within ``timeout`` seconds; the ``TimeoutError`` as its cause). ``None``: no limit."""
+    try:
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError as exc:
+        if isinstance(exc, TimedOutError):
+            raise
+        raise TimedOutError(f"{what} did not finish in time", timeout=timeout) from exc
 
 
 _T = TypeVar("_T")

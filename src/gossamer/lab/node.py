@@ -45,8 +45,8 @@ from gossamer.aio.gateway_client import GatewayClient, Message
 from gossamer.aio.gateway_server import GatewayServer
 from gossamer.aio.gossip import GossipNode
 from gossamer.aio.isis import IsisService, open_isis
-from gossamer.aio.link import LinkError, Node, Socket, open_node
-from gossamer.errors import GossamerError
+from gossamer.aio.link import Node, Socket, open_node
+from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import PeerDown, PeerUp
@@ -447,6 +447,8 @@ class LabNode:
                 await pull.receive()
             except LinkError:
                 continue
+            except ClosedError:
+                return
             self._delivered()
 
     async def _link_to(self, push: Socket, address: Address) -> None:
