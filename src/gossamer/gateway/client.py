@@ -5,8 +5,17 @@ from gossamer.aio.gateway_client import (
     GatewayInvalidError,
     Message,
     VersionString,
+    open_gateway_client,
     parse_dsn,
     typed,
 )
 
-__all__ = ["GatewayClient", "GatewayInvalidError", "Message", "VersionString", "parse_dsn", "typed"]
+__all__ = [
+    "GatewayClient",
+    "GatewayInvalidError",
+    "Message",
+    "VersionString",
+    "open_gateway_client",
+    "parse_dsn",
+    "typed",
+]
