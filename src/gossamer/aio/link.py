@@ -33,7 +33,7 @@ import asyncio
 import random
 import zlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from gossamer._types import Address, Datagram
@@ -433,14 +433,9 @@ class Socket:
         after the retry limit (``gave_up:...``) or when the transport failed, and
         ``TimedOutError`` after ``timeout`` seconds (the link request goes on).
         """
-        self._check_open()
-        node = self.node
-        peer, peer_tag = await resolve(address, stream=True), tag_id(tag)
-        waiter = node._link_waiter(self.tag, peer, peer_tag)
-        self.core.link(peer, peer_tag, now())
-        node._flush()
-        if self.core.link_state(peer, peer_tag) is LinkState.ESTABLISHED:
-            waiter.cancel()
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.link,
+                                                     LinkState.ESTABLISHED)
+        if waiter is None:
             return
         async with deadline(timeout, f"the link with {format_address(peer)}"):
             result = await waiter
@@ -453,21 +448,34 @@ class Socket:
     ) -> None:
         """Unlink; returns once every message sent either way was delivered and the
         link closed (or the cancelled link request ended)."""
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.unlink,
+                                                     LinkState.IDLE)
+        async with deadline(timeout, f"the unlink from {format_address(peer)}"):
+            while waiter is not None:
+                result = await waiter
+                if isinstance(result, LinkDown):
+                    return
+                waiter = self.node._link_waiter(self.tag, peer, peer_tag)  # up, then down
+
+    async def _request(
+        self,
+        address: AddressLike,
+        tag: Tag,
+        request: Callable[[Address, int, float], None],
+        done: LinkState,
+    ) -> tuple[Address, int, asyncio.Future[object] | None]:
+        """Ask the core to link or unlink; the waiter for the link's next up or down,
+        or ``None`` when the link is already in the ``done`` state."""
         self._check_open()
         node = self.node
         peer, peer_tag = await resolve(address, stream=True), tag_id(tag)
         waiter = node._link_waiter(self.tag, peer, peer_tag)
-        self.core.unlink(peer, peer_tag, now())
+        request(peer, peer_tag, now())
         node._flush()
-        if self.core.link_state(peer, peer_tag) is LinkState.IDLE:
+        if self.core.link_state(peer, peer_tag) is done:
             waiter.cancel()
-            return
-        async with deadline(timeout, f"the unlink from {format_address(peer)}"):
-            while True:
-                result = await waiter
-                if isinstance(result, LinkDown):
-                    return
-                waiter = node._link_waiter(self.tag, peer, peer_tag)  # up, then down
+            return peer, peer_tag, None
+        return peer, peer_tag, waiter
 
     async def wait_links(self, count: int = 1, *, timeout: float | None = None) -> None:
         """Wait until at least ``count`` links are established (e.g. a PULL waiting for
