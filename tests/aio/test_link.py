@@ -284,6 +284,25 @@ def test_async_with_closes_and_iteration_ends(run: Runner) -> None:
     run(main())
 
 
+def test_what_arrived_before_close_is_still_received(run: Runner) -> None:
+    async def main() -> None:
+        async with open_socket("push", tag="out", wire=WIRE) as push:
+            pull = await open_socket("pull", tag="in", wire=WIRE)
+            await push.link(pull.address, "in", timeout=5)
+            await push.send(b"one")
+            await push.send(b"two")
+            while pull.statistics().queued_bytes < 6:
+                await asyncio.sleep(0.01)
+            await pull.close()
+            assert [await _data(pull), await _data(pull)] == [b"one", b"two"]
+            with pytest.raises(ClosedError):
+                await pull.receive(timeout=1)
+            with pytest.raises(ClosedError):
+                pull.try_receive()
+
+    run(main())
+
+
 @pytest.mark.parametrize("host", ["localhost", "::1"])
 def test_nodes_on_localhost_and_ipv6(run: Runner, host: str) -> None:
     async def main() -> None:

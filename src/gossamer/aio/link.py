@@ -565,13 +565,16 @@ class Socket:
                 else:
                     self._pump.flush_soon()
                 return item
+        else:
+            item = self.try_receive()  # what had arrived, then ClosedError
+            if item is not None:
+                return item
         async with deadline(timeout, "the receive"):
             while True:
                 failed = self.core.request_failed
                 if failed is not None:
                     self.core.abandon_request()
                     raise LinkError(f"the request's link went down: {failed}", cause=failed)
-                self._check_open()
                 self._readable.clear()
                 await self._readable.wait()
                 item = self.try_receive()
