@@ -6,9 +6,9 @@ Every error says whose fault it is and carries structured fields::
     ├── ConfigError             the caller's configuration or parameters are unusable
     ├── ProtocolError           a protocol rule was broken
     │   ├── LocalProtocolError  ... by the local caller (a bug or misuse on this side)
+    │   │   ├── ClosedError     ... the service is closed (and, for receive, drained)
+    │   │   └── LinkError       ... a link request failed: the link was refused or went down
     │   └── RemoteProtocolError ... by the peer (it sent something the protocol forbids)
-    │   ├── ClosedError         ... the service is closed (and, for receive, drained)
-    │   └── LinkError           ... a link request failed: the link was refused or went down
     ├── DecodeError             bytes or text could not be decoded (malformed, truncated, too big)
     │   └── TraceFormatError    a trace line is malformed (carries file and line number)
     ├── CryptoError             authentication failed: wrong key, forged or replayed message
