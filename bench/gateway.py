@@ -45,13 +45,12 @@ HOST = "127.0.0.1"
 
 
 async def serve_gateway(port: int) -> None:
-    from gossamer.aio.gateway_server import GatewayServer
+    from gossamer.aio.gateway_server import open_gateway_server
     from gossamer.proto.gateway.core import GatewayConfig
 
-    server = GatewayServer(GatewayConfig(), host=HOST, port=port)
-    await server.start()
-    print(server.port, flush=True)
-    await server.serve_forever()
+    async with open_gateway_server(GatewayConfig(), host=HOST, port=port) as server:
+        print(server.port, flush=True)
+        await server.serve_forever()
 
 
 async def serve_raw(port: int) -> None:

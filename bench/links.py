@@ -6,8 +6,8 @@ machine has two cores, and so has any real pipeline):
 - **pyzmq, blocking API**: ``zmq.PUSH``/``zmq.PULL`` and ``zmq.REQ``/``zmq.REP``;
 - **pyzmq, asyncio API** (``zmq.asyncio``): the same sockets, awaited one message at a
   time, as an asyncio application uses them;
-- **gossamer** (``gossamer.aio.link``, TCP transport, uvloop when installed), with credit
-  flow control on: the PULL grants ``capacity`` credits and returns them in batches as
+- **gossamer** (``gossamer.open_socket``, TCP transport, uvloop when installed), with
+  credit flow control on: the PULL grants ``capacity`` credits and returns them in batches as
   the receiving application takes messages; the PUSH waits for credit.
 
 Throughput: 100-byte messages, counted by the receiver from the first message to the
@@ -176,7 +176,9 @@ def _gossamer_pull(conn: Connection, count: int, use_async: bool) -> None:
     from gossamer.aio.loop import run
 
     async def main() -> tuple[float, float]:
-        pull = await link.socket("pull", wire=_wire(), tag="sink", capacity=CAPACITY, batch=BATCH)
+        pull = await link.open_socket(
+            "pull", wire=_wire(), tag="sink", capacity=CAPACITY, batch=BATCH
+        )
         conn.send(pull.address)
         await pull.receive()
         start, cpu = time.perf_counter(), time.process_time()
@@ -196,7 +198,7 @@ def _gossamer_push(conn: Connection, address: Any, count: int, use_async: bool) 
 
     async def main() -> float:
         cpu = time.process_time()
-        push = await link.socket("push", wire=_wire(), tag="source")
+        push = await link.open_socket("push", wire=_wire(), tag="source")
         await push.link(tuple(address), "sink", timeout=10)
         send = push.send
         for _ in range(count):
@@ -212,13 +214,13 @@ def _gossamer_rep(conn: Connection, use_async: bool) -> None:
     from gossamer.aio.loop import run
 
     async def main() -> None:
-        rep = await link.socket("rep", wire=_wire(), tag="service")
+        rep = await link.open_socket("rep", wire=_wire(), tag="service")
         conn.send(rep.address)
         while True:
             msg = await rep.receive()
-            assert isinstance(msg, bytes)
-            await rep.send(msg)
-            if msg == b"stop":
+            assert isinstance(msg, link.Message)
+            await rep.send(msg.data)
+            if msg.data == b"stop":
                 break
         await rep.close(timeout=0.5)
 
@@ -230,7 +232,7 @@ def _gossamer_req(address: Any, trips: int, use_async: bool) -> list[float]:
     from gossamer.aio.loop import run
 
     async def main() -> list[float]:
-        req = await link.socket("req", wire=_wire(), tag="client")
+        req = await link.open_socket("req", wire=_wire(), tag="client")
         await req.link(tuple(address), "service", timeout=10)
         times = []
         for _ in range(trips):

@@ -8,14 +8,14 @@ pipeline in ``analysis``, real multi-process runs in ``lab`` and the CLI in ``cl
 
 from gossamer._version import __version__
 
-__all__ = ["__version__", "socket"]
+__all__ = ["__version__", "open_socket"]
 
 
 def __getattr__(name: str) -> object:
-    # ``gossamer.socket(...)`` is the public entry to links; imported lazily so that
+    # ``gossamer.open_socket(...)`` is the public entry to links; imported lazily so that
     # ``import gossamer`` does not pull in asyncio and the drivers.
-    if name == "socket":
-        from gossamer.aio.link import socket  # noqa: PLC0415 - lazy on purpose
+    if name == "open_socket":
+        from gossamer.aio.link import open_socket  # noqa: PLC0415 - lazy on purpose
 
-        return socket
+        return open_socket
     raise AttributeError(f"module 'gossamer' has no attribute {name!r}")

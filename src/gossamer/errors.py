@@ -6,8 +6,9 @@ Every error says whose fault it is and carries structured fields::
     ├── ConfigError             the caller's configuration or parameters are unusable
     ├── ProtocolError           a protocol rule was broken
     │   ├── LocalProtocolError  ... by the local caller (a bug or misuse on this side)
+    │   │   ├── ClosedError     ... the service is closed (and, for receive, drained)
+    │   │   └── LinkError       ... a link request failed: the link was refused or went down
     │   └── RemoteProtocolError ... by the peer (it sent something the protocol forbids)
-    │   └── ClosedError         ... the service is closed (and, for receive, drained)
     ├── DecodeError             bytes or text could not be decoded (malformed, truncated, too big)
     │   └── TraceFormatError    a trace line is malformed (carries file and line number)
     ├── CryptoError             authentication failed: wrong key, forged or replayed message
@@ -32,6 +33,7 @@ __all__ = [
     "CryptoError",
     "DecodeError",
     "GossamerError",
+    "LinkError",
     "LocalProtocolError",
     "NetworkError",
     "NoRouteError",
@@ -75,6 +77,18 @@ class LocalProtocolError(ProtocolError):
 
 class ClosedError(LocalProtocolError):
     """The service is closed: nothing more can be sent, and nothing is left to receive."""
+
+
+class LinkError(LocalProtocolError):
+    """A link request could not be carried out because the link was refused or went down.
+
+    ``cause`` is the link's reason (``refused:incompatible``, ``gave_up:...``,
+    ``transport_lost``, ``closed``), also in ``fields``.
+    """
+
+    def __init__(self, reason: str, *, cause: str, **fields: Any) -> None:
+        super().__init__(reason, cause=cause, **fields)
+        self.cause = cause
 
 
 class RemoteProtocolError(ProtocolError):

@@ -377,11 +377,11 @@ def test_local_request_errors_reach_the_caller_and_outputs_still_flush(run: Runn
     run(main())
 
 
-def test_close_is_idempotent_and_start_only_once(run: Runner) -> None:
+def test_close_is_idempotent_and_attach_only_once(run: Runner) -> None:
     async def main() -> None:
         driver = await open_datagram(ScriptCore(), udp_socket(LOCALHOST))
         with udp_socket(LOCALHOST) as spare, pytest.raises(LocalProtocolError):
-            await driver.start(spare)
+            await driver.attach(spare)
         driver.close()
         driver.close()
         await driver.wait_closed()

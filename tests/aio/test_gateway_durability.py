@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from gossamer.aio import loop as aio_loop
-from gossamer.aio.gateway_client import GatewayClient
+from gossamer.aio.gateway_client import open_gateway_client
 from gossamer.store.queues import SqliteQueueStore
 
 HOST = "127.0.0.1"
@@ -53,14 +53,17 @@ def test_confirmed_messages_survive_sigkill(tmp_path: Path) -> None:
     dsn = f"singyeong://app@{HOST}:{port}"
     try:
         async def before_kill() -> tuple[list[str], str]:
-            async with GatewayClient(dsn, client_id="producer", reconnect=False) as producer, \
-                    GatewayClient(dsn, client_id="consumer", reconnect=False) as consumer:
+            async with open_gateway_client(
+                dsn, client_id="producer", reconnect=False
+            ) as producer, open_gateway_client(
+                dsn, client_id="consumer", reconnect=False
+            ) as consumer:
                 ids = [
                     await producer.queue("jobs", {"application": "app"}, {"n": i})
                     for i in range(20)
                 ]
                 await consumer.queue_request("jobs")
-                held = await consumer.recv(5)
+                held = await consumer.receive(5)
                 assert held.id == ids[0]
                 return ids, held.id
 
@@ -78,12 +81,12 @@ def test_confirmed_messages_survive_sigkill(tmp_path: Path) -> None:
     try:
         async def after_restart() -> None:
             dsn2 = f"singyeong://app@{HOST}:{port}"
-            async with GatewayClient(dsn2, client_id="consumer2") as consumer:
+            async with open_gateway_client(dsn2, client_id="consumer2") as consumer:
                 await consumer.queue_request("jobs", count=50)
-                got = [await consumer.recv(5) for _ in range(20)]
+                got = [await consumer.receive(5) for _ in range(20)]
                 assert [m.id for m in got] == ids  # queue order kept
                 assert got[0].attempt == 2 and all(m.attempt == 1 for m in got[1:])
-                assert [m.payload for m in got] == [{"n": i} for i in range(20)]
+                assert [m.data for m in got] == [{"n": i} for i in range(20)]
                 for message in got:
                     assert message.queue is not None and message.id is not None
                     await consumer.ack(message.queue, message.id)

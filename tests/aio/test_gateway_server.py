@@ -24,8 +24,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.frames import Frame, Opcode
 
 from gossamer.aio import loop as aio_loop
-from gossamer.aio.gateway_client import GatewayClient
-from gossamer.aio.gateway_server import GatewayServer, _frame
+from gossamer.aio.gateway_client import GatewayClient, open_gateway_client
+from gossamer.aio.gateway_server import GatewayServer, _frame, open_gateway_server
+from gossamer.aio.opening import Opening
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.store.queues import SqliteQueueStore
@@ -106,10 +107,10 @@ async def http_request(port: int, method: str, path: str, body: bytes | None = N
         return status, payload
 
 
-def gateway(**config: Any) -> GatewayServer:
+def gateway(**config: Any) -> Opening[GatewayServer]:
     extra = {k: config.pop(k) for k in ("store", "tracer", "ssl", "proxy_timeout") if k in config}
-    return GatewayServer(GatewayConfig(**config), host=HOST, port=0,
-                         rng=random.Random(0), **extra)
+    return open_gateway_server(GatewayConfig(**config), host=HOST, port=0,
+                               rng=random.Random(0), **extra)
 
 
 # ------------------------------------------------------------------ lifecycle
@@ -285,8 +286,7 @@ def test_heartbeat_expiry_is_enforced_by_a_timer() -> None:
 
 def test_goodbye_on_shutdown() -> None:
     async def main() -> None:
-        server = gateway()
-        await server.start()
+        server = await gateway()
         raw = await Raw.open(server.port)
         await raw.identify("c")
         await server.close()
@@ -440,11 +440,11 @@ def test_tls_with_ssingyeong_dsn(tmp_path: Path) -> None:
     async def main() -> None:
         async with gateway(ssl=server_context) as server:
             dsn = f"ssingyeong://app@{HOST}:{server.port}"
-            async with GatewayClient(dsn, client_id="t1", ssl=client_context) as one, \
-                    GatewayClient(dsn, client_id="t2", ssl=client_context) as two:
-                await one.send({"application": "app", "ops": [
+            async with open_gateway_client(dsn, client_id="t1", ssl=client_context) as one, \
+                    open_gateway_client(dsn, client_id="t2", ssl=client_context) as two:
+                await one.send("over tls", to={"application": "app", "ops": [
                     {"path": "/encoding", "op": "$eq", "to": {"value": "json"}}],
-                    "key": "k"}, "over tls")
+                    "key": "k"})
                 assert await asyncio.wait_for(_first_message([one, two]), 3.0) == "over tls"
             status, body = await http_request(server.port, "GET", "/api/version",
                                               context=client_context)
@@ -454,11 +454,11 @@ def test_tls_with_ssingyeong_dsn(tmp_path: Path) -> None:
 
 
 async def _first_message(clients: list[GatewayClient]) -> Any:
-    tasks = [asyncio.ensure_future(c.recv()) for c in clients]
+    tasks = [asyncio.ensure_future(c.receive()) for c in clients]
     done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         task.cancel()
-    return next(iter(done)).result().payload
+    return next(iter(done)).result().data
 
 
 # ------------------------------------------------------------------ hostile input

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from gossamer.aio import loop as aio_loop
-from gossamer.aio.gateway_client import GatewayClient
-from gossamer.aio.gateway_server import GatewayServer
+from gossamer.aio.gateway_client import open_gateway_client
+from gossamer.aio.gateway_server import open_gateway_server
 from gossamer.proto.gateway.core import GatewayConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,9 +149,11 @@ def test_singyeong_py_works_unchanged(tmp_path: Path) -> None:
 
     async def main() -> list[dict[str, object]]:
         config = GatewayConfig(password="pw")
-        async with GatewayServer(config, host="127.0.0.1", port=0, rng=random.Random(3)) as server:
+        async with open_gateway_server(config, host="127.0.0.1", port=0,
+                                       rng=random.Random(3)) as server:
             dsn = f"singyeong://gossamer:pw@127.0.0.1:{server.port}"
-            async with GatewayClient(dsn, client_id="g", metadata={"langs": ["py", "ex"]}) as ours:
+            async with open_gateway_client(dsn, client_id="g",
+                                           metadata={"langs": ["py", "ex"]}) as ours:
                 proc = await asyncio.create_subprocess_exec(
                     str(python), str(script), str(server.port), "1.5",
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -163,11 +165,11 @@ def test_singyeong_py_works_unchanged(tmp_path: Path) -> None:
                 assert server.core is not None
                 apps = sorted(c.app_id for c in server.core.directory.clients.values())
                 assert apps == ["gossamer", "pyapp", "pyapp"]
-                await ours.send({"application": "pyapp", "ops": [
+                await ours.send({"n": 8}, to={"application": "pyapp", "ops": [
                     {"path": "/ver", "op": "$gte", "to": {"value": "1.10.0"}}]},
-                    {"n": 8}, nonce="from-gossamer")
-                from_them = await ours.recv(5)
-                assert (from_them.nonce, from_them.payload) == ("to-gossamer", {"n": 5})
+                    nonce="from-gossamer")
+                from_them = await ours.receive(5)
+                assert (from_them.nonce, from_them.data) == ("to-gossamer", {"n": 5})
                 out, err = await asyncio.wait_for(proc.communicate(), 30)
                 assert proc.returncode == 0, err.decode()[-2000:]
                 lines += [json.loads(line) for line in out.decode().splitlines() if line]

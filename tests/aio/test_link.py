@@ -9,46 +9,42 @@ from __future__ import annotations
 
 import asyncio
 import socket as pysocket
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import pytest
 
 from gossamer.aio import link
 from gossamer.aio import loop as aio_loop
-from gossamer.aio.link import LinkError, Message, Receipt
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.aio.link import Message, Receipt, open_node, open_socket
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LinkError,
+    LocalProtocolError,
+    NetworkError,
+    NoRouteError,
+    TimedOutError,
+)
 from gossamer.testing import sealed_wire
+from gossamer.testing.aio import Runner
 from gossamer.trace import MemorySink, Tracer
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
 
 #: One group key for the module's sockets (links are sealed by default).
 WIRE = sealed_wire()
 
 
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(30):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
+async def _data(sock: link.Socket, timeout: float = 5) -> bytes:
+    """The next message's data (no receipts expected)."""
+    message = await sock.receive(timeout=timeout)
+    assert isinstance(message, Message)
+    return message.data
 
 
 def test_push_pull_with_credits(run: Runner) -> None:
     async def main() -> None:
         sink = MemorySink()
-        node = await link.open_node(wire=WIRE, tracer=Tracer(sink, run="t", node="pull"))
+        node = await open_node(wire=WIRE, tracer=Tracer(sink, run="t", node="pull"))
         pull = node.socket("pull", tag="jobs", capacity=10, batch=0.5)
-        push = await link.socket("push", wire=WIRE, tag="feeder")
+        push = await open_socket("push", wire=WIRE, tag="feeder")
         await push.link(pull.address, "jobs", timeout=5)
         assert push.statistics().established == 1
 
@@ -57,7 +53,7 @@ def test_push_pull_with_credits(run: Runner) -> None:
                 await push.send(b"job %d" % i)
 
         task = asyncio.create_task(produce())
-        got = [await pull.receive(timeout=5) for _ in range(500)]
+        got = [await _data(pull) for _ in range(500)]
         await task
         assert got == [b"job %d" % i for i in range(500)]
         stats = pull.statistics()
@@ -74,8 +70,8 @@ def test_push_pull_with_credits(run: Runner) -> None:
 
 def test_push_pull_over_udp_with_the_reliable_channel() -> None:
     async def main() -> None:
-        pull = await link.socket("pull", wire=WIRE, tag=7, transport="udp", capacity=50)
-        push = await link.socket("push", wire=WIRE, tag=8, transport="udp")
+        pull = await open_socket("pull", wire=WIRE, tag=7, transport="udp", capacity=50)
+        push = await open_socket("push", wire=WIRE, tag=8, transport="udp")
         await push.link(pull.address, 7, timeout=5)
 
         async def produce() -> None:
@@ -83,7 +79,7 @@ def test_push_pull_over_udp_with_the_reliable_channel() -> None:
                 await push.send(b"%d" % i)
 
         task = asyncio.create_task(produce())
-        got = [await pull.receive(timeout=5) for _ in range(2000)]
+        got = [await _data(pull) for _ in range(2000)]
         await task
         assert got == [b"%d" % i for i in range(2000)]  # exactly once, in order
         await push.close()
@@ -94,24 +90,23 @@ def test_push_pull_over_udp_with_the_reliable_channel() -> None:
 
 def test_req_rep_round_trips_and_stale_replies(run: Runner) -> None:
     async def main() -> None:
-        rep = await link.socket("rep", wire=WIRE, tag="service")
-        req = await link.socket("req", wire=WIRE, tag="client")
+        rep = await open_socket("rep", wire=WIRE, tag="service")
+        req = await open_socket("req", wire=WIRE, tag="client")
         await req.link(rep.address, "service", timeout=5)
 
         async def serve() -> None:
             while True:
-                question = await rep.receive()
-                assert isinstance(question, bytes)
+                question = await _data(rep, timeout=30)
                 await rep.send(question.upper())
 
         server = asyncio.create_task(serve())
         for word in (b"ping", b"hello", b"again"):
             await req.send(word)
-            assert await req.receive(timeout=5) == word.upper()
+            assert await _data(req) == word.upper()
         with pytest.raises(LocalProtocolError):
             await req.send(b"one")
             await req.send(b"two")  # must receive first
-        assert await req.receive(timeout=5) == b"ONE"
+        assert await _data(req) == b"ONE"
         server.cancel()
         await req.close()
         await rep.close()
@@ -121,7 +116,7 @@ def test_req_rep_round_trips_and_stale_replies(run: Runner) -> None:
 
 def test_dealer_router_routes_replies_by_id(run: Runner) -> None:
     async def main() -> None:
-        node = await link.open_node(wire=WIRE)
+        node = await open_node(wire=WIRE)
         router = node.socket("router", tag="hub")
         dealers = [node.socket("dealer", tag=f"worker{i}") for i in range(3)]
         for dealer in dealers:
@@ -129,12 +124,12 @@ def test_dealer_router_routes_replies_by_id(run: Runner) -> None:
         for i, dealer in enumerate(dealers):
             await dealer.send(b"hello %d" % i, envelope=(i,))
         for _ in range(3):
-            message = await router.receive_message(timeout=5)
+            message = await router.receive(timeout=5)
             assert isinstance(message, Message) and message.routing_id is not None
             await router.send(b"welcome " + message.data, to=message.routing_id,
                               envelope=message.envelope)
         for i, dealer in enumerate(dealers):
-            reply = await dealer.receive_message(timeout=5)
+            reply = await dealer.receive(timeout=5)
             assert isinstance(reply, Message)
             assert (reply.data, reply.envelope) == (b"welcome hello %d" % i, (i,))
         await node.close()
@@ -144,9 +139,9 @@ def test_dealer_router_routes_replies_by_id(run: Runner) -> None:
 
 def test_pub_sub_by_topic_prefix(run: Runner) -> None:
     async def main() -> None:
-        pub = await link.socket("pub", wire=WIRE, tag="news")
-        everything = await link.socket("sub", wire=WIRE, tag="all")
-        sport = await link.socket("sub", wire=WIRE, tag="sport")
+        pub = await open_socket("pub", wire=WIRE, tag="news")
+        everything = await open_socket("sub", wire=WIRE, tag="all")
+        sport = await open_socket("sub", wire=WIRE, tag="sport")
         everything.subscribe(b"")
         sport.subscribe(b"sport.")
         for sub in (everything, sport):
@@ -155,9 +150,9 @@ def test_pub_sub_by_topic_prefix(run: Runner) -> None:
         await asyncio.sleep(0.05)  # subscriptions are control messages on their way
         for topic in (b"sport.golf", b"weather.rain", b"sport.chess"):
             await pub.send(topic)
-        assert [await everything.receive(timeout=5) for _ in range(3)] == [
+        assert [await _data(everything) for _ in range(3)] == [
             b"sport.golf", b"weather.rain", b"sport.chess"]
-        assert [await sport.receive(timeout=5) for _ in range(2)] == [
+        assert [await _data(sport) for _ in range(2)] == [
             b"sport.golf", b"sport.chess"]
         assert sport.try_receive() is None
         for sock in (pub, everything, sport):
@@ -168,21 +163,21 @@ def test_pub_sub_by_topic_prefix(run: Runner) -> None:
 
 def test_pair_with_receipts_before_messages(run: Runner) -> None:
     async def main() -> None:
-        left = await link.socket("pair", wire=WIRE, tag="left", receipts=True)
-        right = await link.socket("pair", wire=WIRE, tag="right")
+        left = await open_socket("pair", wire=WIRE, tag="left", receipts=True)
+        right = await open_socket("pair", wire=WIRE, tag="right")
         await left.link(right.address, "right", timeout=5)
         await left.send(b"first", cookie="c1")
         await right.send(b"reply")
-        assert await right.receive(timeout=5) == b"first"
+        assert await _data(right) == b"first"
         # The receipt for "first" comes before the message that was waiting.
         receipt = await left.receive(timeout=5)
         if not isinstance(receipt, Receipt):  # the reply may win the race to arrive
-            assert receipt == b"reply"
+            assert receipt.data == b"reply"
             receipt = await left.receive(timeout=5)
         else:
-            assert await left.receive(timeout=5) == b"reply"
+            assert await _data(left) == b"reply"
         assert isinstance(receipt, Receipt) and receipt.cookie == "c1" and receipt.taken
-        third = await link.socket("pair", wire=WIRE, tag="third", retry_limit=0)
+        third = await open_socket("pair", wire=WIRE, tag="third", retry_limit=0)
         with pytest.raises(LinkError) as info:
             await third.link(right.address, "right", timeout=5)
         assert info.value.cause == "gave_up:refused:temporarily_unavailable"
@@ -194,8 +189,8 @@ def test_pair_with_receipts_before_messages(run: Runner) -> None:
 
 def test_incompatible_links_and_missing_peers_raise_with_the_reason(run: Runner) -> None:
     async def main() -> None:
-        a = await link.socket("push", wire=WIRE, tag="a")
-        b = await link.socket("push", wire=WIRE, tag="b")
+        a = await open_socket("push", wire=WIRE, tag="a")
+        b = await open_socket("push", wire=WIRE, tag="b")
         with pytest.raises(LinkError) as info:
             await a.link(b.address, "b", timeout=5)
         assert info.value.cause == "refused:incompatible"
@@ -205,7 +200,10 @@ def test_incompatible_links_and_missing_peers_raise_with_the_reason(run: Runner)
             await a.link(("127.0.0.1", port), "b", timeout=5)
         assert info.value.cause.startswith("connect_failed")
         with pytest.raises(ConfigError):
-            await a.link(("localhost", 1), "b")
+            await a.link("localhost:port", "b")
+        with pytest.raises(NetworkError) as failed:
+            await a.link("no-such-host.invalid:1", "b")
+        assert failed.value.__cause__ is not None
         await a.close()
         await b.close()
 
@@ -214,20 +212,22 @@ def test_incompatible_links_and_missing_peers_raise_with_the_reason(run: Runner)
 
 def test_blocking_sends_wait_for_credit_with_a_timeout(run: Runner) -> None:
     async def main() -> None:
-        pull = await link.socket("pull", wire=WIRE, tag="slow", capacity=2, batch=1.0)
-        push = await link.socket("push", wire=WIRE, tag="fast")
+        pull = await open_socket("pull", wire=WIRE, tag="slow", capacity=2, batch=1.0)
+        push = await open_socket("push", wire=WIRE, tag="fast")
         await push.link(pull.address, "slow", timeout=5)
         await push.send(b"1")
         await push.send(b"2")
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimedOutError) as timed_out:
             await push.send(b"3", timeout=0.2)  # not sent: no credit
+        assert isinstance(timed_out.value.__cause__, TimeoutError)
         assert not push.try_send(b"3")
-        assert await pull.receive() == b"1"
-        assert await pull.receive() == b"2"  # a full batch: both credits go back
+        assert await _data(pull) == b"1"
+        assert await _data(pull) == b"2"  # a full batch: both credits go back
         await push.send(b"3", timeout=5)
-        assert await pull.receive(timeout=5) == b"3"
-        with pytest.raises(TimeoutError):
+        assert await _data(pull) == b"3"
+        with pytest.raises(TimedOutError) as timed_out:
             await pull.receive(timeout=0.1)
+        assert isinstance(timed_out.value.__cause__, TimeoutError)
         stats = push.statistics()
         assert stats.sent == 3 and stats.links[0].credits == 1
         await push.close()
@@ -238,14 +238,107 @@ def test_blocking_sends_wait_for_credit_with_a_timeout(run: Runner) -> None:
 
 def test_a_vanished_peer_fails_the_waiting_request(run: Runner) -> None:
     async def main() -> None:
-        rep = await link.socket("rep", wire=WIRE, tag="svc")
-        req = await link.socket("req", wire=WIRE, tag="cli")
+        rep = await open_socket("rep", wire=WIRE, tag="svc")
+        req = await open_socket("req", wire=WIRE, tag="cli")
         await req.link(rep.address, "svc", timeout=5)
         await req.send(b"anyone?")
         await rep.node.close(timeout=0.1)  # the server goes away without answering
         with pytest.raises(LinkError):
             await req.receive(timeout=5)
         await req.close()
+
+    run(main())
+
+
+def test_async_with_closes_and_iteration_ends(run: Runner) -> None:
+    async def main() -> None:
+        async with open_socket("pull", tag="in", wire=WIRE) as pull:
+            async with open_socket("push", tag="out", wire=WIRE) as push:
+                await push.link(pull.address, "in", timeout=5)
+                for word in (b"a", b"b", b"c"):
+                    await push.send(word)
+                first = await pull.receive(timeout=5)
+                assert isinstance(first, Message)
+                assert (first.data, first.peer) == (b"a", push.address)
+            assert push.closed
+            with pytest.raises(ClosedError):
+                await push.send(b"late")
+            got: list[bytes] = []
+
+            async def consume() -> None:
+                async for message in pull:
+                    assert isinstance(message, Message)
+                    got.append(message.data)
+
+            consumer = asyncio.create_task(consume())
+            while len(got) < 2:
+                await asyncio.sleep(0.01)
+            await pull.close()
+            await asyncio.wait_for(consumer, 5)  # the iteration ended with the close
+            assert got == [b"b", b"c"]
+            await pull.close()  # idempotent
+        with pytest.raises(ClosedError):
+            await pull.receive(timeout=1)
+        assert pull.closed and pull.node.closed
+
+    run(main())
+
+
+def test_what_arrived_before_close_is_still_received(run: Runner) -> None:
+    async def main() -> None:
+        async with open_socket("push", tag="out", wire=WIRE) as push:
+            pull = await open_socket("pull", tag="in", wire=WIRE)
+            await push.link(pull.address, "in", timeout=5)
+            await push.send(b"one")
+            await push.send(b"two")
+            while pull.statistics().queued_bytes < 6:
+                await asyncio.sleep(0.01)
+            await pull.close()
+            assert [await _data(pull), await _data(pull)] == [b"one", b"two"]
+            with pytest.raises(ClosedError):
+                await pull.receive(timeout=1)
+            with pytest.raises(ClosedError):
+                pull.try_receive()
+
+    run(main())
+
+
+@pytest.mark.parametrize("host", ["localhost", "::1"])
+def test_nodes_on_localhost_and_ipv6(run: Runner, host: str) -> None:
+    async def main() -> None:
+        async with open_socket("pull", tag="in", wire=WIRE, host=host) as pull, \
+                open_socket("push", tag="out", wire=WIRE, host=host) as push:
+            expected = "127.0.0.1" if host == "localhost" else "::1"
+            assert pull.address[0] == expected
+            port = pull.address[1]
+            text = f"{host}:{port}" if host == "localhost" else f"[::1]:{port}"
+            await push.link(text, "in", timeout=5)
+            await push.send(b"over " + host.encode())
+            assert await _data(pull) == b"over " + host.encode()
+
+    run(main())
+
+
+def test_a_router_send_to_an_unknown_routing_id_raises_no_route(run: Runner) -> None:
+    async def main() -> None:
+        async with open_socket("router", tag="hub", wire=WIRE) as router:
+            with pytest.raises(NoRouteError) as info:
+                await router.send(b"to nobody", to=12345)
+            assert isinstance(info.value.__cause__, LocalProtocolError)
+
+    run(main())
+
+
+def test_a_socket_needs_a_wire_and_known_options(run: Runner) -> None:
+    async def main() -> None:
+        with pytest.raises(ConfigError):
+            open_socket("pull", tag="x")
+        async with open_node(wire=WIRE) as node:
+            with pytest.raises(ConfigError):
+                node.socket("pull", tag="x", no_such_option=1)
+            with pytest.raises(NetworkError) as info:
+                await open_node(port=node.address[1], wire=WIRE)  # the port is taken
+            assert isinstance(info.value.__cause__, OSError)
 
     run(main())
 

@@ -219,7 +219,8 @@ async def exchange(nodes: Nodes) -> None:
         for _ in range(3):
             await push.send(SECRETS[2])
         for _ in range(3):
-            assert await pull.receive() == SECRETS[2]
+            message = await pull.receive()
+            assert isinstance(message, link.Message) and message.data == SECRETS[2]
             nodes.link_received[0] += 1
     async with asyncio.timeout(20):
         while nodes.isis_delivered[0] < 9 or nodes.gossip_delivered[0] < 1 or not sum(

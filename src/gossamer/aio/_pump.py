@@ -1,9 +1,53 @@
 """The part every driver shares: flush outputs, deliver events, keep one timer.
 
 DESIGN.md, "The sans-I/O core contract": a driver is a thin pump. It feeds input with
-``now`` from ``now()`` (the loop's monotonic clock), flushes every output after every
-input, and re-arms one timer at ``next_deadline()``. This module holds that loop once,
-so the datagram and stream drivers differ only in how bytes reach the core and leave it.
+``now`` from ``now()`` (``time.monotonic()``, the one clock of cores and traces), flushes
+every output after every input, and re-arms one timer at ``next_deadline()``. This module
+holds that loop once: the datagram and stream drivers differ only in how bytes reach the
+core and leave it, and drivers of cores with many connections (the link node, the gateway
+server and client, gossip) use the same ``Pump`` through two hooks instead of a loop of
+their own.
+
+The ``Pump`` API
+----------------
+
+``Pump(core, *, on_event=None, event_queue=None, flush_output=None, shutdown=None)``
+drives a core that has ``handle_timer(now)``, ``next_deadline()`` and
+``events_received()``. Either subclass it (``_flush_output``, ``_shutdown``: the stream
+and datagram drivers) or give the two hooks (a driver of many connections):
+
+- ``flush_output()`` moves the core's output to wherever it goes, once per pump, before
+  the events are delivered: for a core with many connections, each connection's bytes
+  to that connection's transport (``StreamDriver.pump()`` for a connection whose
+  stream core reads them from the shared core; a direct ``transport.write``; a datagram
+  driver), and the connections the core wants closed closed. It is not called once the
+  pump is closing. Default without hook: nothing to move.
+- ``shutdown()`` runs once, on ``close()`` (or when the core raised): close the
+  transports. With the hook form, the pump counts as finished when it returns
+  (``events()`` ends, ``wait_closed()`` returns); the driver awaits its transports itself.
+
+Then, on the driver's side:
+
+- ``start(loop=None)``: bind to the (running) loop and pump once (first outputs, the
+  timer). Before ``start`` nothing is pumped.
+- ``pump()``: flush outputs and events, then re-arm the one timer at ``next_deadline()``.
+  Call it after every input the driver gave the core itself (fast paths).
+- ``feed(method, *args)``: call a core input method (``core.receive_data``, ...) and pump.
+- ``call(request)``: run ``request(now())`` on the core, then pump; the request's result
+  or exception goes to the caller.
+- ``flush_soon()``: one ``pump()`` at the end of this loop iteration, however many times it
+  is asked for before then: drivers that batch the output of many inputs (the link node
+  writes once per iteration) use it instead of ``pump()``.
+- ``close()``: stop the timer and output at once, run the shutdown; idempotent.
+- ``closed``, ``failure``, ``counters``, ``events()``, ``wait_closed()`` as documented below.
+
+And for the services' ``timeout=`` arguments, ``deadline(timeout, what)``: an async
+context manager like ``asyncio.timeout`` that raises ``gossamer.errors.TimedOutError``
+(its cause the ``TimeoutError``) when the time is up.
+
+A callback may call ``pump()``/``call()`` while events are delivered: the outer flush goes
+round again, so events keep their order. A core or callback that raises stops the pump
+(``failure``), as any bug does.
 """
 
 from __future__ import annotations
@@ -11,12 +55,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.errors import ConfigError, LocalProtocolError, TimedOutError
 
-__all__ = ["DriverCounters", "EventCallback", "Pump"]
+__all__ = ["DriverCounters", "EventCallback", "Pump", "deadline", "now"]
 
 
 def now() -> float:
@@ -29,6 +74,19 @@ def now() -> float:
     round trips on loopback need: uvloop's ``loop.time()`` would round them to 0 or 1 ms.
     """
     return time.monotonic()
+
+
+@asynccontextmanager
+async def deadline(timeout: float | None, what: str) -> AsyncIterator[None]:
+    """``asyncio.timeout(timeout)`` that raises ``TimedOutError`` (``what`` did not finish
+    within ``timeout`` seconds; the ``TimeoutError`` as its cause). ``None``: no limit."""
+    try:
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError as exc:
+        if isinstance(exc, TimedOutError):
+            raise
+        raise TimedOutError(f"{what} did not finish in time", timeout=timeout) from exc
 
 
 _T = TypeVar("_T")
@@ -86,7 +144,9 @@ class Pump(Generic[CoreT]):
     Subclasses call ``_start(loop)`` when they start, ``_feed()`` or ``_pump()``
     after every input they give the core, implement ``_flush_output()`` (move the
     core's bytes to the transport, unless closing) and ``_shutdown()`` (close
-    transports), and call ``_finished()`` once their transports are gone.
+    transports), and call ``_finished()`` once their transports are gone. Drivers of
+    many connections give the ``flush_output``/``shutdown`` hooks instead (module
+    docstring) and use the public ``start``/``pump``/``feed``/``flush_soon``/``close``.
     Closing stops output and the timer at once; events are still delivered until
     the transports are gone, and then ``events()`` ends.
 
@@ -106,8 +166,13 @@ class Pump(Generic[CoreT]):
         *,
         on_event: EventCallback | None = None,
         event_queue: bool | None = None,
+        flush_output: Callable[[], None] | None = None,
+        shutdown: Callable[[], None] | None = None,
     ) -> None:
         self.core = core
+        self._flush_hook = flush_output
+        self._shutdown_hook = shutdown
+        self._soon = False
         self.counters = DriverCounters()
         self._on_event = on_event
         if event_queue is None:
@@ -136,6 +201,39 @@ class Pump(Generic[CoreT]):
     def failure(self) -> BaseException | None:
         """The exception that stopped the driver, if the core or a callback raised one."""
         return self._failure
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Bind to ``loop`` (default: the running loop) and pump once."""
+        self._start(loop or asyncio.get_running_loop())
+        self._pump()
+
+    def pump(self) -> None:
+        """Flush outputs and events, re-arm the timer: after an input given to the core."""
+        self._pump()
+
+    def feed(self, feed: Callable[..., None], *args: Any) -> None:
+        """Call the core input method ``feed(*args)``, then pump; a raise stops the pump."""
+        self._feed(feed, *args)
+
+    def flush_soon(self) -> None:
+        """Pump once at the end of this loop iteration (requests before then are merged)."""
+        if self._soon or self._finished_flag or self._loop is None:
+            return
+        self._soon = True
+        self._loop.call_soon(self._soon_due)
+
+    def _soon_due(self) -> None:
+        self._soon = False
+        self._pump()
+
+    @property
+    def flush_pending(self) -> bool:
+        """True while a ``flush_soon()`` pump is waiting to run."""
+        return self._soon
+
+    def close(self) -> None:
+        """Stop the timer and output at once and shut the transports down. Idempotent."""
+        self._begin_close()
 
     def call(self, request: Callable[[float], _T]) -> _T:
         """Run a local request on the core at loop time, then flush its outputs.
@@ -190,10 +288,15 @@ class Pump(Generic[CoreT]):
         return self._loop
 
     def _flush_output(self) -> None:
-        raise NotImplementedError
+        if self._flush_hook is not None and not self._closing:
+            self._flush_hook()
 
     def _shutdown(self) -> None:
-        raise NotImplementedError
+        try:
+            if self._shutdown_hook is not None:
+                self._shutdown_hook()
+        finally:
+            self._finished()
 
     def _pump(self) -> None:
         """Flush outputs and events, then re-arm the timer; a raise stops the driver."""

@@ -105,7 +105,7 @@ class DatagramDriver(Pump[DC], Generic[DC]):
         self._local: Address | None = None
         self._connected_to: Address | None = None
 
-    async def start(self, sock: socket.socket, *, listen: Iterable[socket.socket] = ()) -> None:
+    async def attach(self, sock: socket.socket, *, listen: Iterable[socket.socket] = ()) -> None:
         """Attach the driver to bound sockets (it takes ownership of them) and start pumping.
 
         ``sock`` sends and receives; each socket in ``listen`` only receives (for
@@ -266,9 +266,9 @@ async def open_datagram(
     faults: FaultInjector | None = None,
     tracer: Tracer | None = None,
 ) -> DatagramDriver[DC]:
-    """Start a ``DatagramDriver`` for ``core`` on ``sock`` (see ``DatagramDriver.start``)."""
+    """Start a ``DatagramDriver`` for ``core`` on ``sock`` (see ``DatagramDriver.attach``)."""
     driver = DatagramDriver(
         core, on_event=on_event, event_queue=event_queue, faults=faults, tracer=tracer
     )
-    await driver.start(sock, listen=listen)
+    await driver.attach(sock, listen=listen)
     return driver

@@ -1,10 +1,11 @@
 """An asyncio client for 신경 gateways (gossamer's or the reference), on ``websockets``.
 
-::
+Opened as every gossamer service is (``docs/api.md``)::
 
-    async with GatewayClient("singyeong://my-app:secret@127.0.0.1:4567",
-                             metadata={"region": "eu", "latency": 12}) as client:
-        await client.send({"application": "worker", "ops": [...]}, {"job": 1})
+    async with gossamer.open_gateway_client("singyeong://my-app:secret@127.0.0.1:4567",
+                                            metadata={"region": "eu", "latency": 12}) as client:
+        await client.send({"job": 1}, to={"application": "worker", "ops": [...]})
+        await client.send("hello all", to={"application": "worker"}, broadcast=True)
         async for message in client:          # SEND, BROADCAST, QUEUE, CLIENT_* ...
             if message.event == "QUEUE":
                 await client.ack(message.queue, message.id)
@@ -12,10 +13,16 @@
 The protocol decisions (identify, heartbeats, zombie detection, reconnect backoff,
 buffering while disconnected, metadata restored on reconnect through the identify
 ``metadata`` field, same ``client_id`` on every connection) are made by
-``gossamer.proto.gateway.client.ClientCore``; this module is its pump. It keeps the
-connection up until ``close()``, and correlates replies by nonce:
-``query_nodes()`` returns QUERY_NODES' ``nodes``, ``queue()`` waits for its
-QUEUE_CONFIRM, and an op 3 carrying the nonce raises ``GatewayInvalidError`` there.
+``gossamer.proto.gateway.client.ClientCore``; this module pumps it with the one driver
+runtime (``gossamer.aio._pump.Pump``: the heartbeat and reconnect timer at the core's
+deadline, frames written after every input). It keeps the connection up until
+``close()``, and correlates replies by nonce: ``query_nodes()`` returns QUERY_NODES'
+``nodes``, ``queue()`` waits for its QUEUE_CONFIRM, and an op 3 carrying the nonce raises
+there: ``NoRouteError`` when no client matches the target, else ``GatewayInvalidError``.
+The protocol does not acknowledge a SEND or BROADCAST: when the gateway refuses one for
+lack of a route (op 3 ``no_route`` after the fact), the next ``send()`` raises
+``NoRouteError`` for it (its ``nonce`` in ``fields``), as a socket reports an
+asynchronous error on its next call.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import contextlib
 import random
 import ssl as ssl_module
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +41,16 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.protocol import State
 
-from gossamer.aio._pump import now as clock
-from gossamer.errors import RemoteProtocolError
+from gossamer._types import Address
+from gossamer.aio._pump import Pump, deadline, now
+from gossamer.aio.opening import Opening
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    NoRouteError,
+    RemoteProtocolError,
+    TimedOutError,
+)
 from gossamer.proto.gateway.client import (
     ClientConfig,
     ClientCore,
@@ -56,6 +72,7 @@ __all__ = [
     "GatewayInvalidError",
     "Message",
     "VersionString",
+    "open_gateway_client",
     "parse_dsn",
     "typed",
 ]
@@ -69,14 +86,17 @@ class GatewayInvalidError(RemoteProtocolError):
 class Message:
     """A dispatch received from the gateway.
 
-    For ``QUEUE``, ``payload`` is the producer's payload and ``queue``/``id`` are what
-    ``ack`` needs; ``attempt`` counts deliveries of this message (gossamer only).
+    ``data`` is what the sender sent (for ``QUEUE`` the producer's payload, and
+    ``queue``/``id`` are what ``ack`` needs; ``attempt`` counts deliveries of this message,
+    gossamer only). ``sender`` is ``None``: the 신경 protocol does not name the client a
+    dispatch came from (put it in ``data`` when the receiver needs it).
     """
 
     event: str
     nonce: Any
-    payload: Any
+    data: Any
     ts: int | None
+    sender: str | None = None
     queue: str | None = None
     id: str | None = None
     attempt: int | None = None
@@ -90,7 +110,7 @@ def _message(dispatch: Dispatch) -> Message:
         return Message(
             event="QUEUE",
             nonce=d.get("nonce"),
-            payload=inner.get("payload"),
+            data=inner.get("payload"),
             ts=dispatch.ts,
             queue=inner.get("queue"),
             id=inner.get("id"),
@@ -100,14 +120,16 @@ def _message(dispatch: Dispatch) -> Message:
     return Message(
         event=dispatch.event,
         nonce=d.get("nonce"),
-        payload=d.get("payload"),
+        data=d.get("payload"),
         ts=dispatch.ts,
         d=dispatch.d,
     )
 
 
 class GatewayClient:
-    """One client of a gateway, reconnecting until closed (see the module docstring)."""
+    """One client of a gateway, reconnecting until closed (see the module docstring).
+
+    Open it with :func:`open_gateway_client`."""
 
     def __init__(
         self,
@@ -152,19 +174,28 @@ class GatewayClient:
         self._max_size = max_size
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
-        self._messages: asyncio.Queue[Message] = asyncio.Queue()
+        self._messages: asyncio.Queue[Message | None] = asyncio.Queue()
         self._ready = asyncio.Event()
         self._wake = asyncio.Event()
         self._pending: dict[Any, asyncio.Future[Any]] = {}
         self._pending_kind: dict[Any, str] = {}
-        self._timer: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._pump = Pump(
+            self.core, on_event=self._on_event, event_queue=False, flush_output=self._write
+        )
+        self._closed = False
+        self._no_routes: list[Invalid] = []
         self.invalids: list[Invalid] = []
         self.errors: list[ServerError] = []
         self.goodbyes = 0
         self.last_error: BaseException | None = None
 
     # -- properties ------------------------------------------------------------
+
+    @property
+    def address(self) -> Address:
+        """The gateway's ``(host, port)``, as the DSN names it."""
+        return self.dsn.host.strip("[]"), self.dsn.port
 
     @property
     def client_id(self) -> str:
@@ -176,23 +207,50 @@ class GatewayClient:
 
     @property
     def ready(self) -> bool:
+        """True while identified on a connection (op 2 received, not yet lost)."""
         return self._ready.is_set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Frames from the gateway this client refused, by reason (each also cost the
+        connection, which is then re-opened)."""
+        bad = self.core.counters.bad_frames
+        return Counter({"malformed_frame": bad} if bad else {})
 
     # -- lifecycle -------------------------------------------------------------
 
-    async def connect(self, timeout: float = 10.0) -> None:
-        """Start the connection loop and wait until identified (op 2)."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
-        await self.wait_ready(timeout)
+    async def _open(self) -> GatewayClient:
+        """Start the connection loop and wait until identified (``open_timeout``)."""
+        self._pump.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        try:
+            await self.wait_ready(self._open_timeout)
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     async def wait_ready(self, timeout: float | None = None) -> None:
-        async with asyncio.timeout(timeout):
-            await self._ready.wait()
+        """Wait until identified (again, after a reconnect); ``TimedOutError`` after
+        ``timeout`` seconds, with the last connection error in ``fields``."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        except TimeoutError as exc:
+            raise _timed_out("identifying with the gateway", timeout, self.last_error) from exc
 
     async def close(self) -> None:
-        """Close for good (no reconnect)."""
+        """Close for good (no reconnect). Idempotent. Waiting requests raise
+        ``ClosedError``; ``receive`` returns what had arrived, then raises it."""
+        if self._closed:
+            return
+        self._closed = True
         self.core.close()
+        self._pump.pump()
         self._wake.set()
         ws = self._ws
         if ws is not None:
@@ -203,51 +261,67 @@ class GatewayClient:
                 async with asyncio.timeout(5.0):
                     await self._task
             self._task = None
-        if self._timer is not None:
-            self._timer.cancel()
+        self._pump.close()
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(ConnectionError("client closed"))
+                future.set_exception(ClosedError("the gateway client is closed"))
         self._pending.clear()
-
-    async def __aenter__(self) -> GatewayClient:
-        await self.connect()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        self._messages.put_nowait(None)
 
     # -- receiving -------------------------------------------------------------
 
-    async def recv(self, timeout: float | None = None) -> Message:
-        """The next dispatch (SEND, BROADCAST, QUEUE, CLIENT_CONNECTED...)."""
-        async with asyncio.timeout(timeout):
-            return await self._messages.get()
+    async def receive(self, timeout: float | None = None) -> Message:
+        """The next dispatch (SEND, BROADCAST, QUEUE, CLIENT_CONNECTED...), waiting up to
+        ``timeout`` seconds (``TimedOutError``); ``ClosedError`` once closed and drained."""
+        async with deadline(timeout, "the receive"):
+            message = await self._messages.get()
+        if message is None:
+            self._messages.put_nowait(None)  # every later receive ends too
+            raise ClosedError("the gateway client is closed")
+        return message
 
     def pending_messages(self) -> int:
-        return self._messages.qsize()
+        """Dispatches received and not yet taken."""
+        return self._messages.qsize() - (1 if self._closed else 0)
 
     async def __aiter__(self) -> AsyncIterator[Message]:
+        """Every dispatch until the client closes."""
         while True:
-            yield await self._messages.get()
+            try:
+                message = await self.receive()
+            except ClosedError:
+                return
+            yield message
 
     # -- requests --------------------------------------------------------------
 
-    async def send(self, target: dict[str, Any], payload: Any, nonce: Any = None) -> None:
-        """SEND: ``payload`` to one client matching ``target``."""
-        self._dispatch("SEND", {"target": target, "nonce": nonce, "payload": payload})
+    async def send(
+        self, data: Any, *, to: dict[str, Any], nonce: Any = None, broadcast: bool = False
+    ) -> None:
+        """SEND ``data`` to one client matching the target query ``to``, or BROADCAST it
+        to every one with ``broadcast=True``. Buffered while disconnected.
 
-    async def broadcast(self, target: dict[str, Any], payload: Any, nonce: Any = None) -> None:
-        """BROADCAST: ``payload`` to every client matching ``target``."""
-        self._dispatch("BROADCAST", {"target": target, "nonce": nonce, "payload": payload})
+        Raises ``NoRouteError`` for an earlier send the gateway refused for lack of a
+        matching client (see the module docstring), ``ClosedError`` once closed.
+        """
+        self._check_open()
+        if self._no_routes:
+            refused = self._no_routes.pop(0)
+            raise NoRouteError(
+                "the gateway found no client for an earlier send", nonce=refused.nonce
+            ) from GatewayInvalidError(refused.error, extra_info=refused.extra_info)
+        event = "BROADCAST" if broadcast else "SEND"
+        self._dispatch(event, {"target": to, "nonce": nonce, "payload": data})
 
     async def update_metadata(self, values: dict[str, Any]) -> None:
         """Set metadata (plain values are typed by ``typed``); restored on reconnect."""
+        self._check_open()
         self.core.update_metadata(values)
-        self._flush()
+        self._pump.pump()
 
     async def query_nodes(self, target: dict[str, Any], timeout: float = 10.0) -> list[Any]:
-        """QUERY_NODES: the clients matching ``target``, with their metadata."""
+        """QUERY_NODES: the clients matching ``target``, with their metadata (an empty list
+        when none does)."""
         nonce = f"query-{uuid.uuid4()}"
         future = self._expect(nonce, "QUERY_NODES")
         self._dispatch("QUERY_NODES", {"target": target, "nonce": nonce})
@@ -263,7 +337,10 @@ class GatewayClient:
         nonce: Any = None,
         timeout: float = 10.0,
     ) -> Any:
-        """QUEUE and wait for QUEUE_CONFIRM; returns the message id (gossamer) or None."""
+        """QUEUE and wait for QUEUE_CONFIRM; returns the message id (gossamer) or None.
+        gossamer's gateway holds a message no client matches yet; a gateway that refuses
+        it for lack of a matching client (op 3 ``no_route``) makes this raise
+        ``NoRouteError``."""
         if nonce is None:
             nonce = f"queue-{uuid.uuid4()}"
         future = self._expect(nonce, "QUEUE_CONFIRM")
@@ -290,11 +367,16 @@ class GatewayClient:
 
     # -- the pump --------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the gateway client is closed")
+
     def _dispatch(self, event: str, d: dict[str, Any]) -> None:
-        self.core.dispatch(event, d)
-        self._flush()
+        self._check_open()
+        self._pump.call(lambda _now: self.core.dispatch(event, d))
 
     def _expect(self, nonce: Any, kind: str) -> asyncio.Future[Any]:
+        self._check_open()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[nonce] = future
         self._pending_kind[nonce] = kind
@@ -302,7 +384,7 @@ class GatewayClient:
 
     async def _await(self, nonce: Any, future: asyncio.Future[Any], timeout: float) -> Any:
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline(timeout, f"the gateway's answer to {nonce}"):
                 return await future
         finally:
             self._pending.pop(nonce, None)
@@ -310,15 +392,12 @@ class GatewayClient:
 
     async def _run(self) -> None:
         core = self.core
+        pump = self._pump
         while core.state is not ClientState.CLOSED:
-            now = clock()
-            if not core.connect_due(now):
-                deadline = core.next_deadline()
+            if not core.connect_due(now()):
+                # The pump's timer wakes us at the core's reconnect deadline (_write).
                 self._wake.clear()
-                delay = None if deadline is None else max(0.0, deadline - now)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
+                await self._wake.wait()
                 continue
             try:
                 async with asyncio.timeout(self._open_timeout):
@@ -332,16 +411,14 @@ class GatewayClient:
                     )
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
                 self.last_error = exc
-                core.connection_made(clock())
-                core.connection_lost(clock())
-                self._after()
+                pump.feed(core.connection_made, now())
+                pump.feed(core.connection_lost, now())
                 continue
             self._ws = ws
-            core.connection_made(clock())
+            pump.feed(core.connection_made, now())
             try:
                 async for frame in ws:
-                    core.receive(frame, clock())
-                    self._flush()
+                    pump.feed(core.receive, frame, now())
             except ConnectionClosed as exc:
                 self.last_error = exc
             finally:
@@ -349,15 +426,14 @@ class GatewayClient:
                 self._ready.clear()
                 with contextlib.suppress(Exception):
                     await ws.close()
-                core.connection_lost(clock())
-                self._after()
+                pump.feed(core.connection_lost, now())
+            if pump.failure is not None:
+                raise pump.failure
 
-    def _after(self) -> None:
-        """Drain events after a connection ended (no socket to write to)."""
-        self.core.frames_to_send()
-        self._handle_events()
-
-    def _flush(self) -> None:
+    def _write(self) -> None:
+        """The pump's output hook: the core's frames to the open connection (dropped
+        when there is none: the core buffers dispatches itself), the close it asked for,
+        and a wake-up of the connection loop when a reconnect is due."""
         core = self.core
         ws = self._ws
         frames = core.frames_to_send()
@@ -369,34 +445,41 @@ class GatewayClient:
                     ws.protocol.send_binary(frame)
             if frames:
                 ws.send_data()
-        self._handle_events()
         if core.close_requested and ws is not None:
             core.close_requested = False
             task = asyncio.get_running_loop().create_task(ws.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-        self._arm_timer()
+        if core.connect_due(now()):
+            self._wake.set()
 
-    def _handle_events(self) -> None:
-        for event in self.core.events_received():
-            if isinstance(event, Ready):
-                self._ready.set()
-            elif isinstance(event, Dispatch):
-                self._on_dispatch(event)
-            elif isinstance(event, Invalid):
-                self.invalids.append(event)
-                future = self._pending.get(event.nonce) if event.nonce is not None else None
-                if future is not None and not future.done():
-                    future.set_exception(
-                        GatewayInvalidError(event.error, extra_info=event.extra_info)
+    def _on_event(self, event: object) -> None:
+        if isinstance(event, Ready):
+            self._ready.set()
+        elif isinstance(event, Dispatch):
+            self._on_dispatch(event)
+        elif isinstance(event, Invalid):
+            self.invalids.append(event)
+            future = self._pending.get(event.nonce) if event.nonce is not None else None
+            refusal = GatewayInvalidError(event.error, extra_info=event.extra_info)
+            if future is not None and not future.done():
+                if event.error == "no_route":
+                    error: Exception = NoRouteError(
+                        "no client matches the target", nonce=event.nonce
                     )
-            elif isinstance(event, ServerError):
-                self.errors.append(event)
-            elif isinstance(event, Goodbye):
-                self.goodbyes += 1
-            elif isinstance(event, Disconnected):
-                self._ready.clear()
-                self._wake.set()
+                    error.__cause__ = refusal
+                else:
+                    error = refusal
+                future.set_exception(error)
+            elif event.error == "no_route":
+                self._no_routes.append(event)
+        elif isinstance(event, ServerError):
+            self.errors.append(event)
+        elif isinstance(event, Goodbye):
+            self.goodbyes += 1
+        elif isinstance(event, Disconnected):
+            self._ready.clear()
+            self._wake.set()
 
     def _on_dispatch(self, dispatch: Dispatch) -> None:
         if dispatch.event in ("QUERY_NODES", "QUEUE_CONFIRM"):
@@ -417,17 +500,21 @@ class GatewayClient:
             return
         self._messages.put_nowait(_message(dispatch))
 
-    def _arm_timer(self) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = self.core.next_deadline()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if deadline is not None and self.core.state is ClientState.READY:
-            self._timer = loop.call_at(deadline, self._on_timer)
 
-    def _on_timer(self) -> None:
-        self._timer = None
-        self.core.handle_timer(clock())
-        self._flush()
+def _timed_out(what: str, timeout: float | None, last: BaseException | None) -> TimedOutError:
+    fields: dict[str, Any] = {"timeout": timeout}
+    if last is not None:
+        fields["last_error"] = f"{type(last).__name__}: {last}"
+    return TimedOutError(f"{what} did not finish in time", **fields)
 
+
+def open_gateway_client(dsn: str | Dsn, **options: Any) -> Opening[GatewayClient]:
+    """Open a client of the gateway at ``dsn`` (``singyeong://app[:password]@host:port``,
+    ``host`` a name, ``localhost`` or ``[::1]``); await it or use it with ``async with``.
+    It is returned once identified (op 2), within ``open_timeout`` seconds
+    (``TimedOutError``). ``options`` are :class:`GatewayClient`'s keyword arguments."""
+    try:
+        client = GatewayClient(dsn, **options)
+    except TypeError as exc:
+        raise ConfigError(f"unknown gateway client option: {exc}") from exc
+    return Opening(client._open)

@@ -1,5 +1,11 @@
 """The 신경 gateway server: websockets' asyncio server around ``GatewayCore``.
 
+Opened as every gossamer service is (``docs/api.md``)::
+
+    async with gossamer.open_gateway_server(GatewayConfig(), port=0) as server:
+        print(server.address)            # (host, port)
+        await server.serve_forever()
+
 ``GatewayServer`` listens on one port for both
 
 - the websocket ``GET /gateway/websocket?encoding=json|msgpack|etf`` (any other
@@ -12,15 +18,17 @@ request line: the websocket path goes to websockets untouched, anything else to 
 small HTTP/1.1 handler here (one request per connection, ``Connection: close``,
 bounded head and body). With ``ssl`` the same happens inside TLS (``ssingyeong://``).
 
-The driver is the thin pump of DESIGN.md: each frame goes to ``core.receive`` with
-``now=now()``, then ``flush`` commits the core's store operations to the queue
-store (SQLite, ``gossamer.store.queues``) *before* carrying out its actions, so a
+The driver is the thin pump of DESIGN.md, on the one driver runtime
+(``gossamer.aio._pump.Pump``, with an output hook for the many connections): each frame
+goes to ``core.receive`` with ``now=now()``, then the pump's output hook commits the
+core's store operations to the queue store (SQLite, ``gossamer.store.queues``)
+*before* carrying out its actions, so a
 QUEUE_CONFIRM never leaves before its message is durable; one packet addressed to
 many connections is framed once per encoding (RFC 6455 header and payload, the bytes
 websockets' own writer would produce: server frames are unmasked and compression is
 off) and written to each with one ``transport.write``, after whatever websockets
 queued on that connection itself. Frames go from websockets' parser straight to the
-core (no receive queue, no task per message). One timer follows
+core (no receive queue, no task per message). The pump's one timer follows
 ``core.next_deadline()``. A connection whose write buffer passes
 ``write_buffer_limit`` (a reader that stopped reading) is closed with 1008 rather than
 buffering without bound.
@@ -36,6 +44,7 @@ import random
 import ssl as ssl_module
 import struct
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -47,15 +56,18 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import Event, State
 
-from gossamer.aio._pump import now
-from gossamer.errors import DecodeError
+from gossamer._types import Address
+from gossamer.aio._pump import Pump, now
+from gossamer.aio.addresses import resolve
+from gossamer.aio.opening import Opening
+from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, NetworkError
 from gossamer.proto.gateway import http
 from gossamer.proto.gateway.core import Close, GatewayConfig, GatewayCore, Transmit
 from gossamer.proto.gateway.queues import QueueRecord, StoreOp
 from gossamer.trace.sink import Tracer
-from gossamer.wire.gateway import ENCODINGS, Encoding, Packet, encode_packet
+from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, encode_packet
 
-__all__ = ["GatewayServer", "QueueStore"]
+__all__ = ["GatewayServer", "QueueStore", "open_gateway_server"]
 
 log = logging.getLogger("gossamer.gateway")
 
@@ -141,6 +153,8 @@ class _HttpExchange:
 
     def finish(self, response: http.HttpResponse) -> None:
         self.started = True
+        if response.status in _REFUSED:
+            self.conn.gateway.rejected[_REFUSED[response.status]] += 1
         transport = self.conn.transport
         if not transport.is_closing():
             transport.write(http.response_bytes(response))
@@ -175,7 +189,7 @@ class _GatewayConnection(ServerConnection):
         for data in early:
             self.gateway.on_frame(self, data)
         if early:
-            self.gateway.flush()
+            self.gateway.pump.pump()
 
     def process_event(self, event: Event) -> None:
         if self.request is None or not isinstance(event, Frame):
@@ -187,8 +201,7 @@ class _GatewayConnection(ServerConnection):
             try:
                 message = bytes(event.data).decode()
             except UnicodeDecodeError:
-                self.protocol.fail(CloseCode.INVALID_DATA, "invalid UTF-8 in a text frame")
-                self.send_data()
+                self._invalid_utf8()
                 return
             self._frames_seen = True
             self.gateway.on_frame(self, message)
@@ -213,14 +226,18 @@ class _GatewayConnection(ServerConnection):
             try:
                 message = data.decode()
             except UnicodeDecodeError:
-                self.protocol.fail(CloseCode.INVALID_DATA, "invalid UTF-8 in a text frame")
-                self.send_data()
+                self._invalid_utf8()
                 return
         if not self._attached:
             self._early.append(message)
             return
         self._frames_seen = True
         self.gateway.on_frame(self, message)
+
+    def _invalid_utf8(self) -> None:
+        self.gateway.rejected["invalid_utf8"] += 1
+        self.protocol.fail(CloseCode.INVALID_DATA, "invalid UTF-8 in a text frame")
+        self.send_data()
 
     @property
     def peer_host(self) -> str:
@@ -234,7 +251,7 @@ class _GatewayConnection(ServerConnection):
                 # One flush per read: the store commits once for every frame in it,
                 # still before anything those frames caused is sent.
                 self._frames_seen = False
-                self.gateway.flush()
+                self.gateway.pump.pump()
             return
         if self._mode == 2:
             assert self._exchange is not None
@@ -267,11 +284,12 @@ class _GatewayConnection(ServerConnection):
 
 
 class GatewayServer:
-    """A running gateway: ``async with GatewayServer(config) as server: ...``.
+    """A running gateway. Open it with :func:`open_gateway_server`.
 
     ``store`` (e.g. ``SqliteQueueStore``) makes queues durable; without it they live in
     memory. ``tracer`` records ``layer=gateway`` events. ``port=0`` picks a free port
-    (see ``port``). ``ssl`` enables TLS.
+    (see ``address``). ``host`` may be a name (``localhost``) or ``::1``. ``ssl`` enables
+    TLS. ``on_event`` gets the core's events.
     """
 
     def __init__(
@@ -302,75 +320,101 @@ class GatewayServer:
         self._server: Server | None = None
         self._conns: dict[int, _GatewayConnection] = {}
         self._next_conn = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
+        self._pump: Pump[GatewayCore] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
         self.slow_consumers = 0
+        #: Input refused, by reason: the gateway's op 3 answers (``no_route``, ``invalid
+        #: query``, ...), invalid UTF-8, refused HTTP requests, frames that broke the core.
+        self.rejected: Counter[str] = Counter()
 
     # -- lifecycle -------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def _open(self) -> GatewayServer:
         """Load the queue store, build the core and start listening."""
-        self._loop = asyncio.get_running_loop()
+        host, port = await resolve((self.host, self.requested_port), stream=True)
         config = dataclasses.replace(self.config, epoch_offset=time.time() - now())
         records = self.store.load() if self.store is not None else []
         self.core = GatewayCore(config, rng=self.rng, tracer=self.tracer, records=records)
-        self._flush()
+        self._pump = Pump(
+            self.core, on_event=self.on_event, event_queue=False, flush_output=self._carry_out
+        )
+        self._pump.start()
         connection_class = type(
             "GatewayConnection", (_GatewayConnection,), {"gateway": self}
         )
-        self._server = await serve(
-            self._handle,
-            self.host,
-            self.requested_port,
-            ssl=self.ssl,
-            process_request=self._process_request,
-            create_connection=connection_class,
-            max_size=self.config.max_frame_size,
-            # Liveness is the gateway's heartbeat (op 5), as in the reference; the
-            # transport's own pings would only add traffic.
-            ping_interval=None,
-            compression=None,
-            open_timeout=self.proxy_timeout + 5.0,
-            # Thousands of clients reconnect at once after a restart.
-            backlog=4096,
-            server_header=None,
-        )
+        try:
+            self._server = await serve(
+                self._handle,
+                host,
+                port,
+                ssl=self.ssl,
+                process_request=self._process_request,
+                create_connection=connection_class,
+                max_size=self.config.max_frame_size,
+                # Liveness is the gateway's heartbeat (op 5), as in the reference; the
+                # transport's own pings would only add traffic.
+                ping_interval=None,
+                compression=None,
+                open_timeout=self.proxy_timeout + 5.0,
+                # Thousands of clients reconnect at once after a restart.
+                backlog=4096,
+                server_header=None,
+            )
+        except OSError as exc:
+            self._pump.close()
+            raise NetworkError(
+                f"cannot listen on {host}:{port}: {exc.strerror}", host=host, port=port
+            ) from exc
+        return self
+
+    @property
+    def pump(self) -> Pump[GatewayCore]:
+        """The driver runtime under the server (the connections pump it after input)."""
+        if self._pump is None:
+            raise LocalProtocolError("the gateway server is not open")
+        return self._pump
+
+    @property
+    def address(self) -> Address:
+        """Where the gateway listens, ``(host, port)`` (the port bound with ``port=0``)."""
+        if self._server is None:
+            raise LocalProtocolError("the gateway server is not open")
+        name = self._server.sockets[0].getsockname()
+        return str(name[0]), int(name[1])
 
     @property
     def port(self) -> int:
-        """The port actually bound (useful with ``port=0``)."""
-        assert self._server is not None, "start() first"
-        return int(self._server.sockets[0].getsockname()[1])
+        """The port actually bound (``address[1]``)."""
+        return self.address[1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def close(self, *, goodbye: bool = True) -> None:
-        """Say goodbye (op 7, close 1001) to every client, then stop listening."""
-        if self._server is None:
+        """Say goodbye (op 7, close 1001) to every client, then stop listening.
+        Idempotent."""
+        if self._closed or self._server is None:
+            self._closed = True
             return
+        self._closed = True
         self._server.close(close_connections=False)
-        if goodbye and self.core is not None and self._loop is not None:
+        if goodbye and self.core is not None:
             self.core.shutdown(now())
-            self._flush()
+            self.pump.pump()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5.0):
                 await self._server.wait_closed()
-        if self._timer is not None:
-            self._timer.cancel()
+        self.pump.close()
         for task in list(self._tasks):
             task.cancel()
-        self._server = None
 
     async def serve_forever(self) -> None:
-        assert self._server is not None, "start() first"
+        """Serve until cancelled or closed."""
+        if self._server is None:
+            raise LocalProtocolError("the gateway server is not open")
         await self._server.serve_forever()
-
-    async def __aenter__(self) -> GatewayServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -395,32 +439,31 @@ class GatewayServer:
         self._next_conn += 1
         conn = self._next_conn
         self._conns[conn] = ws
-        self.core.connect(conn, host=ws.peer_host, encoding=ws.gateway_encoding, now=now())
-        self._flush()
+        core = self.core
+        host, encoding = ws.peer_host, ws.gateway_encoding
+        self.pump.feed(lambda: core.connect(conn, host=host, encoding=encoding, now=now()))
         ws.attach(conn)  # frames now go to on_frame, including any that came early
         try:
             await ws.wait_closed()
         finally:
             self._conns.pop(conn, None)
-            self.core.disconnect(conn, now())
-            self._flush()
+            self.pump.feed(lambda: core.disconnect(conn, now()))
 
     def on_frame(self, ws: _GatewayConnection, data: str | bytes) -> None:
         """A whole websocket message from ``ws`` (called from its ``data_received``)."""
-        assert self.core is not None and self._loop is not None
+        assert self.core is not None
         try:
             self.core.receive(ws.gateway_conn, data, now())
         except Exception:  # a bug must cost one connection, never the server
+            self.rejected["core_failed"] += 1
             log.exception("gateway core failed on a frame from connection %d", ws.gateway_conn)
             self.spawn(ws.close(1011, "internal server error"))
 
     # -- the pump --------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Carry out what the core decided (see the module docstring)."""
-        self._flush()
-
-    def _flush(self) -> None:
+    def _carry_out(self) -> None:
+        """The pump's output hook: commit the store operations, then carry out the
+        actions (see the module docstring); the pump then delivers the events."""
         core = self.core
         assert core is not None
         ops = core.store_ops()
@@ -431,15 +474,12 @@ class GatewayServer:
                 self._transmit(action)
             else:
                 self._close(action)
-        events = core.events_received()
-        if self.on_event is not None:
-            for event in events:
-                self.on_event(event)
-        self._arm_timer()
 
     def _transmit(self, action: Transmit) -> None:
         frames: dict[str, bytes] = {}
         packet = action.packet
+        if packet.op is Op.INVALID and isinstance(packet.d, dict):
+            self.rejected[str(packet.d.get("error"))] += 1
         conns = self._conns
         limit = self.write_buffer_limit
         for conn in action.conns:
@@ -469,35 +509,15 @@ class GatewayServer:
         if ws is not None:
             self.spawn(ws.close(action.code, action.reason))
 
-    def _arm_timer(self) -> None:
-        core, loop = self.core, self._loop
-        assert core is not None and loop is not None
-        deadline = core.next_deadline()
-        if deadline == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
-        if deadline is not None:
-            self._timer = loop.call_at(deadline, self._on_timer)
-
-    def _on_timer(self) -> None:
-        assert self.core is not None and self._loop is not None
-        self._timer = None
-        self._timer_at = None
-        self.core.handle_timer(now())
-        self._flush()
-
     # -- HTTP ------------------------------------------------------------------
 
     def http_answer(self, request: http.HttpRequest, peer: str) -> (
         http.HttpResponse | http.ProxyRequest
     ):
         """Answer an API request; queue changes (a replay) are committed and flushed."""
-        assert self.core is not None and self._loop is not None
+        assert self.core is not None
         answer = http.handle(self.core, request, peer=peer, now=now())
-        self._flush()
+        self.pump.pump()
         return answer
 
     async def proxy(self, request: http.ProxyRequest) -> http.HttpResponse:
@@ -526,6 +546,25 @@ class GatewayServer:
         except (OSError, DecodeError) as exc:
             body = f'{{"errors":["client request failed: {type(exc).__name__}"]}}'.encode()
             return http.HttpResponse(status=502, body=body)
+
+
+#: HTTP answers that refuse a request, and the reason ``rejected`` counts them under.
+_REFUSED: Final = {400: "http_bad_request", 411: "http_length_required",
+                   413: "http_body_too_large", 431: "http_head_too_large"}
+
+
+def open_gateway_server(
+    config: GatewayConfig | None = None, **options: Any
+) -> Opening[GatewayServer]:
+    """Open a gateway listening on ``host:port`` (default ``127.0.0.1:4567``; ``port=0``
+    picks a free one, see ``address``); await it or use it with ``async with`` (closed,
+    clients told goodbye, on the way out). ``options`` are :class:`GatewayServer`'s
+    keyword arguments. ``NetworkError`` when the port cannot be bound."""
+    try:
+        server = GatewayServer(config, **options)
+    except TypeError as exc:
+        raise ConfigError(f"unknown gateway server option: {exc}") from exc
+    return Opening(server._open)
 
 
 def _frame(packet: Packet, encoding: Encoding) -> bytes:

@@ -1,51 +1,62 @@
 """Exon/A3M sockets on asyncio: the public API of links and credit flow control.
 
-Small and obvious::
+Opened as every gossamer service is (``docs/api.md``)::
 
-    pull = await gossamer.aio.link.socket("pull", tag="jobs")          # listens on 127.0.0.1
-    push = await gossamer.aio.link.socket("push", tag="feeder")
-    await push.link(pull.address, "jobs")
-    await push.send(b"work")                    # waits for credit (optional timeout)
-    data = await pull.receive()                 # bytes (or a Receipt, which come first)
-    pull.statistics()
+    wire = Wire(key=key)
+    async with gossamer.open_socket("pull", tag="jobs", wire=wire) as pull, \\
+               gossamer.open_socket("push", tag="feeder", wire=wire) as push:
+        await push.link(pull.address, "jobs")     # "host:port", ("localhost", 7001), "[::1]:7001"
+        await push.send(b"work")                  # waits for credit (optional timeout)
+        message = await pull.receive()            # a Message: .data, .peer, ...
+        async for message in pull: ...            # until the socket closes
 
 Each socket lives on a :class:`Node` (one address, any number of sockets told apart by
-their tags, as in the notes); ``socket()`` without ``node=`` opens a private node for
-the socket. A node speaks TCP (default: one connection per pair of nodes, frames
+their tags, as in the notes); ``open_socket()`` without ``node=`` opens a private node
+for the socket. A node speaks TCP (default: one connection per pair of nodes, frames
 written in batches, one ``write`` per loop iteration) or UDP (the reliable channel:
 exactly once under loss). All protocol decisions are in the sans-I/O
-:class:`gossamer.proto.link.core.LinkNode`; this module pumps it (DESIGN.md, "The
-sans-I/O core contract") through the stream and datagram drivers of ``gossamer.aio``.
+:class:`gossamer.proto.link.core.LinkNode`; this module pumps it through the one driver
+runtime, ``gossamer.aio._pump.Pump`` (timer at the core's deadline, flush after every
+input, ``time.monotonic()``): over TCP a ``Pump`` with hooks drives the node's core and
+one stream driver per connection carries its bytes; over UDP the datagram driver does.
 
 Nothing is dropped silently: a send that cannot get credit in time raises
-``TimeoutError`` and the message was not sent; a link that goes down makes waiting
-calls raise :class:`~gossamer.proto.link.core.LinkError` with the reason; receipts of
-messages whose fate is unknown come back with ``taken=False``.
+``TimedOutError`` and the message was not sent; a link that goes down makes waiting
+calls raise :class:`gossamer.errors.LinkError` with the reason; a ROUTER send to an
+unknown routing id raises ``NoRouteError``; receipts of messages whose fate is unknown
+come back with ``taken=False``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
 import random
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from gossamer._types import Address
-from gossamer.aio._pump import now
+from gossamer._types import Address, Datagram
+from gossamer.addresses import AddressLike, format_address
+from gossamer.aio._pump import Pump, deadline, now
+from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core, stream_seals
 from gossamer.aio.sockets import udp_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LinkError,
+    LocalProtocolError,
+    NetworkError,
+    NoRouteError,
+)
 from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.core import (
     Connect,
     LinkDown,
-    LinkError,
     LinkNode,
     LinkSocket,
     LinkUp,
@@ -60,20 +71,20 @@ from gossamer.proto.link.core import (
     Transport,
     Writable,
 )
+from gossamer.proto.link.core import LinkError as CoreLinkError
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
 __all__ = [
-    "LinkError",
     "Message",
     "Node",
     "Receipt",
     "Socket",
     "SocketStatistics",
     "open_node",
-    "socket",
+    "open_socket",
     "tag_id",
 ]
 
@@ -88,21 +99,39 @@ def tag_id(tag: Tag) -> int:
     return zlib.crc32(tag.encode()) or 1
 
 
-def _address(address: tuple[str, int]) -> Address:
-    host, port = address
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        raise ConfigError(
-            "peer addresses are IPv4 literals (a node names itself by the address it "
-            "listens on, so 'localhost' would not match '127.0.0.1')",
-            host=host,
-        ) from None
-    return (host, int(port))
+class _FlushingDatagrams:
+    """The UDP node's datagram core: the (sealed) link core, whose channels are flushed
+    before every pump takes its datagrams, so that a local request's output leaves on
+    the same pump (the link core batches it until ``flush``)."""
+
+    def __init__(self, inner: Any, link: LinkNode) -> None:
+        self.inner = inner
+        self.link = link
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.inner.receive_datagram(data, addr, now)
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        link = self.link
+        link.urgent = False
+        link.flush(now())
+        out: list[Datagram] = self.inner.datagrams_to_send()
+        return out
+
+    def handle_timer(self, now: float) -> None:
+        self.inner.handle_timer(now)
+
+    def next_deadline(self) -> float | None:
+        due: float | None = self.inner.next_deadline()
+        return due
+
+    def events_received(self) -> list[object]:
+        out: list[object] = self.inner.events_received()
+        return out
 
 
 class Node:
-    """One link node on real sockets. Make it with :func:`open_node`."""
+    """One link node on real sockets. Open it with :func:`open_node`."""
 
     def __init__(
         self, transport: Transport, tracer: Tracer | None, trace_data: bool | None, wire: Wire
@@ -115,19 +144,16 @@ class Node:
         # only when a real tracer is given.
         self._trace_data = tracer is not None if trace_data is None else trace_data
         self._core: LinkNode | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pump: Pump[Any] | None = None
         self._server: StreamServer[Any] | None = None
         self._datagram: DatagramDriver[Any] | None = None
+        self._sealed_datagrams: object = None
         self._drivers: dict[StreamEndpoint, StreamDriver[Any]] = {}
         self._dialing: set[Address] = set()
         self._dial_tasks: set[asyncio.Task[None]] = set()
-        self._flush_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
         self._sockets: dict[int, Socket] = {}
         self._link_waiters: dict[tuple[int, Address, int], list[asyncio.Future[object]]] = {}
         self._closed = False
-        self._time: Callable[[], float] = _no_time
 
     # -- setup ------------------------------------------------------------------------
 
@@ -140,9 +166,6 @@ class Node:
         max_message: int | None,
         seed: int | None,
     ) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._time = now  # the drivers' clock, as every trace stamp (not uvloop's cached ms)
         rng = random.Random(seed)
 
         def make_core(address: Address) -> LinkNode:
@@ -156,29 +179,45 @@ class Node:
             )
             return LinkNode(config, tracer=self._tracer, rng=rng)
 
+        try:
+            if self.transport is Transport.TCP:
+                server = await serve(
+                    self._accepted_core,
+                    host,
+                    port,
+                    on_connection=self._on_connection,
+                    on_event=lambda _driver, event: self._on_event(event),
+                )
+            else:
+                sock = udp_socket(host, port)
+        except OSError as exc:
+            if isinstance(exc, NetworkError):
+                raise
+            raise NetworkError(f"cannot listen on {format_address((host, port))}: {exc.strerror}",
+                               host=host, port=port) from exc
         if self.transport is Transport.TCP:
-            server = await serve(
-                self._accepted_core,
-                host,
-                port,
-                on_connection=self._on_connection,
-                on_event=lambda _driver, event: self._on_event(event),
-            )
             self._server = server
-            self._core = make_core(server.address)
-            self._core.wakeup = self._schedule_flush
+            core = self._core = make_core(server.address)
             self._seals = stream_seals(
                 self.wire, me=_name(server.address), tracer=self._tracer, layer="link"
             )
+            pump: Pump[Any] = Pump(
+                core, on_event=self._on_event, event_queue=False, flush_output=self._flush_streams
+            )
+            pump.start()
+            core.wakeup = pump.flush_soon
+            self._pump = pump
         else:
-            sock = udp_socket(host, port)
             name = sock.getsockname()
-            core = make_core((str(name[0]), int(name[1])))
-            self._core = core
+            core = self._core = make_core((str(name[0]), int(name[1])))
             sealed = seal_core(
                 core, self.wire, sender=_name(core.address), tracer=self._tracer, layer="link"
             )
-            self._datagram = await open_datagram(sealed, sock, on_event=self._on_event)
+            self._sealed_datagrams = sealed
+            self._datagram = await open_datagram(
+                _FlushingDatagrams(sealed, core), sock, on_event=self._on_event
+            )
+            self._pump = self._datagram
 
     @property
     def address(self) -> Address:
@@ -191,7 +230,11 @@ class Node:
         also ends its connection); always empty on the original wire."""
         if self._seals is not None:
             return Counter(self._seals.rejected)
-        return rejected_by(None if self._datagram is None else self._datagram.core)
+        return rejected_by(self._sealed_datagrams)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def core(self) -> LinkNode:
@@ -205,96 +248,68 @@ class Node:
         are :class:`~gossamer.proto.link.core.SocketOptions` fields (``capacity``,
         ``batch``, ``max_links``, ``receipts``, ...)."""
         if self._closed:
-            raise LocalProtocolError("the node is closed")
-        core = self.core.open_socket(kind, tag_id(tag), SocketOptions(**options))
+            raise ClosedError("the node is closed")
+        try:
+            socket_options = SocketOptions(**options)
+        except TypeError as exc:
+            raise ConfigError(f"unknown socket option: {exc}") from exc
+        core = self.core.open_socket(kind, tag_id(tag), socket_options)
         sock = Socket(self, core)
         self._sockets[core.tag] = sock
         return sock
 
     async def close(self, *, timeout: float = 1.0) -> None:
         """Close every socket (unlinking gracefully for up to ``timeout`` seconds),
-        then the node's transports."""
+        then the node's transports. Idempotent."""
         if self._closed:
             return
         for sock in list(self._sockets.values()):
             await sock.close(timeout=timeout)
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
         for task in list(self._dial_tasks):
             task.cancel()
+        if self._pump is not None:
+            self._pump.close()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
         for driver in list(self._drivers.values()):
             driver.close()
         if self._datagram is not None:
-            self._datagram.close()
             await self._datagram.wait_closed()
-
-    async def __aenter__(self) -> Node:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
 
     # -- pumping -------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        # The drivers' clock (time.monotonic), not loop.time(): uvloop rounds the latter to
-        # whole milliseconds, which would stamp a send before the link_up the datagram
-        # driver traced with the precise clock.
-        return now()
-
-    def _schedule_flush(self) -> None:
-        if not self._flush_scheduled and self._loop is not None:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
-
     def _flush(self) -> None:
-        """Once per loop iteration (or at once when the core says output is urgent):
-        the core's batched output goes out, events are dispatched and the node's timer
-        is re-armed."""
-        self._flush_scheduled = False
-        core = self._core
-        if core is None or self._closed:
+        """Now: the core's output goes out, events are dispatched, the timer re-armed."""
+        if self._pump is not None:
+            self._pump.pump()
+
+    def _flush_soon(self) -> None:
+        """Once per loop iteration, or at once when the core says output is urgent
+        (credits or a request someone waits for)."""
+        pump = self._pump
+        if pump is None:
             return
+        if self.core.urgent:
+            pump.pump()
+        else:
+            pump.flush_soon()
+
+    def _flush_streams(self) -> None:
+        """TCP: each connection's batched bytes to its driver; closing ones closed."""
+        core = self.core
         core.urgent = False
-        if self._datagram is not None:
-            if not self._datagram.closed:
-                self._datagram.call(core.flush)  # pumps datagrams, events and its timer
-            return
-        for event in core.events_received():
-            self._on_event(event)
+        drivers = self._drivers
         for endpoint in core.dirty_endpoints():
-            driver = self._drivers.get(endpoint)
+            driver = drivers.get(endpoint)
             if driver is not None and not driver.closed:
-                # A driver closed under us raises: the core learns it from connection_lost.
-                with contextlib.suppress(LocalProtocolError):
-                    driver.call(_nothing)
-        for endpoint, driver in list(self._drivers.items()):
+                driver.pump()  # its stream core reads the endpoint's bytes
+        for endpoint, driver in list(drivers.items()):
             if driver.closed:
-                del self._drivers[endpoint]
+                del drivers[endpoint]
             elif endpoint.closing:
                 driver.close()
-        self._arm()
-
-    def _arm(self) -> None:
-        deadline = self.core.next_deadline()
-        if deadline == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = deadline
-        if deadline is not None and self._loop is not None:
-            self._timer = self._loop.call_at(deadline, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        self.core.handle_timer(self._now())
-        self._flush()
 
     # -- TCP connections ---------------------------------------------------------------
 
@@ -330,7 +345,7 @@ class Node:
             self._drivers[endpoint] = driver
         except (OSError, TimeoutError) as exc:
             if endpoint is not None:
-                endpoint.abort(f"connect_failed:{type(exc).__name__}", self._now())
+                endpoint.abort(f"connect_failed:{type(exc).__name__}", now())
         finally:
             self._dialing.discard(peer)
         self._flush()
@@ -360,26 +375,18 @@ class Node:
             self._dial(event.peer)
 
     def _link_waiter(self, tag: int, peer: Address, peer_tag: int) -> asyncio.Future[object]:
-        assert self._loop is not None
-        waiter: asyncio.Future[object] = self._loop.create_future()
+        waiter: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         self._link_waiters.setdefault((tag, peer, peer_tag), []).append(waiter)
         return waiter
-
-
-def _nothing(now: float) -> None:
-    return None
 
 
 def _name(address: Address) -> str:
     return f"{address[0]}:{address[1]}"
 
 
-def _no_time() -> float:
-    raise LocalProtocolError("the node is not started")
-
-
 class Socket:
-    """A socket: link, send, receive. Made by :func:`socket` or :meth:`Node.socket`."""
+    """A socket: link, send, receive, close. Opened by :func:`open_socket` (or
+    :meth:`Node.socket`)."""
 
     def __init__(self, node: Node, core: LinkSocket) -> None:
         self.node = node
@@ -391,62 +398,91 @@ class Socket:
         self._linked = asyncio.Event()
         self._owns_node = False
         self._closed = False
+        # The hot paths' shortcuts: the node's core (``urgent``) and its pump.
+        self._link_node = node.core
+        assert node._pump is not None
+        self._pump: Pump[Any] = node._pump
 
     @property
     def address(self) -> Address:
         """The address of the socket's node (link to ``(address, tag)``)."""
         return self.node.address
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """What the node's envelope refused, by reason (see :attr:`Node.rejected`)."""
+        return self.node.rejected
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the socket is closed", tag=self.tag)
+
     # -- links ---------------------------------------------------------------------------
 
-    async def link(
-        self, address: tuple[str, int], tag: Tag, *, timeout: float | None = None
-    ) -> None:
-        """Link with the socket ``tag`` at ``address``; returns once established.
+    async def link(self, address: AddressLike, tag: Tag, *, timeout: float | None = None) -> None:
+        """Link with the socket ``tag`` at ``address`` (``(host, port)`` or
+        ``"host:port"``; names and ``localhost`` resolve, ``"[::1]:port"`` is IPv6);
+        returns once established.
 
         Raises ``LinkError`` with the reason when refused (``refused:incompatible``),
         after the retry limit (``gave_up:...``) or when the transport failed, and
-        ``TimeoutError`` after ``timeout`` seconds (the link request goes on).
+        ``TimedOutError`` after ``timeout`` seconds (the link request goes on).
         """
-        node = self.node
-        peer, peer_tag = _address(address), tag_id(tag)
-        waiter = node._link_waiter(self.tag, peer, peer_tag)
-        self.core.link(peer, peer_tag, node._now())
-        node._flush()
-        if self.core.link_state(peer, peer_tag) is LinkState.ESTABLISHED:
-            waiter.cancel()
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.link,
+                                                     LinkState.ESTABLISHED)
+        if waiter is None:
             return
-        async with asyncio.timeout(timeout):
+        async with deadline(timeout, f"the link with {format_address(peer)}"):
             result = await waiter
         if isinstance(result, LinkDown):
-            raise LinkError(f"link with {peer}/{peer_tag} failed: {result.reason}",
-                            cause=result.reason)
+            raise LinkError(f"link with {format_address(peer)}/{peer_tag} failed: "
+                            f"{result.reason}", cause=result.reason)
 
     async def unlink(
-        self, address: tuple[str, int], tag: Tag, *, timeout: float | None = None
+        self, address: AddressLike, tag: Tag, *, timeout: float | None = None
     ) -> None:
         """Unlink; returns once every message sent either way was delivered and the
         link closed (or the cancelled link request ended)."""
-        node = self.node
-        peer, peer_tag = _address(address), tag_id(tag)
-        waiter = node._link_waiter(self.tag, peer, peer_tag)
-        self.core.unlink(peer, peer_tag, node._now())
-        node._flush()
-        if self.core.link_state(peer, peer_tag) is LinkState.IDLE:
-            waiter.cancel()
-            return
-        async with asyncio.timeout(timeout):
-            while True:
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.unlink,
+                                                     LinkState.IDLE)
+        async with deadline(timeout, f"the unlink from {format_address(peer)}"):
+            while waiter is not None:
                 result = await waiter
                 if isinstance(result, LinkDown):
                     return
-                waiter = node._link_waiter(self.tag, peer, peer_tag)  # up, then down
+                waiter = self.node._link_waiter(self.tag, peer, peer_tag)  # up, then down
+
+    async def _request(
+        self,
+        address: AddressLike,
+        tag: Tag,
+        request: Callable[[Address, int, float], None],
+        done: LinkState,
+    ) -> tuple[Address, int, asyncio.Future[object] | None]:
+        """Ask the core to link or unlink; the waiter for the link's next up or down,
+        or ``None`` when the link is already in the ``done`` state."""
+        self._check_open()
+        node = self.node
+        peer, peer_tag = await resolve(address, stream=True), tag_id(tag)
+        waiter = node._link_waiter(self.tag, peer, peer_tag)
+        request(peer, peer_tag, now())
+        node._flush()
+        if self.core.link_state(peer, peer_tag) is done:
+            waiter.cancel()
+            return peer, peer_tag, None
+        return peer, peer_tag, waiter
 
     async def wait_links(self, count: int = 1, *, timeout: float | None = None) -> None:
         """Wait until at least ``count`` links are established (e.g. a PULL waiting for
         its PUSHes, a PUB for its subscribers)."""
-        async with asyncio.timeout(timeout):
+        async with deadline(timeout, f"waiting for {count} link(s)"):
             while self.core.established < count:
+                self._check_open()
                 self._linked.clear()
                 await self._linked.wait()
 
@@ -456,83 +492,84 @@ class Socket:
         self,
         data: bytes,
         *,
+        to: int | None = None,
         timeout: float | None = None,
         cookie: Any = None,
-        to: int | None = None,
         envelope: tuple[int, ...] = (),
     ) -> None:
         """Send one message, waiting for credit (and for a link) as long as needed, or
-        up to ``timeout`` seconds (then ``TimeoutError``: the message was not sent).
+        up to ``timeout`` seconds (then ``TimedOutError``: the message was not sent).
 
-        ``cookie`` comes back as a :class:`Receipt` from :meth:`receive` once the peer
-        application took the message (needs the ``receipts=True`` option). ROUTER:
-        ``to`` is the routing id from :meth:`receive_message`.
+        ROUTER: ``to`` is the routing id of a received :class:`Message` (``NoRouteError``
+        when no established link has it). ``cookie`` comes back as a :class:`Receipt`
+        from :meth:`receive` once the peer application took the message (needs the
+        ``receipts=True`` option). ``ClosedError`` once the socket is closed.
         """
-        core = self.core
-        node = self.node
-        if cookie is None and to is None and not envelope:
-            sent = core.send(data, node._time())
-        else:
-            sent = core.send(data, node._time(), cookie=cookie, to=to, envelope=envelope)
-        if node._core.urgent:  # type: ignore[union-attr]
-            node._flush()
-        elif not node._flush_scheduled:
-            node._schedule_flush()  # also when blocked: a FLOW may wait behind our output
-        if sent:
+        if self._closed:
+            self._check_open()
+        if self._send(data, to, cookie, envelope):
             return
-        async with asyncio.timeout(timeout):
+        async with deadline(timeout, "the send (no credit)"):
             while True:
                 self._writable.clear()
                 await self._writable.wait()
-                if core.send(data, node._now(), cookie=cookie, to=to, envelope=envelope):
-                    node._schedule_flush()
+                self._check_open()
+                if self._send(data, to, cookie, envelope):
                     return
+
+    def _send(self, data: bytes, to: int | None, cookie: Any, envelope: tuple[int, ...]) -> bool:
+        try:
+            if cookie is None and to is None and not envelope:
+                sent = self.core.send(data, now())
+            else:
+                sent = self.core.send(data, now(), cookie=cookie, to=to, envelope=envelope)
+        except CoreLinkError as exc:
+            if exc.cause == "no_route":
+                raise NoRouteError(exc.reason, routing_id=to) from exc
+            raise LinkError(exc.reason, cause=exc.cause) from exc
+        # Also when blocked: a FLOW may wait behind our output.
+        if self._link_node.urgent:
+            self._pump.pump()
+        else:
+            self._pump.flush_soon()
+        return sent
 
     def try_send(
         self,
         data: bytes,
         *,
-        cookie: Any = None,
         to: int | None = None,
+        cookie: Any = None,
         envelope: tuple[int, ...] = (),
     ) -> bool:
         """Send without waiting: ``False`` (nothing sent) when no link has credit."""
-        sent = self.core.send(data, self.node._now(), cookie=cookie, to=to, envelope=envelope)
-        if sent:
-            self.node._schedule_flush()
-        return sent
+        self._check_open()
+        return self._send(data, to, cookie, envelope)
 
     # -- receiving -----------------------------------------------------------------------
 
-    async def receive(self, *, timeout: float | None = None) -> bytes | Receipt:
-        """The next receipt (receipts come first) or message body, waiting up to
-        ``timeout`` seconds (``TimeoutError``)."""
-        node = self.node
-        item = self.core.take(node._time())
-        if item is not None:  # the fast path, without a second coroutine
-            if node._core.urgent:  # type: ignore[union-attr]
-                node._flush()  # taking released credits: the sender waits for them
-            elif not node._flush_scheduled:
-                node._schedule_flush()
-            return item
-        waited: bytes | Receipt = await self._receive(self.core.take, timeout)
-        return waited
+    async def receive(self, *, timeout: float | None = None) -> Message | Receipt:
+        """The next message (``.data``, ``.peer`` and ``.peer_tag``: who sent it, the envelope and,
+        ROUTER, the ``routing_id``), or a :class:`Receipt` (only with ``receipts=True``;
+        receipts come first), waiting up to ``timeout`` seconds (``TimedOutError``).
 
-    async def receive_message(self, *, timeout: float | None = None) -> Message | Receipt:
-        """Like :meth:`receive`, with the sender, the envelope and (ROUTER) the routing id."""
-        item: Message | Receipt = await self._receive(self.core.take_message, timeout)
-        return item
-
-    async def _receive(self, take: Callable[[float], Any], timeout: float | None) -> Any:
-        node = self.node
-        item = take(node._time())
-        if item is not None:
-            if node._core.urgent:  # type: ignore[union-attr]
-                node._flush()  # taking released credits: the sender waits for them
-            elif not node._flush_scheduled:
-                node._schedule_flush()
-            return item
-        async with asyncio.timeout(timeout):
+        After :meth:`close` it returns what had already arrived, then raises
+        ``ClosedError``. A REQ whose request's link went down raises ``LinkError``.
+        """
+        if not self._closed:  # the fast path, without a second coroutine
+            item = self.core.take_message(now())
+            if item is not None:
+                # Taking released credits: the sender waits for them when urgent.
+                if self._link_node.urgent:
+                    self._pump.pump()
+                else:
+                    self._pump.flush_soon()
+                return item
+        else:
+            item = self.try_receive()  # what had arrived, then ClosedError
+            if item is not None:
+                return item
+        async with deadline(timeout, "the receive"):
             while True:
                 failed = self.core.request_failed
                 if failed is not None:
@@ -540,39 +577,57 @@ class Socket:
                     raise LinkError(f"the request's link went down: {failed}", cause=failed)
                 self._readable.clear()
                 await self._readable.wait()
-                item = take(node._now())
+                item = self.try_receive()
                 if item is not None:
-                    node._schedule_flush()
                     return item
 
-    def try_receive(self) -> bytes | Receipt | None:
-        item = self.core.take(self.node._now())
+    def try_receive(self) -> Message | Receipt | None:
+        """The next message or receipt if one is there, else ``None`` (``ClosedError``
+        once the socket is closed and drained)."""
+        try:
+            item = self.core.take_message(now())
+        except LocalProtocolError:
+            if self._closed:
+                item = None
+            else:
+                raise
         if item is not None:
-            self.node._schedule_flush()
+            self.node._flush_soon()  # taking released credits: the sender waits for them
+        elif self._closed:
+            raise ClosedError("the socket is closed", tag=self.tag)
         return item
+
+    async def __aiter__(self) -> AsyncIterator[Message | Receipt]:
+        """Every message (and receipt) until the socket closes."""
+        while True:
+            try:
+                item = await self.receive()
+            except ClosedError:
+                return
+            yield item
 
     # -- options and state --------------------------------------------------------------
 
     def subscribe(self, prefix: bytes = b"") -> None:
         """SUB: receive messages starting with ``prefix``."""
-        self.core.subscribe(prefix, self.node._now())
-        self.node._schedule_flush()
+        self.core.subscribe(prefix, now())
+        self.node._flush_soon()
 
     def unsubscribe(self, prefix: bytes = b"") -> None:
-        self.core.unsubscribe(prefix, self.node._now())
-        self.node._schedule_flush()
+        self.core.unsubscribe(prefix, now())
+        self.node._flush_soon()
 
     def set_capacity(self, capacity: int) -> None:
-        self.core.set_capacity(capacity, self.node._now())
-        self.node._schedule_flush()
+        self.core.set_capacity(capacity, now())
+        self.node._flush_soon()
 
     def adjust_capacity(self, delta: int) -> None:
-        self.core.adjust_capacity(delta, self.node._now())
-        self.node._schedule_flush()
+        self.core.adjust_capacity(delta, now())
+        self.node._flush_soon()
 
     def set_batch(self, fraction: float) -> None:
-        self.core.set_batch(fraction, self.node._now())
-        self.node._schedule_flush()
+        self.core.set_batch(fraction, now())
+        self.node._flush_soon()
 
     def abandon_request(self) -> None:
         """REQ: stop waiting for the pending reply (after a receive timeout)."""
@@ -583,14 +638,15 @@ class Socket:
 
     async def close(self, *, timeout: float = 1.0) -> None:
         """Unlink every link gracefully (up to ``timeout`` seconds), then remove the
-        socket; closes the socket's private node if it has one."""
+        socket; closes the socket's private node if it has one. Idempotent. Waiting
+        calls end with ``ClosedError``; messages already arrived can still be received."""
         if self._closed:
             return
         self._closed = True
         node = self.node
         core = self.core
         if not core.closing:
-            core.close(node._now())
+            core.close(now())
             node._flush()
         try:
             async with asyncio.timeout(timeout):
@@ -598,41 +654,39 @@ class Socket:
                     self._linked.clear()
                     await self._linked.wait()
         except TimeoutError:
-            pass
+            pass  # the links that did not finish go down with the socket
         if node._core is not None:
-            node._core.remove_socket(self.tag, node._now())
+            node._core.remove_socket(self.tag, now())
             node._flush()
         node._sockets.pop(self.tag, None)
+        for event in (self._readable, self._writable, self._linked):
+            event.set()  # wake every waiting call: it sees the socket closed
         if self._owns_node:
             await node.close()
 
-    async def __aenter__(self) -> Socket:
-        return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-
-async def open_node(
+def open_node(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
+    wire: Wire,
     transport: str = "tcp",
     tracer: Tracer | None = None,
     trace_data: bool | None = None,
     channel: ChannelConfig | None = None,
     max_message: int | None = None,
     seed: int | None = None,
-    wire: Wire,
-) -> Node:
-    """Open a node listening on ``host:port`` (port 0: any free port).
+) -> Opening[Node]:
+    """Open a node listening on ``host:port`` (port 0: any free port); await it or use
+    it with ``async with``.
 
-    ``transport`` is ``tcp`` or ``udp``. ``host`` must be the address peers reach the
-    node at (not a wildcard): the node names itself by it. ``tracer`` records
-    ``layer=link`` events (per-message ``send``/``deliver`` too unless
-    ``trace_data=False``); ``seed`` fixes the node's randomness (clocks, back-off).
-    ``wire`` is required: the default, sealed, wire needs the group key (every frame
-    inside the envelope; over TCP as sealed records, see ``gossamer.proto.sealing``).
+    ``transport`` is ``tcp`` or ``udp``. ``host`` is the address peers reach the node at
+    (not a wildcard): the node names itself by it; a name (``localhost``) is resolved
+    first, and ``::1`` gives an IPv6 node. ``tracer`` records ``layer=link`` events
+    (per-message ``send``/``deliver`` too unless ``trace_data=False``); ``seed`` fixes
+    the node's randomness (clocks, back-off). ``wire`` is required: the default, sealed,
+    wire needs the group key (every frame inside the envelope; over TCP as sealed
+    records, see ``gossamer.proto.sealing``).
     """
     try:
         kind = Transport(transport)
@@ -640,39 +694,51 @@ async def open_node(
         raise ConfigError("transport must be 'tcp' or 'udp'", transport=transport) from None
     if kind is Transport.SIM_STREAM:
         raise ConfigError("sim-stream is the simulator's transport")
-    _address((host, port))
-    node = Node(kind, tracer, trace_data, wire)
-    await node._start(host, port, channel=channel, max_message=max_message, seed=seed)
-    return node
+
+    async def start() -> Node:
+        address = await resolve((host, port), stream=kind is Transport.TCP)
+        node = Node(kind, tracer, trace_data, wire)
+        await node._start(*address, channel=channel, max_message=max_message, seed=seed)
+        return node
+
+    return Opening(start)
 
 
-async def socket(
+def open_socket(
     kind: str,
     *,
     tag: Tag,
+    wire: Wire | None = None,
     node: Node | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
     transport: str = "tcp",
     tracer: Tracer | None = None,
-    wire: Wire | None = None,
     **options: Any,
-) -> Socket:
-    """A socket of ``kind`` with ``tag``: on ``node``, or on a private node opened on
-    ``host:port`` with ``transport`` and ``wire`` (required then; closed with the
-    socket). ``options`` as in :meth:`Node.socket`."""
-    if node is None:
-        if wire is None:
-            raise ConfigError(
-                "give wire=Wire(key=...): links are sealed by default and there is no "
-                "default key"
-            )
-        node = await open_node(host, port, transport=transport, tracer=tracer, wire=wire)
+) -> Opening[Socket]:
+    """Open a socket of ``kind`` with ``tag``; await it or use it with ``async with``.
+
+    On ``node``, or on a private node opened on ``host:port`` with ``transport`` and
+    ``wire`` (required then; the node closes with the socket). ``options`` are the
+    :class:`~gossamer.proto.link.core.SocketOptions` fields (``capacity``, ``batch``,
+    ``receipts``, ...).
+    """
+    if node is None and wire is None:
+        raise ConfigError(
+            "give wire=Wire(key=...): links are sealed by default and there is no default key"
+        )
+
+    async def start() -> Socket:
+        if node is not None:
+            return node.socket(kind, tag=tag, **options)
+        assert wire is not None
+        private = await open_node(host, port, transport=transport, tracer=tracer, wire=wire)
         try:
-            sock = node.socket(kind, tag=tag, **options)
+            sock = private.socket(kind, tag=tag, **options)
         except BaseException:
-            await node.close()
+            await private.close()
             raise
         sock._owns_node = True
         return sock
-    return node.socket(kind, tag=tag, **options)
+
+    return Opening(start)

@@ -30,7 +30,8 @@ from typing import Any
 
 import orjson
 
-from gossamer.aio.gateway_server import GatewayServer
+from gossamer.addresses import format_address
+from gossamer.aio.gateway_server import open_gateway_server
 from gossamer.aio.loop import run as run_loop
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.proto.gateway.core import GatewayConfig
@@ -167,10 +168,9 @@ async def _serve(
     store: SqliteQueueStore | None,
     tracer: Tracer | None,
 ) -> int:
-    server = GatewayServer(
+    server = await open_gateway_server(
         config, host=args.host, port=args.port, ssl=context, store=store, tracer=tracer
     )
-    await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -178,7 +178,7 @@ async def _serve(
     restored = server.core.restored if server.core is not None else 0
     scheme = "ssingyeong" if context else "singyeong"
     print(
-        f"gossamer gateway listening on {args.host}:{server.port} "
+        f"gossamer gateway listening on {format_address(server.address)} "
         f"({scheme}, {restored} queued messages restored)",
         flush=True,
     )

@@ -39,14 +39,15 @@ from typing import Any, TextIO
 import orjson
 
 from gossamer._types import Address
+from gossamer.addresses import format_address
 from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions
 from gossamer.aio.faults import Deliver, Direction, FaultInjector
-from gossamer.aio.gateway_client import GatewayClient, Message
-from gossamer.aio.gateway_server import GatewayServer
+from gossamer.aio.gateway_client import GatewayClient, Message, open_gateway_client
+from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import GossipNode
 from gossamer.aio.isis import IsisService, open_isis
-from gossamer.aio.link import LinkError, Node, Socket, open_node
-from gossamer.errors import GossamerError
+from gossamer.aio.link import Node, Socket, open_node
+from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import PeerDown, PeerUp
@@ -447,6 +448,8 @@ class LabNode:
                 await pull.receive()
             except LinkError:
                 continue
+            except ClosedError:
+                return
             self._delivered()
 
     async def _link_to(self, push: Socket, address: Address) -> None:
@@ -462,27 +465,28 @@ class LabNode:
         c = self.config
         assert c.gateway.db is not None
         self.store = SqliteQueueStore(c.gateway.db)
-        self.gateway = GatewayServer(
+        self.gateway = await open_gateway_server(
             GatewayConfig(node_id=c.node.id), host=c.node.address, port=c.ports.gateway,
             store=self.store, tracer=self.tracer, rng=self.rng(5),
         )
-        await self.gateway.start()
-        dsn = f"singyeong://{APPLICATION}@{c.node.address}:{self.gateway.port}"
+        dsn = f"singyeong://{APPLICATION}@{format_address(self.gateway.address)}"
         for index in range(c.gateway.clients):
-            client = GatewayClient(
+            client = await open_gateway_client(
                 dsn, client_id=f"{c.node.id}-c{index}",
                 metadata={"host": c.node.id, "index": index,
                           "region": "eu" if index % 2 == 0 else "us"},
-                rng=self.rng(100 + index),
+                rng=self.rng(100 + index), open_timeout=5.0,
             )
-            await client.connect(timeout=5.0)
             self.clients.append(client)
             self.spawn(self._consume(client))
 
     async def _consume(self, client: GatewayClient) -> None:
         await client.queue_request(QUEUE)
         while True:
-            message: Message = await client.recv()
+            try:
+                message: Message = await client.receive()
+            except ClosedError:
+                return
             if message.event == "QUEUE" and message.queue and message.id:
                 await client.ack(message.queue, message.id)
                 self._delivered()
@@ -545,7 +549,10 @@ class LabNode:
         payload = {"from": client.client_id, "k": k}
         if k % 2 == 0:
             target = {"application": APPLICATION, "ops": [{"region": "eu"}]}
-            await client.send(target, payload, nonce=f"{node_id}/{k}")
+            try:
+                await client.send(payload, to=target, nonce=f"{node_id}/{k}")
+            except GossamerError:
+                return  # closed, or an earlier send found no route
         else:
             target = {"application": APPLICATION, "ops": [{"host": node_id}]}
             try:
