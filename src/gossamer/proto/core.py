@@ -20,6 +20,26 @@ the deadline is due. Stream cores (one per connection, in the h11 style) take
 ``data_to_send()``. A stream core may also expose a boolean ``closing``
 property: once true, the driver flushes ``data_to_send()``, ends our half of
 the stream, and closes the connection when the peer's half has ended too.
+
+A ``ConnectionsCore`` serves many byte-stream connections (TCP) at once, as
+websockets' and h11's sans-I/O objects serve one, with every connection named
+by an integer id:
+
+- inputs: ``connection_made(conn, peer, now)``, ``receive_data(conn, data, now)``
+  and ``connection_lost(conn, now)``, plus the timer;
+- outputs: ``connections_to_open()`` (``(conn, peer)`` pairs: the core dials),
+  ``data_to_send()`` (``(conn, bytes)`` pairs, in order), ``connections_to_close()``
+  (graceful: after the bytes queued before), events and the deadline.
+
+Ids: the driver numbers the connections it accepts 1, 2, 3...; the core numbers
+the ones it opens -1, -2, -3... (``OpenIds``), so neither side can pick an id
+the other has used. ``connection_made`` follows an accept, or a successful open
+with the id the core chose; ``connection_lost`` comes exactly once for every
+connection made *or opened*, however it ended: a refused or timed-out open, a
+reset, the peer's close, or the core's own ``connections_to_close``. Bytes for
+an opened connection may be queued before it is made: the driver writes them
+once it is. After ``connection_lost`` the id is dead; bytes queued for it are
+discarded.
 """
 
 from __future__ import annotations
@@ -29,7 +49,7 @@ from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 
-__all__ = ["DatagramCore", "DatagramLayer", "StreamCore"]
+__all__ = ["ConnectionsCore", "DatagramCore", "DatagramLayer", "OpenIds", "StreamCore"]
 
 
 class _Timed(Protocol):
@@ -54,6 +74,35 @@ class StreamCore(_Timed, Protocol):
     def receive_data(self, data: bytes, now: float) -> None: ...
 
     def data_to_send(self) -> bytes: ...
+
+
+class ConnectionsCore(_Timed, Protocol):
+    """A core for many byte-stream connections (see the module docstring)."""
+
+    def connection_made(self, conn: int, peer: Address, now: float) -> None: ...
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None: ...
+
+    def connection_lost(self, conn: int, now: float) -> None: ...
+
+    def connections_to_open(self) -> list[tuple[int, Address]]: ...
+
+    def data_to_send(self) -> list[tuple[int, bytes]]: ...
+
+    def connections_to_close(self) -> list[int]: ...
+
+
+class OpenIds:
+    """The ids a ``ConnectionsCore`` gives the connections it opens: -1, -2, -3..."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def next(self) -> int:
+        self._last -= 1
+        return self._last
 
 
 C = TypeVar("C", bound=DatagramCore)
