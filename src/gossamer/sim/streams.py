@@ -16,7 +16,8 @@ The model, per connection:
   down: refused (``connection_lost`` for the opener after the round trip). An open
   that is not answered within ``connect_timeout`` (a partition) fails the same way.
   Bytes queued before the connection is made leave once it is.
-- **Bytes** arrive in order, whole, after the link latency (``Network.latency``, drawn
+- **Bytes** arrive in order, one segment per flush of a core's output (whatever it
+  wrote to the connection in one step), after the link latency (``Network.latency``, drawn
   per segment but never letting a segment overtake the one before); with ``bandwidth``
   each direction of a connection also serialises its bytes at that rate. The fault plan
   (``--drop`` ...) is for datagrams: TCP hides loss, so streams ignore it.
@@ -282,10 +283,17 @@ class StreamNetwork:
         for conn, peer in inner.connections_to_open():
             self._open(port, conn, peer)
         stats = self.sim.stats
+        # What one flush writes to a connection leaves as one segment (one write), so
+        # timing does not depend on how a protocol library chunks its output.
+        writes: dict[int, list[bytes]] = {}
         for conn, data in inner.data_to_send():
+            if data:
+                writes.setdefault(conn, []).append(data)
+        for conn, chunks in writes.items():
             end = port.ends.get(conn)
-            if end is None or not end.alive or not data:
+            if end is None or not end.alive:
                 continue
+            data = b"".join(chunks)
             if not end.established:
                 if end.early is None:
                     end.early = []
