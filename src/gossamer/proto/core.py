@@ -49,7 +49,7 @@ from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 
-__all__ = ["ConnectionsCore", "DatagramCore", "DatagramLayer", "OpenIds", "StreamCore"]
+__all__ = ["ConnectionsCore", "DatagramCore", "DatagramLayer", "Layer", "OpenIds", "StreamCore"]
 
 
 class _Timed(Protocol):
@@ -105,20 +105,16 @@ class OpenIds:
         return self._last
 
 
+T = TypeVar("T", bound=_Timed)
 C = TypeVar("C", bound=DatagramCore)
 
 
-class DatagramLayer(Generic[C]):
-    """A datagram core in front of another one, ``inner``: every input and output passes
-    through unchanged unless a subclass overrides it. Sealing, fan-out and snapshot
-    ordering are such layers; callers keep using ``inner``'s own methods for local
-    requests, and the driver pumps the outermost layer."""
+class Layer(Generic[T]):
+    """Something in front of a core, ``inner``, that passes its timer and its events
+    through unchanged unless a subclass overrides them."""
 
-    def __init__(self, inner: C) -> None:
+    def __init__(self, inner: T) -> None:
         self.inner = inner
-
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        self.inner.receive_datagram(data, addr, now)
 
     def handle_timer(self, now: float) -> None:
         self.inner.handle_timer(now)
@@ -126,8 +122,18 @@ class DatagramLayer(Generic[C]):
     def next_deadline(self) -> float | None:
         return self.inner.next_deadline()
 
-    def datagrams_to_send(self) -> list[Datagram]:
-        return self.inner.datagrams_to_send()
-
     def events_received(self) -> Sequence[object]:
         return self.inner.events_received()
+
+
+class DatagramLayer(Layer[C]):
+    """A datagram core in front of another one, ``inner``: every input and output passes
+    through unchanged unless a subclass overrides it. Sealing, fan-out and snapshot
+    ordering are such layers; callers keep using ``inner``'s own methods for local
+    requests, and the driver pumps the outermost layer."""
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.inner.receive_datagram(data, addr, now)
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        return self.inner.datagrams_to_send()

@@ -22,8 +22,8 @@ The model, per connection:
   each direction of a connection also serialises its bytes at that rate. The fault plan
   (``--drop`` ...) is for datagrams: TCP hides loss, so streams ignore it.
 - **Partitions stall, they do not reset** (as TCP does): a segment that finds the path
-  cut waits and is retransmitted with exponential back-off (``rto`` doubling up to
-  ``rto_max``) until the partition heals, then arrives, late and in order. Data left
+  cut waits and is retransmitted with exponential back-off (``StreamConfig.backoff``)
+  until the partition heals, then arrives, late and in order. Data left
   unacknowledged for ``user_timeout`` seconds (Linux's ``TCP_USER_TIMEOUT``) aborts the
   sender's end: its core gets ``connection_lost``. An idle connection survives any
   partition; its other end learns of an abort only when it next sends (a reset
@@ -58,7 +58,7 @@ from typing import Any, Final
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
-from gossamer.proto.core import ConnectionsCore
+from gossamer.proto.core import ConnectionsCore, Layer
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
 from gossamer.sim.network import Host
 
@@ -72,21 +72,21 @@ ConnectionsFactory = Callable[[NodeContext], ConnectionsCore]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamConfig:
-    """How simulated TCP behaves (see the module docstring); seconds and bytes/s."""
+    """How simulated TCP behaves (see the module docstring), in seconds and bytes/s:
+    ``bandwidth`` per direction of a connection (0: unlimited); ``backoff``, the first and
+    the largest retransmission interval of a segment a partition holds (doubling);
+    ``user_timeout``, the age of unacknowledged data that aborts the sender's end;
+    ``connect_timeout``, how long an open may go unanswered."""
 
-    #: Bytes per second per direction of a connection; 0: unlimited.
     bandwidth: float = 0.0
-    #: First retransmission interval of a segment held by a partition, then doubled.
-    rto: float = 0.2
-    rto_max: float = 10.0
-    #: Unacknowledged data this old aborts the sender's end.
+    backoff: tuple[float, float] = (0.2, 10.0)
     user_timeout: float = 30.0
-    #: An open not answered within this fails.
     connect_timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        if self.bandwidth < 0 or not 0 < self.rto <= self.rto_max:
-            raise ConfigError("streams need bandwidth >= 0 and 0 < rto <= rto_max")
+        first, largest = self.backoff
+        if self.bandwidth < 0 or not 0 < first <= largest:
+            raise ConfigError("streams need bandwidth >= 0 and 0 < backoff[0] <= backoff[1]")
         if self.user_timeout <= 0 or self.connect_timeout <= 0:
             raise ConfigError("stream timeouts must be positive")
 
@@ -135,16 +135,14 @@ class _Connection:
     backward: _Pipe | None = None  # acceptor -> opener
 
 
-class StreamPort:
+class StreamPort(Layer[ConnectionsCore]):
     """The engine's ``DatagramCore`` for a node whose core is a ``ConnectionsCore``."""
 
     def __init__(
         self, net: StreamNetwork, node: SimNode, incarnation: int, inner: ConnectionsCore
     ) -> None:
-        self.net = net
-        self.node = node
-        self.incarnation = incarnation
-        self.inner = inner
+        super().__init__(inner)
+        self.net, self.node, self.incarnation = net, node, incarnation
         self.ends: dict[int, _End] = {}
         self._next_accept = 0
         self._datagrams = getattr(inner, "datagrams_to_send", None)
@@ -173,15 +171,6 @@ class StreamPort:
             return []
         out: list[Datagram] = self._datagrams()
         return out
-
-    def handle_timer(self, now: float) -> None:
-        self.inner.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self.inner.next_deadline()
-
-    def events_received(self) -> Sequence[object]:
-        return self.inner.events_received()
 
 
 class StreamNetwork:
@@ -362,7 +351,7 @@ class StreamNetwork:
             if pipe.backlog is None:
                 pipe.backlog = []
                 pipe.stalled_since = sim.now
-                pipe.rto = self.config.rto
+                pipe.rto = self.config.backoff[0]
                 sim.at(sim.now + pipe.rto,
                        lambda: self._retransmit(pipe, connection, to_acceptor))
             pipe.backlog.append((kind, data))
@@ -394,7 +383,7 @@ class StreamNetwork:
             if sender is not None and sender.alive and sender.port.current:
                 self._lose(sender, "timeout")
             return
-        pipe.rto = min(pipe.rto * 2, self.config.rto_max)
+        pipe.rto = min(pipe.rto * 2, self.config.backoff[1])
         sim.at(sim.now + pipe.rto, lambda: self._retransmit(pipe, connection, to_acceptor))
 
     def _arrive(

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Generic, TypeVar
+from typing import Protocol as TypingProtocol
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.client import ClientProtocol
@@ -95,29 +96,85 @@ class _Link:
     peer: Address
     messages: _Messages = field(default_factory=_Messages)
     encoding: Encoding | None = None  # server: set once the handshake is accepted
+    open: bool = False  # the handshake is done: frames carry messages
     close_at: float | None = None
     closed: bool = False  # we asked the driver to close the TCP connection
 
 
-class _Pump:
-    """The outputs both sides share: bytes per connection, closes, close deadlines."""
+T = TypeVar("T")
 
-    def __init__(self) -> None:
+
+def _taken(items: list[T]) -> list[T]:
+    """The items, leaving the list empty (how outputs are drained)."""
+    taken = items.copy()
+    items.clear()
+    return taken
+
+
+class _Timed(TypingProtocol):
+    def handle_timer(self, now: float) -> None: ...
+
+
+K = TypeVar("K", bound=_Timed)
+
+
+class _Pump(Generic[K]):
+    """What both sides share: bytes per connection, closes, close deadlines, the timer."""
+
+    def __init__(self, core: K) -> None:
+        self.core = core
         self._links: dict[int, _Link] = {}
         self._out: list[tuple[int, bytes]] = []
         self._close: list[int] = []
+        #: Connections whose websocket may have bytes to send.
+        self._dirty: dict[int, None] = {}
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        link = self._links.get(conn)
+        if link is None or link.closed:
+            return
+        ws = link.ws
+        ws.receive_data(data)
+        for event in ws.events_received():
+            if not isinstance(event, Frame):
+                self._handshake(conn, link, event, now)
+            elif link.open:
+                message = link.messages.feed(ws, event)
+                if message is not None:
+                    self._message(conn, message, now)
+        self._dirty[conn] = None
+        self.flush(now)
+
+    def _handshake(self, conn: int, link: _Link, event: Request | Response, now: float) -> None:
+        raise NotImplementedError
+
+    def _message(self, conn: int, message: str | bytes, now: float) -> None:
+        raise NotImplementedError
 
     def data_to_send(self) -> list[tuple[int, bytes]]:
-        out, self._out = self._out, []
-        return out
+        return _taken(self._out)
 
     def connections_to_close(self) -> list[int]:
-        out, self._close = self._close, []
-        return out
+        return _taken(self._close)
 
-    def _close_deadline(self) -> float | None:
-        return min((x.close_at for x in self._links.values() if x.close_at is not None),
-                   default=None)
+    def handle_timer(self, now: float) -> None:
+        self.core.handle_timer(now)
+        self._expire(now)
+        self.flush(now)
+
+    def next_deadline(self) -> float | None:
+        """The core's deadline (``_core_deadline``) or a close timeout, the earlier."""
+        due = [x.close_at for x in self._links.values() if x.close_at is not None]
+        core = self._core_deadline()
+        if core is not None:
+            due.append(core)
+        return min(due, default=None)
+
+    def flush(self, now: float) -> None:
+        raise NotImplementedError
+
+    def _core_deadline(self) -> float | None:
+        raise NotImplementedError
 
     def _expire(self, now: float) -> None:
         for conn, link in self._links.items():
@@ -144,7 +201,7 @@ class _Pump:
             link.close_at = now + CLOSE_TIMEOUT
 
 
-class GatewayConnections(_Pump):
+class GatewayConnections(_Pump[GatewayCore]):
     """``GatewayCore`` as a ``ConnectionsCore`` (see the module docstring).
 
     ``store`` receives the core's queue changes to make durable (the asyncio server's
@@ -155,10 +212,8 @@ class GatewayConnections(_Pump):
     def __init__(
         self, core: GatewayCore, *, store: Callable[[list[StoreOp]], None] | None = None
     ) -> None:
-        super().__init__()
-        self.core = core
+        super().__init__(core)
         self._store = store
-        self._dirty: dict[int, None] = {}
 
     # -- inputs --------------------------------------------------------------------
 
@@ -166,33 +221,12 @@ class GatewayConnections(_Pump):
         max_size = self.core.config.max_frame_size
         self._links[conn] = _Link(ws=ServerProtocol(max_size=max_size), peer=peer)
 
-    def receive_data(self, conn: int, data: bytes, now: float) -> None:
-        link = self._links.get(conn)
-        if link is None or link.closed:
-            return
-        ws = link.ws
-        ws.receive_data(data)
-        for event in ws.events_received():
-            if isinstance(event, Request):
-                self._handshake(conn, link, event, now)
-            elif isinstance(event, Frame) and link.encoding is not None:
-                message = link.messages.feed(ws, event)
-                if message is not None:
-                    self.core.receive(conn, message, now)
-        self._dirty[conn] = None
-        self.flush(now)
-
     def connection_lost(self, conn: int, now: float) -> None:
         link = self._links.pop(conn, None)
         self._dirty.pop(conn, None)
         if link is not None and link.encoding is not None:
             self.core.disconnect(conn, now)
             self.flush(now)
-
-    def handle_timer(self, now: float) -> None:
-        self.core.handle_timer(now)
-        self._expire(now)
-        self.flush(now)
 
     def shutdown(self, now: float) -> None:
         """Goodbye (op 7) and a 1001 close to every client."""
@@ -207,11 +241,8 @@ class GatewayConnections(_Pump):
     def events_received(self) -> list[ClientJoined | ClientLeft]:
         return self.core.events_received()
 
-    def next_deadline(self) -> float | None:
-        core, close = self.core.next_deadline(), self._close_deadline()
-        if core is None or close is None:
-            return core if close is None else close
-        return min(core, close)
+    def _core_deadline(self) -> float | None:
+        return self.core.next_deadline()
 
     def flush(self, now: float) -> None:
         """Carry out what the core decided: commit, then frame and close."""
@@ -251,9 +282,12 @@ class GatewayConnections(_Pump):
 
     # -- helpers -------------------------------------------------------------------
 
-    def _handshake(self, conn: int, link: _Link, request: Request, now: float) -> None:
+    def _message(self, conn: int, message: str | bytes, now: float) -> None:
+        self.core.receive(conn, message, now)
+
+    def _handshake(self, conn: int, link: _Link, request: Request | Response, now: float) -> None:
         ws = link.ws
-        assert isinstance(ws, ServerProtocol)
+        assert isinstance(ws, ServerProtocol) and isinstance(request, Request)
         target = urlsplit(request.path)
         encoding = parse_qs(target.query).get("encoding", ["json"])[-1]
         response: Response
@@ -268,16 +302,16 @@ class GatewayConnections(_Pump):
         ws.send_response(response)
         if response.status_code == 101:
             link.encoding = chosen = next(e for e in ENCODINGS if e == encoding)
+            link.open = True
             self.core.connect(conn, host=link.peer[0], encoding=chosen, now=now)
 
 
-class ClientConnections(_Pump):
+class ClientConnections(_Pump[ClientCore]):
     """A ``ClientCore`` as a ``ConnectionsCore`` that dials ``gateway`` (see the module
     docstring). ``host`` is the ``Host`` header's name (default: the address)."""
 
     def __init__(self, core: ClientCore, gateway: Address, *, host: str | None = None) -> None:
-        super().__init__()
-        self.core = core
+        super().__init__(core)
         self.gateway = gateway
         name = host or gateway[0]
         self._uri = parse_uri(
@@ -286,7 +320,6 @@ class ClientConnections(_Pump):
         self._ids = OpenIds()
         self._open: list[tuple[int, Address]] = []
         self._conn: int | None = None  # the one connection, from open to lost
-        self._opened = False  # ... and whether its handshake is done
 
     # -- inputs --------------------------------------------------------------------
 
@@ -298,58 +331,39 @@ class ClientConnections(_Pump):
         ws.send_request(ws.connect())
         self._drain(conn, link)
 
-    def receive_data(self, conn: int, data: bytes, now: float) -> None:
-        link = self._links.get(conn)
-        if link is None or link.closed:
-            return
-        ws = link.ws
-        ws.receive_data(data)
-        for event in ws.events_received():
-            if isinstance(event, Response):
-                if ws.state is State.OPEN:
-                    self._opened = True
-                    self.core.connection_made(now)
-            elif isinstance(event, Frame) and self._opened:
-                message = link.messages.feed(ws, event)
-                if message is not None:
-                    self.core.receive(message, now)
-        self.flush(now)
+    def _handshake(self, conn: int, link: _Link, event: Request | Response, now: float) -> None:
+        if link.ws.state is State.OPEN:
+            link.open = True
+            self.core.connection_made(now)
+
+    def _message(self, conn: int, message: str | bytes, now: float) -> None:
+        self.core.receive(message, now)
 
     def connection_lost(self, conn: int, now: float) -> None:
         if conn != self._conn:
             return
         self._links.pop(conn, None)
         self._conn = None
-        self._opened = False
         self.core.connection_lost(now)
-        self.flush(now)
-
-    def handle_timer(self, now: float) -> None:
-        self.core.handle_timer(now)
-        self._expire(now)
         self.flush(now)
 
     # -- outputs -------------------------------------------------------------------
 
     def connections_to_open(self) -> list[tuple[int, Address]]:
-        out, self._open = self._open, []
-        return out
+        return _taken(self._open)
 
     def events_received(self) -> list[ClientEvent]:
         return self.core.events_received()
 
-    def next_deadline(self) -> float | None:
-        close = self._close_deadline()
-        core = self.core.next_deadline()
+    def _core_deadline(self) -> float | None:
         if self._conn is not None and self.core.state is ClientState.DISCONNECTED:
-            core = None  # a connection is under way: the retry deadline waits for its end
-        if core is None or close is None:
-            return core if close is None else close
-        return min(core, close)
+            return None  # a connection is under way: the retry deadline waits for its end
+        return self.core.next_deadline()
 
     def flush(self, now: float) -> None:
         """Dial when due, frame what the core wrote, close when it asks to."""
         core = self.core
+        self._dirty.clear()  # one connection at most, drained below
         if self._conn is None and core.connect_due(now):
             self._conn = self._ids.next()
             self._open.append((self._conn, self.gateway))

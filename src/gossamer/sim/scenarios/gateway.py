@@ -53,18 +53,9 @@ from gossamer.proto.gateway.client import (
 from gossamer.proto.gateway.core import GatewayConfig, GatewayCore
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.proto.gateway.websocket import ClientConnections, GatewayConnections
+from gossamer.sim import scenarios as registry
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
-from gossamer.sim.scenarios import (
-    Param,
-    Scenario,
-    Summarize,
-    check_nodes_exist,
-    node_at_list,
-    non_negative_float,
-    partition_spec,
-    positive_int,
-    register,
-)
+from gossamer.sim.scenarios import Param, Scenario, Summarize
 from gossamer.sim.streams import StreamNetwork
 
 __all__ = ["APP", "PORT", "QUEUE"]
@@ -84,7 +75,7 @@ _COUNTS = (
 
 
 def _partitions(text: str) -> list[tuple[list[str], float, float]]:
-    return [partition_spec(part) for part in text.split(";")] if text else []
+    return [registry.partition_spec(part) for part in text.split(";")] if text else []
 
 
 def _role(index: int) -> str:
@@ -224,21 +215,19 @@ class GatewayRun:
         }
 
 
+_INT, _SECONDS, _AT = registry.positive_int, registry.non_negative_float, registry.node_at_list
 PARAMS: tuple[Param, ...] = (
-    Param(name="rounds", parse=positive_int, default=8,
-          help="rounds of metadata update, SEND, BROADCAST and QUEUE per client"),
-    Param(name="interval", parse=non_negative_float, default=2.0, help="seconds between rounds"),
-    Param(name="start", parse=non_negative_float, default=1.0, help="when the first round is"),
-    Param(name="credits", parse=positive_int, default=2, help="jobs a worker asks for at once"),
-    Param(name="heartbeat_ms", parse=positive_int, default=2000,
-          help="the gateway's heartbeat interval (hello), milliseconds"),
-    Param(name="ack_timeout", parse=non_negative_float, default=5.0,
-          help="seconds before an unacknowledged job is delivered again"),
-    Param(name="reset", parse=node_at_list, default=[], shown="none",
+    Param(name="rounds", parse=_INT, default=8, help="rounds of update, SEND, BROADCAST, QUEUE"),
+    Param(name="interval", parse=_SECONDS, default=2.0, help="seconds between rounds"),
+    Param(name="start", parse=_SECONDS, default=1.0, help="when the first round is"),
+    Param(name="credits", parse=_INT, default=2, help="jobs a worker asks for at once"),
+    Param(name="heartbeat_ms", parse=_INT, default=2000, help="the gateway's heartbeat, ms"),
+    Param(name="ack_timeout", parse=_SECONDS, default=5.0, help="seconds before a redelivery"),
+    Param(name="reset", parse=_AT, default=[], shown="none",
           help="NODE@SECONDS[,...]: reset a client's connection"),
     Param(name="partition", parse=_partitions, default=[], shown="none",
           help="NODES@FROM-TO[;...]: cut clients off from the gateway for a while"),
-    Param(name="crash", parse=node_at_list, default=[], shown="none",
+    Param(name="crash", parse=_AT, default=[], shown="none",
           help="NODE@SECONDS[,...]: crash clients for good"),
 )  # fmt: skip
 
@@ -255,18 +244,18 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         streams.add_node(f"n{index}", hosts[index], PORT, run.client(index), listen=False)
         run.schedule(f"n{index}", index)
     for node_id, when in params["reset"]:
-        check_nodes_exist(sim, [node_id], "reset")
+        registry.check_nodes_exist(sim, [node_id], "reset")
         streams.reset(node_id, GATEWAY, when)
     for names, start, end in params["partition"]:
-        check_nodes_exist(sim, names, "partition")
+        registry.check_nodes_exist(sim, names, "partition")
         sim.partition(names, start, end)
     for node_id, when in params["crash"]:
-        check_nodes_exist(sim, [node_id], "crash")
+        registry.check_nodes_exist(sim, [node_id], "crash")
         streams.crash(node_id, when)
     return run.summary
 
 
-SCENARIO = register(
+SCENARIO = registry.register(
     Scenario(
         name="gateway",
         description="신경 gateway: clients identify, update metadata, SEND, BROADCAST and "
