@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from gossamer._types import Address
 from gossamer.proto.core import ConnectionsCore, OpenIds
 from gossamer.sim import LinkModel, Network, NodeContext, Simulator
+from gossamer.sim.run import SimRequest, run_simulation
 from gossamer.sim.streams import StreamConfig, StreamNetwork
-from gossamer.trace import MemorySink
+from gossamer.trace import MemorySink, read_run
 
 LAN = 0.001
 
@@ -204,3 +206,18 @@ def test_runs_are_deterministic() -> None:
         return [*cores["client"].received, *sink.events]
 
     assert run() == run()
+
+
+def test_gossip_runs_on_streams_and_replans_a_crashed_hop_when_refused(tmp_path: Path) -> None:
+    result = run_simulation(SimRequest(
+        scenario="gossip", nodes=32, seed=4, out=tmp_path,
+        params={"multicast": "off", "crashed": "0.2", "broadcasts": "3"},
+    ))
+    summary = result.summary
+    assert summary["violations"] == [] and summary["coverage_min"] == 1.0
+    assert result.stats["stream_segments"] > 0 and "datagrams_sent" not in result.stats
+    events, _ = read_run(tmp_path)
+    reasons = {e.attrs["reason"] for e in events if e.kind == "replan"}
+    assert "stream_failed" in reasons  # the crashed host's reset, before any ACK timeout
+    refused = [e for e in events if e.layer == "net" and e.kind == "close"]
+    assert refused and {e.attrs["reason"] for e in refused} <= {"reset", "refused"}
