@@ -68,7 +68,14 @@ class RawClient:
             self.events.append(event)
             if isinstance(event, Response) and event.status_code == 101:
                 for text in self.to_send:
-                    self.ws.send_text(text.encode())
+                    if text == "PING":
+                        self.ws.send_ping(b"p")
+                    elif "|" in text:  # a message in two fragments
+                        head, tail = text.split("|")
+                        self.ws.send_text(head.encode(), fin=False)
+                        self.ws.send_continuation(tail.encode(), fin=True)
+                    else:
+                        self.ws.send_text(text.encode())
         self._pump()
 
     def connection_lost(self, conn: int, now: float) -> None:
@@ -138,6 +145,19 @@ def test_a_bad_frame_gets_op_8_and_a_close() -> None:
     assert b'"op":8' in frames[1].data  # error
     assert frames[2].opcode is Opcode.CLOSE
     assert client.lost
+
+
+def test_fragments_are_joined_and_pings_answered() -> None:
+    sim, streams, _ = make_sim()
+    gateway_at(sim, streams)
+    identify = '{"op": 1, "d": {"client_id": "x", |"application_id": "app"}}'
+    client = raw(sim, streams, "/gateway/websocket?encoding=json", "PING", identify)
+    sim.run(0.5)
+    frames = [e for e in client.events if isinstance(e, Frame)]
+    assert [f.opcode for f in frames] == [Opcode.TEXT, Opcode.PONG, Opcode.TEXT]
+    assert b'"op":0' in frames[0].data and frames[1].data == b"p"
+    assert b'"op":2' in frames[2].data and b'"client_id":"x"' in frames[2].data  # ready
+    assert not client.lost
 
 
 def test_clients_identify_exchange_and_reconnect_after_a_reset() -> None:
