@@ -15,12 +15,13 @@ every ``interval`` seconds from ``start``:
 - a worker, on ready (again after every reconnect), asks for ``credits`` jobs
   (QUEUE_REQUEST), and acknowledges each job it gets (QUEUE_ACK), asking for one more.
 
-Faults: ``reset=NODE@T,...`` resets a client's connection (both ends lose it; the client
-reconnects after its back-off), ``partition=NODES@FROM-TO`` cuts clients off (their
-connections stall; heartbeats run late, and past ``heartbeat_ms`` x 1.5 the gateway
-closes them), ``crash=NODE@T,...`` crashes clients for good (the gateway redelivers
-their jobs). The fault plan (``--drop`` ...) is for datagrams and does not apply: TCP
-hides loss.
+With ``subnets=S`` the nodes spread over S subnets (the gateway in the first; clients in
+other subnets are a WAN latency away). Faults: ``reset=NODE@T,...`` resets a client's
+connection (both ends lose it; the client reconnects after its back-off),
+``partition=NODES@FROM-TO`` cuts clients off (their connections stall; heartbeats run
+late, and past ``heartbeat_ms`` x 1.5 the gateway closes them), ``crash=NODE@T,...``
+crashes clients for good (the gateway redelivers their jobs). The fault plan
+(``--drop`` ...) is for datagrams and does not apply: TCP hides loss.
 
 Client nodes trace ``layer=gateway`` events of their own: ``client_ready`` (``attrs.
 reconnect``), ``client_recv`` (``msg`` = the payload's id, ``attrs.t`` = SEND, BROADCAST
@@ -217,6 +218,7 @@ class GatewayRun:
 
 _INT, _SECONDS, _AT = registry.positive_int, registry.non_negative_float, registry.node_at_list
 PARAMS: tuple[Param, ...] = (
+    Param(name="subnets", parse=_INT, default=1, help="subnets the clients spread over"),
     Param(name="rounds", parse=_INT, default=8, help="rounds of update, SEND, BROADCAST, QUEUE"),
     Param(name="interval", parse=_SECONDS, default=2.0, help="seconds between rounds"),
     Param(name="start", parse=_SECONDS, default=1.0, help="when the first round is"),
@@ -238,7 +240,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     streams = StreamNetwork(sim)
     run = GatewayRun(sim, streams, params)
     sim.on_event = run.on_event
-    hosts = [sim.network.add_host(f"h{i}") for i in range(nodes)]
+    subnets = sim.network.subnets
+    hosts = [sim.network.add_host(f"h{i}", subnet=i % subnets) for i in range(nodes)]
     streams.add_node(GATEWAY, hosts[0], PORT, run.gateway)
     for index in range(1, nodes):
         streams.add_node(f"n{index}", hosts[index], PORT, run.client(index), listen=False)
