@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gossamer.errors import ConfigError
@@ -105,7 +105,7 @@ class GatewayRun:
         )
         return GatewayConnections(GatewayCore(config, rng=ctx.rng, tracer=ctx.tracer))
 
-    def client(self, index: int) -> Any:
+    def client(self, index: int) -> Callable[[NodeContext], ClientConnections]:
         gateway = self.sim.node(GATEWAY).address
 
         def factory(ctx: NodeContext) -> ClientConnections:
