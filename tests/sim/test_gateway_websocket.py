@@ -191,3 +191,17 @@ def test_clients_identify_exchange_and_reconnect_after_a_reset() -> None:
     left = [e.client_id for n, e in events if isinstance(e, ClientLeft)]
     assert sorted(joined) == ["a", "b", "b"] and left == ["b"]
     assert made["gw"].core.connections == 2
+
+
+def test_a_peer_that_never_answers_the_close_is_cut_off_after_the_close_timeout() -> None:
+    sim, streams, sink = make_sim()
+    made = gateway_at(sim, streams)
+    client = raw(sim, streams, "/gateway/websocket?encoding=json")  # never identifies
+    sim.partition(["raw"], start=0.5, end=100.0)
+    sim.run(30.0)
+    closes = [e for e in sink.select(layer="net", kind="close") if e.node == "gw"]
+    (close,) = closes
+    # Identify is due 1.5 s after hello; the close frame then waits CLOSE_TIMEOUT (10 s).
+    assert close.attrs["reason"] == "closed" and 11.5 < close.t < 11.7
+    assert made["gw"].core.connections == 0
+    assert not client.lost  # half-open until the partition heals

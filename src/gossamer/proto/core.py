@@ -49,10 +49,20 @@ from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 
-__all__ = ["ConnectionsCore", "DatagramCore", "DatagramLayer", "Layer", "OpenIds", "StreamCore"]
+__all__ = [
+    "ConnectionsCore",
+    "DatagramCore",
+    "DatagramLayer",
+    "Layer",
+    "OpenIds",
+    "StreamCore",
+    "TimedCore",
+]
 
 
-class _Timed(Protocol):
+class TimedCore(Protocol):
+    """What every core has: the timer, the deadline and the application's events."""
+
     def handle_timer(self, now: float) -> None: ...
 
     def next_deadline(self) -> float | None: ...
@@ -60,7 +70,7 @@ class _Timed(Protocol):
     def events_received(self) -> Sequence[object]: ...
 
 
-class DatagramCore(_Timed, Protocol):
+class DatagramCore(TimedCore, Protocol):
     """A core that speaks in datagrams (UDP unicast, broadcast or multicast)."""
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None: ...
@@ -68,7 +78,7 @@ class DatagramCore(_Timed, Protocol):
     def datagrams_to_send(self) -> list[Datagram]: ...
 
 
-class StreamCore(_Timed, Protocol):
+class StreamCore(TimedCore, Protocol):
     """A core for one byte stream (one TCP connection)."""
 
     def receive_data(self, data: bytes, now: float) -> None: ...
@@ -76,7 +86,7 @@ class StreamCore(_Timed, Protocol):
     def data_to_send(self) -> bytes: ...
 
 
-class ConnectionsCore(_Timed, Protocol):
+class ConnectionsCore(TimedCore, Protocol):
     """A core for many byte-stream connections (see the module docstring)."""
 
     def connection_made(self, conn: int, peer: Address, now: float) -> None: ...
@@ -105,7 +115,7 @@ class OpenIds:
         return self._last
 
 
-T = TypeVar("T", bound=_Timed)
+T = TypeVar("T", bound=TimedCore)
 C = TypeVar("C", bound=DatagramCore)
 
 

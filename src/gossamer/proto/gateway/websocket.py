@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
-from typing import Protocol as TypingProtocol
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.client import ClientProtocol
@@ -43,7 +42,7 @@ from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
 from gossamer._types import Address
-from gossamer.proto.core import OpenIds
+from gossamer.proto.core import OpenIds, TimedCore
 from gossamer.proto.gateway.client import ClientCore, ClientEvent, ClientState
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft, GatewayCore, Transmit
 from gossamer.proto.gateway.queues import StoreOp
@@ -97,7 +96,6 @@ class _Link:
     messages: _Messages = field(default_factory=_Messages)
     encoding: Encoding | None = None  # server: set once the handshake is accepted
     open: bool = False  # the handshake is done: frames carry messages
-    close_at: float | None = None
     closed: bool = False  # we asked the driver to close the TCP connection
 
 
@@ -111,11 +109,7 @@ def _taken(items: list[T]) -> list[T]:
     return taken
 
 
-class _Timed(TypingProtocol):
-    def handle_timer(self, now: float) -> None: ...
-
-
-K = TypeVar("K", bound=_Timed)
+K = TypeVar("K", bound=TimedCore)
 
 
 class _Pump(Generic[K]):
@@ -128,6 +122,8 @@ class _Pump(Generic[K]):
         self._close: list[int] = []
         #: Connections whose websocket may have bytes to send.
         self._dirty: dict[int, None] = {}
+        #: Connections whose close frame went out: when to give up on the peer's.
+        self._close_at: dict[int, float] = {}
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
         link = self._links.get(conn)
@@ -164,11 +160,11 @@ class _Pump(Generic[K]):
 
     def next_deadline(self) -> float | None:
         """The core's deadline (``_core_deadline``) or a close timeout, the earlier."""
-        due = [x.close_at for x in self._links.values() if x.close_at is not None]
         core = self._core_deadline()
-        if core is not None:
-            due.append(core)
-        return min(due, default=None)
+        if not self._close_at:
+            return core
+        close = min(self._close_at.values())
+        return close if core is None else min(core, close)
 
     def flush(self, now: float) -> None:
         raise NotImplementedError
@@ -176,11 +172,16 @@ class _Pump(Generic[K]):
     def _core_deadline(self) -> float | None:
         raise NotImplementedError
 
+    def _forget(self, conn: int) -> _Link | None:
+        """Drop what is kept about ``conn`` (its connection is lost); its link, if any."""
+        self._dirty.pop(conn, None)
+        self._close_at.pop(conn, None)
+        return self._links.pop(conn, None)
+
     def _expire(self, now: float) -> None:
-        for conn, link in self._links.items():
-            if link.close_at is not None and link.close_at <= now:
-                link.close_at = None
-                self._end(conn, link)
+        for conn, when in list(self._close_at.items()):
+            if when <= now:
+                self._end(conn, self._links[conn])
 
     def _drain(self, conn: int, link: _Link) -> None:
         for data in link.ws.data_to_send():
@@ -190,15 +191,15 @@ class _Pump(Generic[K]):
                 self._end(conn, link)
 
     def _end(self, conn: int, link: _Link) -> None:
+        self._close_at.pop(conn, None)
         if not link.closed:
             link.closed = True
-            link.close_at = None
             self._close.append(conn)
 
-    def _send_close(self, link: _Link, code: int, reason: str, now: float) -> None:
+    def _send_close(self, conn: int, link: _Link, code: int, reason: str, now: float) -> None:
         if link.ws.state is State.OPEN:
             link.ws.send_close(code, reason)
-            link.close_at = now + CLOSE_TIMEOUT
+            self._close_at[conn] = now + CLOSE_TIMEOUT
 
 
 class GatewayConnections(_Pump[GatewayCore]):
@@ -222,8 +223,7 @@ class GatewayConnections(_Pump[GatewayCore]):
         self._links[conn] = _Link(ws=ServerProtocol(max_size=max_size), peer=peer)
 
     def connection_lost(self, conn: int, now: float) -> None:
-        link = self._links.pop(conn, None)
-        self._dirty.pop(conn, None)
+        link = self._forget(conn)
         if link is not None and link.encoding is not None:
             self.core.disconnect(conn, now)
             self.flush(now)
@@ -272,7 +272,7 @@ class GatewayConnections(_Pump[GatewayCore]):
             else:
                 link = links.get(action.conn)
                 if link is not None:
-                    self._send_close(link, action.code, action.reason, now)
+                    self._send_close(action.conn, link, action.code, action.reason, now)
                     self._dirty[action.conn] = None
         dirty, self._dirty = self._dirty, {}
         for conn in dirty:
@@ -342,7 +342,7 @@ class ClientConnections(_Pump[ClientCore]):
     def connection_lost(self, conn: int, now: float) -> None:
         if conn != self._conn:
             return
-        self._links.pop(conn, None)
+        self._forget(conn)
         self._conn = None
         self.core.connection_lost(now)
         self.flush(now)
@@ -382,7 +382,7 @@ class ClientConnections(_Pump[ClientCore]):
         if core.close_requested:
             core.close_requested = False
             if ws.state is State.OPEN:
-                self._send_close(link, 1000, "", now)
+                self._send_close(conn, link, 1000, "", now)
             else:
                 self._end(conn, link)
         self._drain(conn, link)
