@@ -196,6 +196,23 @@ def test_reset_loses_both_ends_and_crash_resets_peers() -> None:
     assert closes.count("reset") == 5
 
 
+def test_a_restarted_node_resets_old_connections_and_accepts_new_ones() -> None:
+    sim, net, cores, _ = build()
+    net.local("client", lambda core, now: core.dial(server_address(sim)), when=0.5)
+    sim.crash("server", 1.0)  # the engine's crash: peers learn of it when they send
+    sim.restart("server", 2.0)
+    net.local("client", lambda core, now: core.send(-1, b"old"), when=3.0)
+    sim.run(3.5)
+    (lost,) = cores["client"].lost
+    assert lost[0] == -1 and 3.0 < lost[1] < 3.1
+    assert cores["server"].received == []  # the new incarnation never saw "old"
+    net.local("client", lambda core, now: core.dial(server_address(sim)), when=4.0)
+    net.local("client", lambda core, now: core.send(-2, b"new"), when=4.0)
+    sim.run(5.0)
+    assert [c for c, _, _ in cores["server"].made] == [1]  # ids restart with the core
+    assert [d for _, d, _ in cores["server"].received] == [b"new"]
+
+
 def test_runs_are_deterministic() -> None:
     def run() -> list[object]:
         sim, net, cores, sink = build(seed=7)

@@ -139,10 +139,10 @@ class StreamPort(Layer[ConnectionsCore]):
     """The engine's ``DatagramCore`` for a node whose core is a ``ConnectionsCore``."""
 
     def __init__(
-        self, net: StreamNetwork, node: SimNode, incarnation: int, inner: ConnectionsCore
+        self, net: StreamNetwork, node: SimNode, inner: ConnectionsCore
     ) -> None:
         super().__init__(inner)
-        self.net, self.node, self.incarnation = net, node, incarnation
+        self.net, self.node = net, node
         self.ends: dict[int, _End] = {}
         self._next_accept = 0
         self._datagrams = getattr(inner, "datagrams_to_send", None)
@@ -154,7 +154,8 @@ class StreamPort(Layer[ConnectionsCore]):
 
     @property
     def current(self) -> bool:
-        """True while this port is its node's core (up, this incarnation)."""
+        """True while this port is its node's core (the node is up and has not restarted
+        since: a restart builds a new port)."""
         return self.node.core is self
 
     # -- DatagramCore ---------------------------------------------------------------
@@ -202,7 +203,7 @@ class StreamNetwork:
 
         def build(context: NodeContext) -> StreamPort:
             node = self.sim.nodes[node_id]
-            return StreamPort(self, node, context.incarnation, factory(context))
+            return StreamPort(self, node, factory(context))
 
         node = self.sim.add_node(node_id, host, port, build, groups=groups, start=start)
         if listen:
