@@ -135,6 +135,24 @@ def test_open_send_in_order_with_latency_and_close() -> None:
     assert [c for c, _ in server.lost] == [1] and server.lost[0][1] > 3.0
 
 
+def test_bandwidth_serialises_each_direction() -> None:
+    sim, net, cores, _ = build(StreamConfig(bandwidth=1000.0))
+
+    def start(core: Peer, now: float) -> None:
+        core.dial(server_address(sim))
+        core.send(-1, b"a" * 500)
+        core.send(-1, b"b" * 500)  # one flush: one segment of 1000 bytes
+
+    net.local("client", start, when=1.0)
+    net.local("client", lambda core, now: core.send(-1, b"c" * 500), when=1.1)
+    sim.run(5.0)
+    (first, second) = cores["server"].received
+    connected = cores["client"].made[0][2]
+    assert first[1] == b"a" * 500 + b"b" * 500
+    assert 1.0 <= first[2] - connected < 1.01  # 1000 bytes at 1000 B/s, plus the latency
+    assert 0.5 <= second[2] - first[2] < 0.51  # queued behind the first
+
+
 def test_refused_when_nothing_listens_and_timeout_when_no_host() -> None:
     sim, net, cores, _ = build(StreamConfig(connect_timeout=5.0))
     client_ip = sim.node("client").host.ip
