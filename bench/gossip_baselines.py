@@ -1,7 +1,8 @@
 """Baselines for ``bench/gossip.py``: the original Chatter as coded, and push gossip.
 
-Both are sans-I/O cores with the surface ``gossamer.sim.scenarios.gossip.SimGossipNode``
-drives, so they run on the same simulated topology as gossamer's ``GossipCore``.
+Both are sans-I/O cores with the surface ``gossamer.proto.gossip.connections.TransportCore``
+(what ``GossipConnections`` drives), so they run on the same simulated topology as
+gossamer's ``GossipCore``.
 
 ``ChatterAsCoded``: ``Chatter.broadcast`` exactly as chatter-as-coded.md §9-§10 describes it,
 on Chatter's wire format (real bytes, so sizes are real):

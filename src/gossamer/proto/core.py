@@ -20,6 +20,26 @@ the deadline is due. Stream cores (one per connection, in the h11 style) take
 ``data_to_send()``. A stream core may also expose a boolean ``closing``
 property: once true, the driver flushes ``data_to_send()``, ends our half of
 the stream, and closes the connection when the peer's half has ended too.
+
+A ``ConnectionsCore`` serves many byte-stream connections (TCP) at once, as
+websockets' and h11's sans-I/O objects serve one, with every connection named
+by an integer id:
+
+- inputs: ``connection_made(conn, peer, now)``, ``receive_data(conn, data, now)``
+  and ``connection_lost(conn, now)``, plus the timer;
+- outputs: ``connections_to_open()`` (``(conn, peer)`` pairs: the core dials),
+  ``data_to_send()`` (``(conn, bytes)`` pairs, in order), ``connections_to_close()``
+  (graceful: after the bytes queued before), events and the deadline.
+
+Ids: the driver numbers the connections it accepts 1, 2, 3...; the core numbers
+the ones it opens -1, -2, -3... (``OpenIds``), so neither side can pick an id
+the other has used. ``connection_made`` follows an accept, or a successful open
+with the id the core chose; ``connection_lost`` comes exactly once for every
+connection made *or opened*, however it ended: a refused or timed-out open, a
+reset, the peer's close, or the core's own ``connections_to_close``. Bytes for
+an opened connection may be queued before it is made: the driver writes them
+once it is. After ``connection_lost`` the id is dead; bytes queued for it are
+discarded.
 """
 
 from __future__ import annotations
@@ -29,10 +49,20 @@ from typing import Generic, Protocol, TypeVar
 
 from gossamer._types import Address, Datagram
 
-__all__ = ["DatagramCore", "DatagramLayer", "StreamCore"]
+__all__ = [
+    "ConnectionsCore",
+    "DatagramCore",
+    "DatagramLayer",
+    "Layer",
+    "OpenIds",
+    "StreamCore",
+    "TimedCore",
+]
 
 
-class _Timed(Protocol):
+class TimedCore(Protocol):
+    """What every core has: the timer, the deadline and the application's events."""
+
     def handle_timer(self, now: float) -> None: ...
 
     def next_deadline(self) -> float | None: ...
@@ -40,7 +70,7 @@ class _Timed(Protocol):
     def events_received(self) -> Sequence[object]: ...
 
 
-class DatagramCore(_Timed, Protocol):
+class DatagramCore(TimedCore, Protocol):
     """A core that speaks in datagrams (UDP unicast, broadcast or multicast)."""
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None: ...
@@ -48,7 +78,7 @@ class DatagramCore(_Timed, Protocol):
     def datagrams_to_send(self) -> list[Datagram]: ...
 
 
-class StreamCore(_Timed, Protocol):
+class StreamCore(TimedCore, Protocol):
     """A core for one byte stream (one TCP connection)."""
 
     def receive_data(self, data: bytes, now: float) -> None: ...
@@ -56,20 +86,45 @@ class StreamCore(_Timed, Protocol):
     def data_to_send(self) -> bytes: ...
 
 
+class ConnectionsCore(TimedCore, Protocol):
+    """A core for many byte-stream connections (see the module docstring)."""
+
+    def connection_made(self, conn: int, peer: Address, now: float) -> None: ...
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None: ...
+
+    def connection_lost(self, conn: int, now: float) -> None: ...
+
+    def connections_to_open(self) -> list[tuple[int, Address]]: ...
+
+    def data_to_send(self) -> list[tuple[int, bytes]]: ...
+
+    def connections_to_close(self) -> list[int]: ...
+
+
+class OpenIds:
+    """The ids a ``ConnectionsCore`` gives the connections it opens: -1, -2, -3..."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def next(self) -> int:
+        self._last -= 1
+        return self._last
+
+
+T = TypeVar("T", bound=TimedCore)
 C = TypeVar("C", bound=DatagramCore)
 
 
-class DatagramLayer(Generic[C]):
-    """A datagram core in front of another one, ``inner``: every input and output passes
-    through unchanged unless a subclass overrides it. Sealing, fan-out and snapshot
-    ordering are such layers; callers keep using ``inner``'s own methods for local
-    requests, and the driver pumps the outermost layer."""
+class Layer(Generic[T]):
+    """Something in front of a core, ``inner``, that passes its timer and its events
+    through unchanged unless a subclass overrides them."""
 
-    def __init__(self, inner: C) -> None:
+    def __init__(self, inner: T) -> None:
         self.inner = inner
-
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        self.inner.receive_datagram(data, addr, now)
 
     def handle_timer(self, now: float) -> None:
         self.inner.handle_timer(now)
@@ -77,8 +132,18 @@ class DatagramLayer(Generic[C]):
     def next_deadline(self) -> float | None:
         return self.inner.next_deadline()
 
-    def datagrams_to_send(self) -> list[Datagram]:
-        return self.inner.datagrams_to_send()
-
     def events_received(self) -> Sequence[object]:
         return self.inner.events_received()
+
+
+class DatagramLayer(Layer[C]):
+    """A datagram core in front of another one, ``inner``: every input and output passes
+    through unchanged unless a subclass overrides it. Sealing, fan-out and snapshot
+    ordering are such layers; callers keep using ``inner``'s own methods for local
+    requests, and the driver pumps the outermost layer."""
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.inner.receive_datagram(data, addr, now)
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        return self.inner.datagrams_to_send()

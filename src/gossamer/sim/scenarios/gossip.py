@@ -11,23 +11,14 @@ broadcasts of ``size`` bytes go from random live nodes to everyone, ``interval``
 The summary checks that every live node delivered every measured broadcast exactly once,
 reports depth, TCP messages and bytes, redundant receptions, and checks bounded state.
 
-Transports in the simulator. The engine (``gossamer.sim.engine``) carries datagrams only, so
-``SimGossipNode`` wraps a gossip core and tags each datagram with its transport:
-
-- multicast datagrams go to the group (224.1.1.1:29999, per subnet, as the engine does);
-- a TCP connection is modelled as datagrams between the two nodes that are delivered whole
-  (each carries complete frames), with the engine's latency, and are lost only to crashes
-  and partitions: the fault plan (``--drop``, ``--dup``, ``--delay``, ``--reorder``) is taken
-  off the engine and applied by the wrapper to **multicast datagrams only**, per receiver,
-  with each fault counted and traced (``layer=net``, ``kind=fault``) as the engine does;
-- stream datagrams are not kept in order (the engine draws a latency per datagram); the core
-  does not rely on order between messages.
-
-A crashed next hop never answers, so the sender learns of it only from the missing ACK, as
-it would from a host that is down. What the engine would need to do this natively: a
-per-datagram ``reliable`` flag (exempt from the fault plan, still subject to crash and
-partition, FIFO per source and destination), and a way to scope the fault plan to multicast
-destinations (see docs/gossip.md).
+Transports in the simulator: each node is its core under the multi-connection contract
+(``gossamer.proto.gossip.connections.GossipConnections``) on the simulator's TCP
+(``gossamer.sim.streams``): one connection per next hop, opened on first use, bytes in
+order and never lost, partitions stalling them. Multicast datagrams go to the group
+(224.1.1.1:29999, per subnet) through the engine, and the fault plan (``--drop``,
+``--dup``, ``--delay``, ``--reorder``) applies to them and not to TCP, which hides loss.
+A crashed node's host answers what reaches it with a reset, so a next hop that crashed
+is re-planned as soon as the bytes sent to it come back refused (``stream_failed``).
 """
 
 from __future__ import annotations
@@ -36,9 +27,8 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.proto.gossip import (
@@ -46,11 +36,10 @@ from gossamer.proto.gossip import (
     GossipConfig,
     GossipCore,
     MessageHandler,
-    StreamSend,
     WireMode,
 )
-from gossamer.sim.engine import NodeContext, SimNode, Simulator
-from gossamer.sim.network import is_multicast
+from gossamer.proto.gossip.connections import GossipConnections, TransportCore
+from gossamer.sim.engine import NodeContext, Simulator
 from gossamer.sim.scenarios import (
     Param,
     Scenario,
@@ -59,6 +48,7 @@ from gossamer.sim.scenarios import (
     positive_int,
     register,
 )
+from gossamer.sim.streams import StreamNetwork, StreamPort
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import TraceSink
 from gossamer.wire.chatter import NetID
@@ -69,7 +59,6 @@ __all__ = [
     "PORT",
     "GossipSim",
     "GossipStats",
-    "SimGossipNode",
     "TransportCore",
     "sim_content",
     "sim_handler",
@@ -79,31 +68,6 @@ PORT = 29999
 GROUP = "224.1.1.1"
 #: The simulator's stand-in key: simulated traffic never leaves the process.
 SIM_KEY = b"gossamer-simulation-key-32-bytes"
-_MCAST, _DGRAM, _STREAM, _REPLY = b"\x00", b"\x01", b"\x02", b"\x03"
-
-
-class TransportCore(Protocol):
-    """What ``SimGossipNode`` drives: ``GossipCore``, or a baseline with the same surface."""
-
-    def broadcast(self, destinations: Sequence[NetID], payload: object, now: float) -> str: ...
-
-    def receive_datagram(
-        self, data: bytes, addr: Address, now: float, *, multicast: bool = False
-    ) -> None: ...
-
-    def receive_stream(self, conn: int, data: bytes, now: float) -> None: ...
-
-    def receive_reply(self, peer: NetID, data: bytes, now: float) -> None: ...
-
-    def datagrams_to_send(self) -> list[Datagram]: ...
-
-    def streams_to_send(self) -> list[StreamSend]: ...
-
-    def events_received(self) -> Sequence[object]: ...
-
-    def handle_timer(self, now: float) -> None: ...
-
-    def next_deadline(self) -> float | None: ...
 
 
 def sim_content(label: str, size: int, *, extra: bytes = b"") -> bytes:
@@ -268,83 +232,6 @@ class _Tee:
             sink.emit(event)
 
 
-class SimGossipNode:
-    """A gossip core as the engine's ``DatagramCore``: see the module docstring."""
-
-    def __init__(self, core: TransportCore, *, node: SimNode, sim: GossipSim, rng: random.Random):
-        self.core = core
-        self._node = node
-        self._sim = sim
-        self._rng = rng
-        self._own: Address = node.address
-        self._conns: dict[Address, int] = {}
-        self._conn_addr: dict[int, Address] = {}
-
-    # -- input from the engine ---------------------------------------------------------
-
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        tag, body = data[:1], data[1:]
-        core = self.core
-        if tag == _MCAST:
-            if addr == self._own:
-                return  # our own multicast: IP_MULTICAST_LOOP is off
-            self._multicast_in(body, addr, now)
-        elif tag == _STREAM:
-            conn = self._conns.get(addr)
-            if conn is None:
-                conn = self._conns[addr] = len(self._conns) + 1
-                self._conn_addr[conn] = addr
-            core.receive_stream(conn, body, now)
-        elif tag == _REPLY:
-            core.receive_reply(NetID(addr[0], addr[1]), body, now)
-        elif tag == _DGRAM:
-            core.receive_datagram(body, addr, now, multicast=False)
-
-    def _multicast_in(self, body: bytes, addr: Address, now: float) -> None:
-        plan = self._sim.multicast_faults
-        decision = plan.decide(self._rng)
-        for fault in decision.faults:
-            self._sim.fault(self._node, fault, peer=addr, size=len(body))
-        for extra in decision.copies:
-            if extra <= 0:
-                self.core.receive_datagram(body, addr, now, multicast=True)
-            else:
-                self._sim.sim.local(
-                    self._node.node_id,
-                    lambda wrapper, t: wrapper.core.receive_datagram(body, addr, t, multicast=True),
-                    when=now + extra,
-                )
-
-    def handle_timer(self, now: float) -> None:
-        self.core.handle_timer(now)
-
-    # -- output to the engine ----------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out = [
-            ((_MCAST if is_multicast(addr[0]) else _DGRAM) + data, addr)
-            for data, addr in self.core.datagrams_to_send()
-        ]
-        for item in self.core.streams_to_send():
-            if item.peer is not None:
-                if item.data:
-                    out.append((_STREAM + item.data, (item.peer.host, item.peer.port)))
-            elif item.conn is not None:
-                addr = self._conn_addr.get(item.conn)
-                if addr is not None and item.data:
-                    out.append((_REPLY + item.data, addr))
-                if item.close and addr is not None:
-                    del self._conn_addr[item.conn]
-                    del self._conns[addr]
-        return out
-
-    def events_received(self) -> Sequence[object]:
-        return self.core.events_received()
-
-    def next_deadline(self) -> float | None:
-        return self.core.next_deadline()
-
-
 CoreFactory = Callable[[NodeContext, NetID], TransportCore]
 
 
@@ -373,7 +260,8 @@ class GossipSim:
     """Builds a gossip cluster on a ``Simulator`` and schedules its phases.
 
     Also used by ``bench/gossip.py`` with other cores (``core_factory``) on the same
-    topology. ``multicast_faults`` may be changed between phases.
+    topology. ``multicast_faults`` (the engine's fault plan, which only datagrams meet)
+    may be changed between phases.
     """
 
     def __init__(
@@ -389,9 +277,7 @@ class GossipSim:
         self.sim = sim
         self.params = params
         self.stats = GossipStats()
-        # The engine's plan would hit the TCP stand-ins too: take it, apply it to multicast.
-        self.multicast_faults: FaultPlan = sim.faults
-        sim.faults = FaultPlan()
+        self.streams = StreamNetwork(sim)
         self.rng = random.Random(sim.rng.getrandbits(64))
         self.netids: list[NetID] = []
         self.node_ids: list[str] = []
@@ -409,7 +295,7 @@ class GossipSim:
         for netid, node_id in zip(self.netids, self.node_ids, strict=True):
             found = sim.network.host_by_ip(netid.host)
             assert found is not None
-            node = sim.add_node(
+            node = self.streams.add_node(
                 node_id,
                 found,
                 PORT,
@@ -417,6 +303,14 @@ class GossipSim:
                 groups=(GROUP,) if params.multicast else (),
             )
             node.tracer.sink = _Tee(node.tracer.sink, self.stats)
+
+    @property
+    def multicast_faults(self) -> FaultPlan:
+        return self.sim.faults
+
+    @multicast_faults.setter
+    def multicast_faults(self, plan: FaultPlan) -> None:
+        self.sim.faults = plan
 
     def gossamer_core(self, ctx: NodeContext, netid: NetID) -> TransportCore:
         """The default core: ``GossipCore`` configured from the scenario's parameters."""
@@ -437,27 +331,11 @@ class GossipSim:
             config, tracer=ctx.tracer, rng=ctx.rng, handlers=[sim_handler()], epoch=ctx.incarnation
         )
 
-    def _wrap(self, netid: NetID) -> Callable[[NodeContext], SimGossipNode]:
-        def factory(ctx: NodeContext) -> SimGossipNode:
-            node = self.sim.nodes[ctx.node_id]
-            core = self._factory(ctx, netid)
-            return SimGossipNode(
-                core, node=node, sim=self, rng=random.Random(ctx.rng.getrandbits(64))
-            )
+    def _wrap(self, netid: NetID) -> Callable[[NodeContext], GossipConnections]:
+        def factory(ctx: NodeContext) -> GossipConnections:
+            return GossipConnections(self._factory(ctx, netid), own=(netid.host, netid.port))
 
         return factory
-
-    def fault(self, node: SimNode, fault: str, *, peer: Address, size: int) -> None:
-        """Count and trace an injected fault, as the engine does for its own."""
-        self.sim.fault_counts[fault] += 1
-        node.tracer(
-            self.sim.now,
-            "net",
-            "fault",
-            peer=f"{peer[0]}:{peer[1]}",
-            size=size,
-            attrs={"fault": fault},
-        )
 
     # -- workload ------------------------------------------------------------------------
 
@@ -484,12 +362,12 @@ class GossipSim:
         appended to ``collect`` when given."""
         payload = ("sim", label, size)
 
-        def request(wrapper: Any, now: float) -> None:
-            msg = wrapper.core.broadcast(dests, payload, now)
+        def request(node: GossipConnections, now: float) -> None:
+            msg = node.core.broadcast(dests, payload, now)
             if collect is not None:
                 collect.append(msg)
 
-        self.sim.local(origin, request, when)
+        self.streams.local(origin, request, when)
 
     def schedule_broadcasts(
         self,
@@ -539,13 +417,15 @@ class GossipSim:
         peers = 0
         for node_id in live:
             node = self.sim.nodes[node_id]
-            wrapper = node.core
+            port = node.core
             for event in node.events:
                 if isinstance(event, Delivered):
                     deliveries[event.msg] += 1
-            if isinstance(wrapper, SimGossipNode) and isinstance(wrapper.core, GossipCore):
-                pending += wrapper.core.pending_hops
-                peers = max(peers, len(wrapper.core.peers_db))
+            if isinstance(port, StreamPort) and isinstance(port.inner, GossipConnections):
+                core = port.inner.core
+                if isinstance(core, GossipCore):
+                    pending += core.pending_hops
+                    peers = max(peers, len(core.peers_db))
         return {
             "broadcasts": len(rows),
             "coverage_min": min((r["coverage"] for r in rows), default=1.0),
