@@ -56,7 +56,7 @@ from gossamer.lab.config import NodeConfig, parse_config
 from gossamer.lab.hosts import Mode, Placement
 from gossamer.lab.progress import Progress
 from gossamer.lab.scenarios import Crash, FaultSchedule, Partition, Scenario, Value
-from gossamer.testing.netns import Host, Topology
+from gossamer.lab.netns import Host, Topology
 from gossamer.trace import SCHEMA_VERSION, JsonlSink, Tracer
 
 __all__ = [
