@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import socket as pysocket
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import pytest
 
@@ -19,28 +17,12 @@ from gossamer.aio import loop as aio_loop
 from gossamer.aio.link import LinkError, Message, Receipt
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.testing import sealed_wire
+from gossamer.testing.aio import Runner
 from gossamer.trace import MemorySink, Tracer
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
 
 #: One group key for the module's sockets (links are sealed by default).
 WIRE = sealed_wire()
 
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(30):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
 
 
 def test_push_pull_with_credits(run: Runner) -> None:
