@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Coroutine
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, interface_addresses
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.discovery import DataReceived, PeerDown, PeerUp
-from gossamer.testing import sealed_wire
+from gossamer.testing import free_ports, sealed_wire
+from gossamer.testing.aio import Runner
 from gossamer.trace import MemorySink
 
 LOCALHOST = "127.0.0.1"
@@ -35,33 +33,6 @@ TIMERS: dict[str, Any] = {
     "heartbeat_wait": 0.15,
     "handshake_timeout": 0.2,
 }
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(20):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free UDP ports on 127.0.0.1 (all held at once while choosing)."""
-    with ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
-                 for _ in range(count)]  # fmt: skip
-        for sock in socks:
-            sock.bind((LOCALHOST, 0))
-        return [sock.getsockname()[1] for sock in socks]
 
 
 def linked_pair(**timers: Any) -> tuple[DiscoveryOptions, DiscoveryOptions]:

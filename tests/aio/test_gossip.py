@@ -9,48 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import pytest
 
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.gossip import GossipNode
 from gossamer.proto.gossip import GossipConfig, MessageHandler, WireMode
+from gossamer.testing import free_ports
+from gossamer.testing.aio import Runner, until
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire.chatter import NetID
 
 KEY = b"aio-test-key-of-exactly-32-bytes"
-
-Runner = Callable[[Coroutine[Any, Any, None]], None]
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    """Runs a test coroutine on a fresh loop of each kind, bounded in time."""
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(30):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-def free_ports(count: int) -> list[int]:
-    socks = []
-    for _ in range(count):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        socks.append(sock)
-    ports = [s.getsockname()[1] for s in socks]
-    for sock in socks:
-        sock.close()
-    return ports
 
 
 def handler(sink: list[object]) -> MessageHandler:
@@ -89,15 +59,6 @@ def make_nodes(
     return nodes
 
 
-async def wait_for(predicate: object, timeout: float = 10.0) -> None:
-    assert callable(predicate)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("timed out waiting")
-        await asyncio.sleep(0.01)
-
-
 @pytest.mark.parametrize("wire", [WireMode.SEALED, WireMode.ORIGINAL])
 def test_a_broadcast_reaches_every_node_once_over_tcp(run: Runner, wire: WireMode) -> None:
     run(_reaches_every_node(wire))
@@ -113,14 +74,14 @@ async def _reaches_every_node(wire: WireMode) -> None:
     try:
         dests = [node.netid for node in nodes]
         msg = nodes[0].broadcast(dests, ("hello", "over tcp"))
-        await wait_for(lambda: all(got[p] for p in ports[1:]))
+        await until(lambda: all(got[p] for p in ports[1:]))
         await asyncio.sleep(0.2)  # anything more now would be a duplicate
         assert all(got[p] == [("hello", "over tcp")] for p in ports[1:])
         assert got[ports[0]] == []
         sends = [e for e in trace.select(layer="gossip", kind="send") if e.msg == msg]
         assert len(sends) == 6 and {e.attrs["via"] for e in sends} == {"tcp"}
         if wire is WireMode.SEALED:
-            await wait_for(lambda: all(n.core.pending_hops == 0 for n in nodes))  # all ACKed
+            await until(lambda: all(n.core.pending_hops == 0 for n in nodes))  # all ACKed
             hops = [int(e.attrs["hop"]) for e in trace.select(layer="gossip", kind="deliver")]
             assert max(hops) <= 3  # ceil(log2 7)
         assert {p.netid for p in nodes[0].peers()} == {n.netid for n in nodes[1:]}
@@ -149,9 +110,9 @@ async def _routed_around() -> None:
     try:
         dests = [hung, absent, *(n.netid for n in nodes)]
         nodes[0].broadcast(dests, ("hello", "around"))
-        await wait_for(lambda: all(got[p] for p in ports[1:]))
+        await until(lambda: all(got[p] for p in ports[1:]))
         assert all(got[p] == [("hello", "around")] for p in ports[1:])
-        await wait_for(lambda: sum(n.core.counters.replanned for n in nodes) >= 2, timeout=5.0)
+        await until(lambda: sum(n.core.counters.replanned for n in nodes) >= 2, timeout=5.0)
         reasons = {e.attrs["reason"] for e in trace.select(layer="gossip", kind="replan")}
         assert reasons <= {"timeout", "stream_failed"} and reasons
     finally:
@@ -193,7 +154,7 @@ async def _dispatch_raises() -> None:
         task = asyncio.create_task(collect())
         nodes[0].broadcast([nodes[1].netid], ("hello", "a"))
         nodes[0].broadcast([nodes[1].netid], ("hello", "b"))
-        await wait_for(lambda: len(received) == 2)
+        await until(lambda: len(received) == 2)
         assert nodes[1].dispatch_errors == 2
         assert isinstance(nodes[1].last_dispatch_error, RuntimeError)
     finally:

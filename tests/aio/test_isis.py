@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
-import socket
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from gossamer.aio import loop as aio_loop
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
 from gossamer.aio.sockets import udp_socket
@@ -43,32 +41,11 @@ from gossamer.proto.snapshot import (
     check_bank,
     check_cut,
 )
-from gossamer.testing import sealed_wire
+from gossamer.testing import free_ports, sealed_wire
+from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
 
-Runner = Callable[[Coroutine[Any, Any, None]], None]
 FAST = RetransmitSchedule(initial=0.01, maximum=0.16)
-
-
-@pytest.fixture(params=[True, False], ids=["uvloop", "asyncio"])
-def run(request: pytest.FixtureRequest) -> Runner:
-    if request.param:
-        pytest.importorskip("uvloop")
-
-    def runner(main: Coroutine[Any, Any, None]) -> None:
-        async def bounded() -> None:
-            async with asyncio.timeout(30):
-                await main
-
-        aio_loop.run(bounded(), use_uvloop=request.param)
-
-    return runner
-
-
-async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.005)
 
 
 class Group:
@@ -259,19 +236,9 @@ def test_find_me_and_resolve_members() -> None:
     assert find_me(local).name == "a"
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
     """``gossamer isis`` as the original program ran it, four processes on 127.0.0.1."""
-    ports = _free_ports(4)
+    ports = free_ports(4)
     names = ["alpha", "beta", "gamma", "delta"]
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("".join(f"{n} 127.0.0.1:{p}\n" for n, p in zip(names, ports, strict=True)))

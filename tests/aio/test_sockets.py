@@ -22,7 +22,7 @@ import pytest
 
 from gossamer.aio.sockets import broadcast_socket, multicast_socket, udp_socket
 from gossamer.errors import ConfigError
-from gossamer.testing.netns import Host
+from gossamer.lab.netns import Host
 from gossamer.testing.pytest_plugin import NetnsFactory
 
 GROUP = "239.77.0.1"

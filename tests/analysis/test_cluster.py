@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from gossamer.testing import free_port
+
 pyspark = pytest.importorskip(
     "pyspark", reason="pyspark is an optional extra (install gossamer[spark])"
 )
@@ -31,12 +32,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 GOLDEN = Path(__file__).parent / "golden" / "ping-n4-s7"
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(what: str, check: object, timeout: float, logs: list[Path]) -> object:

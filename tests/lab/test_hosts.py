@@ -6,7 +6,7 @@ import pytest
 
 from gossamer.errors import ConfigError
 from gossamer.lab import hosts
-from gossamer.testing.netns import Topology, netns_unavailable_reason
+from gossamer.lab.netns import Topology, netns_unavailable_reason
 
 
 def test_node_ids_are_h1_to_hn() -> None:

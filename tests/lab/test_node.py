@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 import pytest
+import tomli_w
 
 from gossamer.lab.config import PORT_NAMES, load_config, parse_config
 from gossamer.lab.node import LabFaults
 from gossamer.proto.isis.checks import check_total_order, record_from_trace
+from gossamer.testing import free_ports
 from gossamer.trace import MemorySink, TraceEvent, Tracer, TraceReader
 
 HOST = "127.0.0.1"
@@ -29,42 +31,6 @@ HOST = "127.0.0.1"
 #: start_at only runs what is left of the workload).
 START_IN = 8.0
 RUNNER = "import sys; from gossamer.cli.node_cmd import main; sys.exit(main(sys.argv[1:]))"
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free for both TCP and UDP right now."""
-    ports: list[int] = []
-    held: list[socket.socket] = []
-    try:
-        while len(ports) < count:
-            tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            tcp.bind((HOST, 0))
-            port = tcp.getsockname()[1]
-            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            try:
-                udp.bind((HOST, port))
-            except OSError:
-                tcp.close()
-                udp.close()
-                continue
-            held += [tcp, udp]
-            ports.append(port)
-    finally:
-        for sock in held:
-            sock.close()
-    return ports
-
-
-def toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return orjson.dumps(value).decode()
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return repr(value)
 
 
 def write_mesh(
@@ -93,28 +59,15 @@ def write_mesh(
     start_at = time.monotonic() + start_in
     files = []
     for i, node in enumerate(ids):
-        lines = [
-            "[node]",
-            f"id = {toml_value(node)}",
-            'run = "test-run"',
-            f"trace = {toml_value(str(traces / f'{node}.jsonl'))}",
-            f'address = "{HOST}"',
-            f"seed = {i + 1}",
-            f"start_at = {start_at!r}",
-            f"duration = {duration!r}",
-            f"linger = {linger!r}",
-            f"exit_when_done = {toml_value(exit_when_done)}",
-            f"key_file = {toml_value(str(key))}",
-            "",
-            "[ports]",
-            *(f"{name} = {port}" for name, port in table[node].items()),
-            "",
-        ]
-        for peer in ids:
-            if peer != node:
-                lines += ["[[peers]]", f'id = "{peer}"', f'address = "{HOST}"',
-                          f"ports = {toml_value(table[peer])}", ""]
-        merged: dict[str, dict[str, Any]] = {
+        config: dict[str, Any] = {
+            "node": {
+                "id": node, "run": "test-run", "trace": str(traces / f"{node}.jsonl"),
+                "address": HOST, "seed": i + 1, "start_at": start_at, "duration": duration,
+                "linger": linger, "exit_when_done": exit_when_done, "key_file": str(key),
+            },
+            "ports": table[node],
+            "peers": [{"id": peer, "address": HOST, "ports": table[peer]}
+                      for peer in ids if peer != node],
             "discovery": {"enabled": True},
             "gossip": {"enabled": True, "rate": 4.0},
             "isis": {"enabled": True, "rate": 10.0, "snapshots": True, "snapshot_every": 1.0},
@@ -123,15 +76,11 @@ def write_mesh(
                         "rate": 6.0},
         }
         for name, values in (sections or {}).items():
-            merged.setdefault(name, {}).update(values)
+            config.setdefault(name, {}).update(values)
         for name, values in (per_node or {}).get(node, {}).items():
-            merged.setdefault(name, {}).update(values)
-        for name, values in merged.items():
-            lines.append(f"[{name}]")
-            lines += [f"{k} = {toml_value(v)}" for k, v in values.items()]
-            lines.append("")
+            config.setdefault(name, {}).update(values)
         path = tmp / f"{node}.toml"
-        path.write_text("\n".join(lines))
+        path.write_text(tomli_w.dumps(config))
         files.append(path)
     return files, traces
 

@@ -14,9 +14,9 @@ import pytest
 from gossamer.errors import ConfigError
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
+from gossamer.lab.netns import Topology
 from gossamer.lab.runner import write_config, write_secret
 from gossamer.lab.scenarios import Crash, FaultSchedule, Partition
-from gossamer.testing.netns import Topology
 
 IDS6 = hosts.node_ids(6)
 

@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gossamer.testing.netns import Host
+from gossamer.lab.netns import Host
 from gossamer.testing.pytest_plugin import NetnsFactory
 from gossamer.trace import read_run
 

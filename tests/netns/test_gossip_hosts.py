@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gossamer.testing.netns import Host
+from gossamer.lab.netns import Host
 from gossamer.testing.pytest_plugin import NetnsFactory
 from gossamer.trace import read_run
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from gossamer.testing.netns import Host, Topology
+from gossamer.lab.netns import Host, Topology
 from gossamer.testing.pytest_plugin import require_netns
 
 NAMES = ["alpha", "beta", "gamma", "delta"]

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gossamer.testing.netns import Host, Topology
+from gossamer.lab.netns import Host, Topology
 from gossamer.testing.pytest_plugin import require_netns
 
 ORIGINAL = Path(__file__).with_name("originals") / "prototari.py"

@@ -34,9 +34,9 @@ from typing import Any
 import orjson
 import pytest
 
+from gossamer.lab.netns import Host, Topology
 from gossamer.proto.isis.checks import check_all, record_from_trace
 from gossamer.proto.snapshot import check_cut
-from gossamer.testing.netns import Host, Topology
 from gossamer.testing.pytest_plugin import require_netns
 from gossamer.trace import read_run
 

@@ -1,11 +1,11 @@
 """The lab's ``demo`` on network-namespace hosts: two subnets and a router, real faults.
 
-The lab builds its own :class:`~gossamer.testing.netns.Topology` (six hosts, subnets of
+The lab builds its own :class:`~gossamer.lab.netns.Topology` (six hosts, subnets of
 three joined by a router), cuts a host's links for the partition and SIGKILLs a node
 for the crash. The ``netns`` fixture is requested only for its contract: it skips (or
 fails with ``CI=true``) where namespaces cannot be built, and at teardown it fails the
 test if a topology of this process is still open or anything with this process's
-prefix is left; the test also checks :func:`~gossamer.testing.netns.leftovers` itself.
+prefix is left; the test also checks :func:`~gossamer.lab.netns.leftovers` itself.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from gossamer.cli import lab_cmd
-from gossamer.testing.netns import leftovers, open_topologies, process_prefix
+from gossamer.lab.netns import leftovers, open_topologies, process_prefix
 from gossamer.testing.pytest_plugin import NetnsFactory
 
 

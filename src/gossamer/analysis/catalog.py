@@ -9,6 +9,7 @@ says which parameter it needs, rather than guessing.
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -75,17 +76,22 @@ class CheckInputs:
 class Check:
     """One property: the checker that finds its violations and how to list them.
 
-    ``shortcut``, when given, is a cheap transform that is empty only if the property
-    certainly holds; the job runs it first and skips ``run`` when it is empty.
+    ``name`` is ``<layer>.<property>``: the layer whose events the check reads comes
+    from it. ``shortcut``, when given, is a cheap transform that is empty only if the
+    property certainly holds; the job runs it first and skips ``run`` when it is empty.
     """
 
     name: str
-    layer: str
     property: str
     order: tuple[str, ...]
     run: Callable[[DataFrame, CheckInputs], DataFrame]
     needs: tuple[str, ...] = ()
     shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
+
+    @builtins.property  # the field ``property`` hides the builtin in this class body
+    def layer(self) -> str:
+        """The layer whose events the check reads (the part of ``name`` before the dot)."""
+        return self.name.partition(".")[0]
 
 
 def _p(inputs: CheckInputs, name: str) -> float:
@@ -99,7 +105,6 @@ def _opt(inputs: CheckInputs, name: str) -> float | None:
 CHECKS: tuple[Check, ...] = (
     Check(
         name="isis.total_order",
-        layer="isis",
         property="every two correct nodes deliver their common messages in the same order",
         order=("node_a", "node_b", "at_a"),
         run=lambda e, i: isis.total_order(e, nodes=i.nodes),
@@ -107,35 +112,30 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         name="isis.agreement",
-        layer="isis",
         property="a message delivered by one correct node is delivered by every correct node",
         order=("msg",),
         run=lambda e, i: isis.agreement(e, nodes=i.nodes),
     ),
     Check(
         name="isis.validity",
-        layer="isis",
         property="a correct node delivers every message it multicast",
         order=("node", "msg"),
         run=lambda e, i: isis.validity(e, nodes=i.nodes),
     ),
     Check(
         name="isis.integrity",
-        layer="isis",
         property="no node delivers a message twice, or one that nobody multicast",
         order=("problem", "node", "msg"),
         run=lambda e, i: isis.integrity(e),
     ),
     Check(
         name="isis.final_sequence",
-        layer="isis",
         property="every node delivers a message with the same final sequence and proposer",
         order=("msg",),
         run=lambda e, i: isis.final_sequence(e),
     ),
     Check(
         name="gossip.coverage",
-        layer="gossip",
         property="every broadcast reaches its correct destinations (gossip.min_coverage of them)",
         order=("coverage", "msg"),
         run=lambda e, i: gossip.coverage(
@@ -144,7 +144,6 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         name="gossip.depth",
-        layer="gossip",
         property="no broadcast needs more hops than gossip.max_depth",
         order=("msg",),
         run=lambda e, i: gossip.depth(e, max_depth=int(_p(i, "gossip.max_depth"))),
@@ -152,14 +151,12 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         name="gossip.integrity",
-        layer="gossip",
         property="each node delivers each broadcast at most once, and only real broadcasts",
         order=("problem", "node", "msg"),
         run=lambda e, i: gossip.integrity(e),
     ),
     Check(
         name="discovery.full_view",
-        layer="discovery",
         property="every correct node reaches a full view (within discovery.full_view_within)",
         order=("node",),
         run=lambda e, i: discovery.full_view(
@@ -171,7 +168,6 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         name="discovery.crash_detection",
-        layer="discovery",
         property="every crashed node is removed by its correct peers "
         "(within discovery.detect_within)",
         order=("crashed_at", "crashed", "observer"),
@@ -181,56 +177,48 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         name="discovery.false_removals",
-        layer="discovery",
         property="no live, reachable peer is removed from a view",
         order=("t", "node", "peer"),
         run=lambda e, i: discovery.false_removals(e, window=_p(i, "discovery.removal_window")),
     ),
     Check(
         name="snapshot.consistency",
-        layer="snapshot",
         property="every snapshot is a consistent cut with complete local and channel states",
         order=("snapshot", "problem", "node", "msg"),
         run=lambda e, i: snapshot.consistency(e, nodes=i.nodes),
     ),
     Check(
         name="snapshot.invariant",
-        layer="snapshot",
         property="the workload's conserved total adds up in every snapshot",
         order=("snapshot",),
         run=lambda e, i: snapshot.invariant(e, tolerance=_p(i, "snapshot.tolerance")),
     ),
     Check(
         name="link.delivery",
-        layer="link",
         property="every message sent on a link is delivered exactly once; none is invented",
         order=("problem", "msg"),
         run=lambda e, i: link.delivery(e, nodes=i.nodes),
     ),
     Check(
         name="link.credit",
-        layer="link",
         property="no sender exceeds the credit its receiver granted",
         order=("node", "peer", "link", "used"),
         run=lambda e, i: link.credit(e),
     ),
     Check(
         name="gateway.routing",
-        layer="gateway",
         property="every routed message reaches the clients its query selected, and only them",
         order=("problem", "msg", "client"),
         run=lambda e, i: gateway.routing(e),
     ),
     Check(
         name="gateway.queues",
-        layer="gateway",
         property="queues lose nothing and never redeliver a message after its ack is stored",
         order=("problem", "msg"),
         run=lambda e, i: gateway.queues(e),
     ),
     Check(
         name="demo.pings",
-        layer="demo",
         property="every ping is answered or given up exactly once, and only real pings",
         order=("problem", "node", "msg"),
         run=lambda e, i: demo.pings(e, nodes=i.nodes),

@@ -205,22 +205,24 @@ def latency_summary(lat: DataFrame, by: Sequence[str] = ("layer",)) -> DataFrame
     )
 
 
-def traffic(events: DataFrame) -> DataFrame:
-    """Per ``layer, node``: messages and bytes sent and received, deliveries, retransmissions."""
+def _traffic_columns() -> list[Column]:
+    """The traffic aggregates: messages and bytes sent and received, deliveries,
+    retransmissions (``traffic`` and ``per_node`` count the same way)."""
     kind = F.col("kind")
     size = F.coalesce(F.col("size"), F.lit(0))
-    return (
-        events.where(F.col("layer") != "net")
-        .groupBy("layer", "node")
-        .agg(
-            F.count(F.when(kind == "send", 1)).alias("sent"),
-            F.sum(F.when(kind == "send", size).otherwise(0)).alias("bytes_sent"),
-            F.count(F.when(kind == "recv", 1)).alias("received"),
-            F.sum(F.when(kind == "recv", size).otherwise(0)).alias("bytes_received"),
-            F.count(F.when(kind == "deliver", 1)).alias("delivered"),
-            F.count(F.when(kind == "retransmit", 1)).alias("retransmitted"),
-        )
-    )
+    return [
+        F.count(F.when(kind == "send", 1)).alias("sent"),
+        F.sum(F.when(kind == "send", size).otherwise(0)).alias("bytes_sent"),
+        F.count(F.when(kind == "recv", 1)).alias("received"),
+        F.sum(F.when(kind == "recv", size).otherwise(0)).alias("bytes_received"),
+        F.count(F.when(kind == "deliver", 1)).alias("delivered"),
+        F.count(F.when(kind == "retransmit", 1)).alias("retransmitted"),
+    ]
+
+
+def traffic(events: DataFrame) -> DataFrame:
+    """Per ``layer, node``: messages and bytes sent and received, deliveries, retransmissions."""
+    return events.where(F.col("layer") != "net").groupBy("layer", "node").agg(*_traffic_columns())
 
 
 def per_node(events: DataFrame) -> DataFrame:
@@ -230,16 +232,9 @@ def per_node(events: DataFrame) -> DataFrame:
     carry ``faults`` per fault name.
     """
     kind = F.col("kind")
-    size = F.coalesce(F.col("size"), F.lit(0))
     fault = F.when((F.col("layer") == "net") & (kind == "fault"), F.col("attrs").getItem("fault"))
     return events.groupBy("layer", "node", fault.alias("fault")).agg(
-        F.count(F.when(kind == "send", 1)).alias("sent"),
-        F.sum(F.when(kind == "send", size).otherwise(0)).alias("bytes_sent"),
-        F.count(F.when(kind == "recv", 1)).alias("received"),
-        F.sum(F.when(kind == "recv", size).otherwise(0)).alias("bytes_received"),
-        F.count(F.when(kind == "deliver", 1)).alias("delivered"),
-        F.count(F.when(kind == "retransmit", 1)).alias("retransmitted"),
-        F.count(F.when(kind == "fault", 1)).alias("faults"),
+        *_traffic_columns(), F.count(F.when(kind == "fault", 1)).alias("faults")
     )
 
 

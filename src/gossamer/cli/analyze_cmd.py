@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gossamer.cli.standalone import run_alone
 from gossamer.errors import ConfigError, GossamerError
 
 __all__ = ["add_parser", "main", "run"]
@@ -117,14 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run just this command (``python -m gossamer.cli.analyze_cmd RUN_DIR ...``)."""
-    parser = argparse.ArgumentParser(prog="gossamer analyze")
-    add_arguments(parser)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        return run(args)
-    except GossamerError as exc:
-        print(f"gossamer: error: {exc}", file=sys.stderr)
-        return EXIT_UNUSABLE
+    return run_alone("gossamer analyze", add_arguments, run, argv)
 
 
 if __name__ == "__main__":

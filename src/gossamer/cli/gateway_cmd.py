@@ -33,7 +33,8 @@ import orjson
 from gossamer.addresses import format_address
 from gossamer.aio.gateway_server import open_gateway_server
 from gossamer.aio.loop import run as run_loop
-from gossamer.errors import ConfigError, GossamerError
+from gossamer.cli.standalone import run_alone
+from gossamer.errors import ConfigError
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.store.queues import SqliteQueueStore
@@ -191,14 +192,7 @@ async def _serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gossamer gateway`` alone (``python -m gossamer.cli.gateway_cmd``)."""
-    parser = argparse.ArgumentParser(prog="gossamer gateway")
-    configure(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except GossamerError as exc:
-        print(f"gossamer gateway: error: {exc}", file=sys.stderr)
-        return 2
+    return run_alone("gossamer gateway", configure, run, argv)
 
 
 if __name__ == "__main__":

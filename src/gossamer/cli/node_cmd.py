@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.standalone import run_alone
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.lab.config import load_config
 from gossamer.lab.node import run_node
@@ -65,14 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m gossamer.cli.node_cmd --config FILE``: the subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="gossamer node", description=__doc__)
-    configure(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ConfigError as exc:
-        print(f"gossamer node: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    return run_alone("gossamer node", configure, run, argv, description=__doc__)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Two placements (docs/lab.md, "Loopback and network namespaces"):
 
 - **netns**: one Linux network namespace per node, built with
-  :class:`gossamer.testing.netns.Topology`. With four nodes or more the hosts are split
+  :class:`gossamer.lab.netns.Topology`. With four nodes or more the hosts are split
   over two subnets (``10.77.1.0/24`` and ``10.77.2.0/24``) joined by the topology's
   router, so broadcast and multicast stay inside a subnet as on a real LAN. Every node
   has its own address and the same (default) ports. Needs root.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from gossamer.errors import ConfigError
-from gossamer.testing.netns import Topology, netns_unavailable_reason
+from gossamer.lab.netns import Topology, netns_unavailable_reason
 
 __all__ = [
     "DEFAULT_PORTS",

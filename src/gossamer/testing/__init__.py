@@ -1,15 +1,22 @@
-"""Test support shared by the suite and by users: multi-host network namespaces, helpers."""
+"""Test support for users' tests and ours (``docs/testing.md``).
+
+- :func:`pair` and :func:`cluster`: real groups on 127.0.0.1 sharing one sealed wire
+  (:mod:`gossamer.testing.group`);
+- :func:`free_port` and :func:`free_ports`: ports free for UDP, TCP or both
+  (:mod:`gossamer.testing.ports`);
+- :func:`sealed_wire`: a sealed wire with a fresh key;
+- :mod:`gossamer.testing.aio`: run a coroutine on each event loop, wait for a condition;
+- :mod:`gossamer.testing.pytest_plugin`: the ``netns`` fixture (hosts as Linux network
+  namespaces, over :mod:`gossamer.lab.netns`);
+- :mod:`gossamer.testing.sim`: simulator checks.
+
+Production code never imports this package (an import-linter contract).
+"""
 
 from __future__ import annotations
 
-import secrets
+from gossamer.testing.group import Cluster, Seat, cluster, pair
+from gossamer.testing.ports import free_port, free_ports
+from gossamer.testing.wire import sealed_wire
 
-from gossamer.wire.mode import Wire
-
-__all__ = ["sealed_wire"]
-
-
-def sealed_wire(cluster: str = "test") -> Wire:
-    """A sealed wire with a fresh random key: build it once and give it to every member of
-    one group (a group shares its key)."""
-    return Wire(key=secrets.token_bytes(32), cluster=cluster)
+__all__ = ["Cluster", "Seat", "cluster", "free_port", "free_ports", "pair", "sealed_wire"]

@@ -11,12 +11,12 @@ Contract of the ``netns`` fixture:
 
 - the test must carry ``@pytest.mark.netns`` (so ``-m "not netns"`` deselects exactly
   the tests that need root); a test without it fails;
-- where namespaces cannot be built (:func:`~gossamer.testing.netns.netns_unavailable_reason`)
+- where namespaces cannot be built (:func:`~gossamer.lab.netns.netns_unavailable_reason`)
   the test is skipped with that reason, except when the environment variable ``CI`` is
   ``"true"``: CI runs as root, so there the test fails instead of silently skipping;
 - at teardown every topology the factory built is torn down, and the fixture fails the
   test if anything is left: a namespace or root-namespace link carrying this process's
-  prefix (``gs<pid>x``, see :func:`~gossamer.testing.netns.process_prefix`), a topology
+  prefix (``gs<pid>x``, see :func:`~gossamer.lab.netns.process_prefix`), a topology
   opened during the test and still open, or a process started with ``Host.popen`` that
   is still running. Topologies already open when the test started (an outer-scoped
   fixture's) are left alone.
@@ -30,7 +30,7 @@ from typing import Protocol
 
 import pytest
 
-from gossamer.testing.netns import (
+from gossamer.lab.netns import (
     NetnsError,
     Topology,
     leftovers,

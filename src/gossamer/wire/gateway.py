@@ -128,16 +128,21 @@ class _InvalidValueError(Exception):
     """A value outside the JSON domain; callers turn it into ValueError or DecodeError."""
 
 
+def _text(value: bytes | etf.Atom, what: str) -> str:
+    """A binary as its UTF-8 text and an atom as its name (what Jason prints for them)."""
+    if isinstance(value, etf.Atom):
+        return value.name
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        raise _InvalidValueError(f"{what} is not UTF-8 text") from None
+
+
 def _key(key: object) -> str:
     if isinstance(key, str):
         return key
-    if isinstance(key, bytes):
-        try:
-            return key.decode()
-        except UnicodeDecodeError:
-            raise _InvalidValueError("map key is not UTF-8") from None
-    if isinstance(key, etf.Atom):
-        return key.name
+    if isinstance(key, bytes | etf.Atom):
+        return _text(key, "map key")
     raise _InvalidValueError(f"map key of type {type(key).__name__} is not a string")
 
 
@@ -159,13 +164,8 @@ def _normalize(value: object, depth: int, max_depth: int) -> Any:
         if not math.isfinite(value):
             raise _InvalidValueError("NaN or infinite float")
         return value
-    if isinstance(value, bytes):
-        try:
-            return value.decode()
-        except UnicodeDecodeError:
-            raise _InvalidValueError("binary is not UTF-8 text") from None
-    if isinstance(value, etf.Atom):
-        return value.name
+    if isinstance(value, bytes | etf.Atom):
+        return _text(value, "binary")
     if isinstance(value, list):
         return [_normalize(item, depth + 1, max_depth) for item in value]
     if isinstance(value, dict):

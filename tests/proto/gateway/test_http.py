@@ -38,9 +38,15 @@ def test_parse_request_head() -> None:
     )
     assert (method, target) == ("POST", "/api/v1/query?x=1")
     assert headers == {"host": "a", "x-a": "1, 2"}
-    for bad in (b"GET /", b"GET / SPDY/3", b"GET / HTTP/1.1\r\nno colon", b"G3T / HTTP/1.1"):
-        with pytest.raises(DecodeError):
+    for bad in (b"GET /", b"GET / SPDY/3", b"GET / HTTP/1.1\r\nno colon", b"G3T / HTTP/1.1",
+                b"GET / HTTP/1.1",  # HTTP/1.1 requires Host (RFC 9112 §3.2)
+                b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2",
+                b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip",
+                b"GET / HTTP/1.1\r\nHost: a\r\nBad Name: 1"):
+        with pytest.raises(DecodeError) as info:
             http.parse_request_head(bad)
+        assert info.value.reason in ("malformed request head", "malformed request line")
+    assert http.parse_request_head(b"GET / HTTP/1.0") == ("GET", "/", {})
 
 
 def test_version_auth_and_not_found() -> None:
@@ -76,6 +82,9 @@ def test_proxy_plans_the_upstream_request() -> None:
     assert wire.endswith(b"Content-Length: 8\r\nConnection: close\r\n\r\nraw text")
     for bad, key in [({**body, "method": "TRACE"}, "method"), ({**body, "route": 5}, "route"),
                      ({**body, "headers": {"a": 1}}, "headers"),
+                     ({**body, "headers": {"X-A": "1\r\nX-Injected: 2"}}, "errors"),
+                     ({**body, "headers": {"Bad Name": "1"}}, "errors"),
+                     ({**body, "route": "a b\r\nHost: evil"}, "errors"),
                      ({**body, "method": "POST", "body": None}, "body")]:
         answer = http.handle(core, request("POST", "/api/v1/proxy", bad), peer="p", now=0.0)
         assert isinstance(answer, http.HttpResponse) and answer.status == 400
@@ -99,7 +108,9 @@ def test_parse_upstream_responses() -> None:
     assert (to_eof.status, to_eof.body) == (404, b"body")
     for bad in (b"HTTP/1.1 200 OK", b"SPDY 200\r\n\r\n",
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nabc"):
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nabc",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc",  # ends early
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"):
         with pytest.raises(DecodeError):
             http.parse_response(bad)
     response = http.response_bytes(http.HttpResponse(status=200, body=b"{}"))

@@ -46,8 +46,9 @@ def position(prefix: str = "") -> Column:
 
 
 def location(prefix: str = "") -> Column:
-    """``file:line`` of an event, to point a reader at the trace line."""
-    return F.concat(F.col(f"{prefix}file"), F.lit(":"), F.col(f"{prefix}line").cast("string"))
+    """The ``at`` column of a violation: ``file:line`` of an event, to point a reader at
+    the trace line (``prefix`` names a position struct, e.g. ``"p."``)."""
+    return F.concat_ws(":", f"{prefix}file", f"{prefix}line").alias("at")
 
 
 def attr(name: str) -> Column:
@@ -143,7 +144,7 @@ def delivery_integrity(deliveries: DataFrame, origins: DataFrame, *, verb: str) 
             "node",
             "msg",
             "count",
-            F.concat_ws(":", "p2.file", "p2.line").alias("at"),
+            location("p2."),
             F.format_string(
                 "%s delivered %s %d times (first %s:%d, last %s:%d)",
                 "node",
@@ -161,7 +162,7 @@ def delivery_integrity(deliveries: DataFrame, origins: DataFrame, *, verb: str) 
         "node",
         "msg",
         F.lit(1).cast("long").alias("count"),
-        F.concat_ws(":", "file", "line").alias("at"),
+        location(),
         F.format_string(
             f"%s delivered %s (%s:%d) but no node {verb} it", "node", "msg", "file", "line"
         ).alias("detail"),

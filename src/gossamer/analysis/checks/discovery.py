@@ -17,6 +17,7 @@ from gossamer.analysis.checks.common import (
     correct_nodes,
     faults,
     layer_events,
+    location,
     outages,
     position,
 )
@@ -245,7 +246,7 @@ def false_removals(events: DataFrame, *, window: float = 30.0) -> DataFrame:
         "peer",
         "t",
         "reason",
-        F.concat_ws(":", "file", "line").alias("at"),
+        location(),
         F.format_string(
             "%s removed live peer %s at t=%.3f (reason %s, %s:%d)",
             "node",

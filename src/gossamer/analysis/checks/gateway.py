@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, layer_events, position
+from gossamer.analysis.checks.common import attr, layer_events, location, position
 
 __all__ = ["LAYER", "queues", "routing"]
 
@@ -39,7 +39,7 @@ def routing(events: DataFrame) -> DataFrame:
             "msg",
             _ids(attr("matched")).alias("matched"),
             F.when(attr("targets").isNotNull(), _ids(attr("targets"))).alias("targets"),
-            F.concat_ws(":", "file", "line").alias("at"),
+            location(),
         )
     )
     allowed = routes.groupBy("msg").agg(
@@ -59,7 +59,7 @@ def routing(events: DataFrame) -> DataFrame:
             F.lit("unmatched client").alias("problem"),
             "msg",
             "client",
-            F.concat_ws(":", "file", "line").alias("at"),
+            location(),
             F.format_string(
                 "%s was delivered to %s (%s:%d), which its query did not select",
                 "msg",
@@ -126,7 +126,7 @@ def queues(events: DataFrame) -> DataFrame:
             F.lit("lost").alias("problem"),
             "msg",
             "queue",
-            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            location("p."),
             F.format_string(
                 "%s was enqueued on %s (%s:%d) and never acked nor dead-lettered",
                 "msg",
@@ -153,7 +153,7 @@ def queues(events: DataFrame) -> DataFrame:
             F.lit("delivered after ack").alias("problem"),
             "msg",
             "queue",
-            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            location("p."),
             F.format_string(
                 "%s was acked (%s:%d) and then %sed again (%s:%d)",
                 "msg",

@@ -20,6 +20,7 @@ from gossamer.analysis.checks.common import (
     crashed_nodes,
     delivery_integrity,
     layer_events,
+    location,
     position,
 )
 
@@ -209,8 +210,8 @@ def total_order(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
         "node_b",
         "msg_1",
         "msg_2",
-        F.concat_ws(":", "pos_a1.file", "pos_a1.line").alias("at_a"),
-        F.concat_ws(":", "pos_b2.file", "pos_b2.line").alias("at_b"),
+        location("pos_a1.").alias("at_a"),
+        location("pos_b2.").alias("at_b"),
         F.format_string(
             "%s delivered %s before %s (%s:%d, %s:%d); %s delivered %s first (%s:%d, %s:%d)",
             "node_a",
@@ -283,7 +284,7 @@ def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         "node",
         "msg",
         "t",
-        F.concat_ws(":", "file", "line").alias("at"),
+        location(),
         F.format_string(
             "%s multicast %s at t=%.6f (%s:%d) and never delivered it",
             "node",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, position
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, location, position
 
 __all__ = ["LAYER", "credit", "delivery"]
 
@@ -59,7 +59,7 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
             "sender",
             "receiver",
             F.lit(0).cast("long").alias("count"),
-            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            location("p."),
             F.format_string(
                 "%s sent %s to %s (%s:%d) and it was never delivered",
                 "sender",
@@ -84,7 +84,7 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
             "sender",
             "receiver",
             "count",
-            F.concat_ws(":", "p.file", "p.line").alias("at"),
+            location("p."),
             F.format_string(
                 "%s delivered %s %d times (last %s:%d)",
                 "receiver",
@@ -101,7 +101,7 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         "sender",
         "receiver",
         F.lit(1).cast("long").alias("count"),
-        F.concat_ws(":", "p.file", "p.line").alias("at"),
+        location("p."),
         F.format_string(
             "%s delivered %s (%s:%d) but nobody sent it", "receiver", "msg", "p.file", "p.line"
         ).alias("detail"),
@@ -160,7 +160,7 @@ def credit(events: DataFrame) -> DataFrame:
         "msg",
         "used",
         "granted",
-        F.concat_ws(":", "file", "line").alias("at"),
+        location(),
         F.format_string(
             "%s sent message %d (%s) to %s with only %d credits granted (%s:%d)",
             "node",

@@ -15,7 +15,7 @@ from gossamer.proto.discovery.core import (
     PeerDown,
     PeerUp,
 )
-from gossamer.proto.discovery.ratelimit import AnswerLimiter, TokenBucket
+from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import TRANSITIONS, Action, Input, PeerState, transition
 
 __all__ = [
@@ -32,6 +32,5 @@ __all__ = [
     "PeerDown",
     "PeerState",
     "PeerUp",
-    "TokenBucket",
     "transition",
 ]

@@ -1,4 +1,4 @@
-"""Token buckets that bound how often a Prototari node answers.
+"""How often a Prototari node answers: per source and globally.
 
 Every answer a node sends (``aupa!``, ``dale!``, ``hemen nago!``, an ``agur!``
 to a stranger's ``hor?``) is triggered by a datagram whose source address
@@ -13,59 +13,16 @@ has no such bound; gossamer adds two (see ``docs/discovery.md``):
   broadcast are exempt from it (one broadcast of ours legitimately draws an
   ``aupa!`` from every node of the LAN), but not from the per-source bucket.
 
-Time is an argument (``now``, seconds), never read from a clock.
+The buckets are the shared ones (:mod:`gossamer.proto.ratelimit`); time is an
+argument (``now``, seconds), never read from a clock.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
-
 from gossamer._types import Address
-from gossamer.errors import ConfigError
+from gossamer.proto.ratelimit import BucketTable, TokenBucket
 
-__all__ = ["AnswerLimiter", "TokenBucket"]
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """A bucket of at most ``burst`` tokens refilled at ``rate`` tokens per second.
-
-    ``take(now)`` spends one token and returns True, or returns False (and spends
-    nothing) when the bucket is empty. A bucket starts full at ``updated``.
-    """
-
-    rate: float
-    burst: float
-    tokens: float
-    updated: float
-
-    @classmethod
-    def full(cls, *, rate: float, burst: float, now: float) -> TokenBucket:
-        if rate < 0 or burst < 1:
-            raise ConfigError(
-                "a token bucket needs rate >= 0 and burst >= 1", rate=rate, burst=burst
-            )
-        return cls(rate=rate, burst=burst, tokens=burst, updated=now)
-
-    def _refill(self, now: float) -> None:
-        # A clock that goes backwards (it does not in drivers or the simulator)
-        # must not mint tokens: elapsed time is clamped at zero.
-        elapsed = max(0.0, now - self.updated)
-        self.tokens = min(self.burst, self.tokens + elapsed * self.rate)
-        self.updated = max(self.updated, now)
-
-    def peek(self, now: float) -> bool:
-        """True when ``take(now)`` would succeed; spends nothing."""
-        self._refill(now)
-        return self.tokens >= 1.0
-
-    def take(self, now: float) -> bool:
-        self._refill(now)
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
+__all__ = ["AnswerLimiter"]
 
 
 class AnswerLimiter:
@@ -77,7 +34,7 @@ class AnswerLimiter:
     full bucket, and the global bucket still applies).
     """
 
-    __slots__ = ("_burst", "_global", "_rate", "_sources", "_table_size")
+    __slots__ = ("_global", "_sources")
 
     def __init__(
         self,
@@ -89,14 +46,8 @@ class AnswerLimiter:
         table_size: int,
         now: float,
     ) -> None:
-        if table_size < 1:
-            raise ConfigError("the rate-limit table needs room for at least one source")
-        self._rate = rate
-        self._burst = float(burst)
         self._global = TokenBucket.full(rate=global_rate, burst=float(global_burst), now=now)
-        TokenBucket.full(rate=rate, burst=self._burst, now=now)  # validate once, here
-        self._sources: OrderedDict[Address, TokenBucket] = OrderedDict()
-        self._table_size = table_size
+        self._sources: BucketTable[Address] = BucketTable(rate=rate, burst=burst, size=table_size)
 
     def allow(self, addr: Address, now: float, *, solicited: bool = False) -> bool:
         """Spend one token for an answer to ``addr``; False means do not answer.
@@ -107,15 +58,8 @@ class AnswerLimiter:
         bucket only: a whole LAN legitimately replies to one broadcast at once,
         and each such answer is one datagram for one datagram, never more.
         """
-        bucket = self._sources.get(addr)
-        if bucket is None:
-            bucket = TokenBucket.full(rate=self._rate, burst=self._burst, now=now)
-            self._sources[addr] = bucket
-            if len(self._sources) > self._table_size:
-                self._sources.popitem(last=False)
-        else:
-            self._sources.move_to_end(addr)
-        if not (bucket.peek(now) and (solicited or self._global.peek(now))):
+        bucket = self._sources.bucket(addr, now)
+        if not (bucket.available(now) and (solicited or self._global.available(now))):
             return False
         bucket.take(now)
         if not solicited:

@@ -35,6 +35,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.proto.backoff import FULL_JITTER, Backoff
 from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, decode_packet, encode_packet
 
 if TYPE_CHECKING:
@@ -338,6 +339,9 @@ class ClientCore:
         self._retry_at: float | None = 0.0
         self._reconnect_now = False
         self._failures = 0
+        self._backoff = Backoff(
+            base=config.reconnect_base, maximum=config.reconnect_max, spread=FULL_JITTER
+        )
         self.close_requested = False
 
     # -- outputs ---------------------------------------------------------------
@@ -395,11 +399,8 @@ class ClientCore:
             self._reconnect_now = False
             self._retry_at = now
         else:
-            ceiling = min(
-                self.config.reconnect_max, self.config.reconnect_base * 2**self._failures
-            )
-            self._retry_at = now + self._rng.uniform(0.0, ceiling)
-            self._failures = min(self._failures + 1, 30)
+            self._retry_at = now + self._backoff.delay(self._failures, self._rng)
+            self._failures += 1
         self._events.append(Disconnected(retry_at=self._retry_at))
 
     def close(self) -> None:

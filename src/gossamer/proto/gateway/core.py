@@ -68,8 +68,9 @@ from gossamer.proto.gateway.queues import (
     QueueRecord,
     StoreOp,
 )
-from gossamer.proto.gateway.ratelimit import AddressLimiter, TokenBucket
+from gossamer.proto.gateway.ratelimit import AddressLimiter
 from gossamer.proto.gateway.routing import Client, Directory
+from gossamer.proto.ratelimit import TokenBucket
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.gateway import (
     DEFAULT_MAX_DEPTH,
@@ -955,7 +956,9 @@ class GatewayCore:
         pending = self._metadata.get(client.handle)
         if pending is None:
             pending = self._metadata[client.handle] = _PendingMetadata(
-                TokenBucket.full(self.config.metadata_rate, self.config.metadata_burst, now)
+                TokenBucket.full(
+                    rate=self.config.metadata_rate, burst=self.config.metadata_burst, now=now
+                )
             )
         if not pending.changes and pending.bucket.take(now):
             self._apply_metadata(client, changes, now)

@@ -1,5 +1,8 @@
 """The gateway's HTTP API, sans-I/O: request heads, the endpoints, responses.
 
+The HTTP/1.1 syntax (request and response heads, bodies framed by length, chunks or
+the end of the connection) is h11's; this module owns the endpoints.
+
 Endpoints (singyeong-as-coded §13, plus the dead-letter queue):
 
 - ``GET /api/version`` (no auth): ``{"api": "v1", "singyeong": VERSION}``;
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import unquote, urlsplit
 
+import h11
 import orjson
 
 from gossamer.errors import DecodeError
@@ -121,36 +125,69 @@ def _json(status: int, value: Any) -> HttpResponse:
     return HttpResponse(status=status, body=orjson.dumps(value))
 
 
+def _server(head: bytes) -> h11.Request:
+    """The request in ``head`` (without the blank line), parsed by h11 as a server would."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD + 4)
+    try:
+        conn.receive_data(head + b"\r\n\r\n")
+        event = conn.next_event()
+    except h11.ProtocolError as exc:
+        # A fixed reason (the driver puts it in a JSON body); h11's words in a field.
+        raise DecodeError("malformed request head", detail=str(exc)) from exc
+    if not isinstance(event, h11.Request):
+        raise DecodeError("incomplete request head")
+    return event
+
+
 def parse_request_head(head: bytes) -> tuple[str, str, dict[str, str]]:
     """``(method, target, headers)`` of a request head (without the blank line).
 
-    Raises ``DecodeError`` on anything that is not a well-formed HTTP/1.x head.
+    h11 parses it (RFC 9112: request line, header syntax, ``Host`` required in
+    HTTP/1.1, one framing). Header names come back in lower case; repeated headers
+    are joined with ``", "``. Raises ``DecodeError`` (the h11 error as its cause) on
+    anything that is not a well-formed HTTP/1.x head.
     """
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise DecodeError("request head is not text") from None
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
-        raise DecodeError("malformed request line")
+    request = _server(head)
+    method = request.method.decode("ascii")
+    if not method.isalpha():
+        raise DecodeError("malformed request line", method=method)
     headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise DecodeError("malformed header line")
-        key = name.lower()
-        headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
-    return parts[0].upper(), parts[1], headers
+    for raw_name, raw_value in request.headers:
+        key, value = raw_name.decode("ascii"), raw_value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return method.upper(), request.target.decode("ascii"), headers
+
+
+def _send(conn: h11.Connection, *events: h11.Event) -> bytes:
+    out = bytearray()
+    for event in events:
+        data = conn.send(event)
+        if data:
+            out += data
+    return bytes(out)
 
 
 def response_bytes(response: HttpResponse) -> bytes:
     """The response as HTTP/1.1 bytes (``Connection: close``: one request per socket)."""
-    reason = _REASONS.get(response.status, "Status")
-    lines = [f"HTTP/1.1 {response.status} {reason}"]
-    lines += [f"{name}: {value}" for name, value in response.headers]
-    lines += [f"Content-Length: {len(response.body)}", "Connection: close", "", ""]
-    return "\r\n".join(lines).encode("latin-1", "replace") + response.body
+    conn = h11.Connection(h11.SERVER)
+    # h11 answers only a request it has seen: give it the one this response is for.
+    conn.receive_data(b"GET / HTTP/1.1\r\nHost: gateway\r\n\r\n")
+    conn.next_event()
+    headers = [
+        *response.headers,
+        ("Content-Length", str(len(response.body))),
+        ("Connection", "close"),
+    ]
+    return _send(
+        conn,
+        h11.Response(
+            status_code=response.status,
+            headers=headers,
+            reason=_REASONS.get(response.status, "Status"),
+        ),
+        h11.Data(data=response.body),
+        h11.EndOfMessage(),
+    )
 
 
 def _authorized(core: GatewayCore, headers: Mapping[str, str]) -> bool:
@@ -247,7 +284,7 @@ def _proxy(core: GatewayCore, body: Any, peer: str) -> HttpResponse | ProxyReque
             if not any(k.lower() == "content-type" for k, _v in forwarded):
                 forwarded.append(("Content-Type", "application/json"))
     prefix = url.path.rstrip("/")
-    return ProxyRequest(
+    plan = ProxyRequest(
         method=method,
         scheme=url.scheme,
         host=url.hostname,
@@ -257,65 +294,69 @@ def _proxy(core: GatewayCore, body: Any, peer: str) -> HttpResponse | ProxyReque
         body=payload,
         client=f"{client.app_id}/{client.client_id}",
     )
+    try:  # a header or route that would split the request is the caller's error
+        proxy_request_bytes(plan)
+    except DecodeError:
+        return _json(400, {"errors": ["headers and route must be valid in an HTTP request"]})
+    return plan
 
 
 def proxy_request_bytes(request: ProxyRequest) -> bytes:
-    """The upstream request as HTTP/1.1 bytes."""
+    """The upstream request as HTTP/1.1 bytes; ``DecodeError`` if a header cannot be sent
+    (h11 refuses names and values that would split the request)."""
     host = request.host if ":" not in request.host else f"[{request.host}]"
     default = 443 if request.scheme == "https" else 80
     authority = host if request.port == default else f"{host}:{request.port}"
-    lines = [f"{request.method} {request.target} HTTP/1.1", f"Host: {authority}"]
-    lines += [f"{name}: {value}" for name, value in request.headers]
+    headers = [("Host", authority), *request.headers]
     if request.body is not None:
-        lines.append(f"Content-Length: {len(request.body)}")
-    lines += ["Connection: close", "", ""]
-    return "\r\n".join(lines).encode("latin-1", "replace") + (request.body or b"")
+        headers.append(("Content-Length", str(len(request.body))))
+    headers.append(("Connection", "close"))
+    conn = h11.Connection(h11.CLIENT)
+    try:
+        return _send(
+            conn,
+            h11.Request(method=request.method, target=request.target, headers=headers),
+            h11.Data(data=request.body or b""),
+            h11.EndOfMessage(),
+        )
+    except (h11.LocalProtocolError, UnicodeEncodeError) as exc:
+        raise DecodeError("the proxied request cannot be written", detail=str(exc)) from exc
 
 
 def parse_response(data: bytes) -> HttpResponse:
-    """An upstream response read to EOF; raises ``DecodeError`` when malformed."""
-    head, sep, rest = data.partition(b"\r\n\r\n")
-    if not sep:
-        raise DecodeError("response head is incomplete")
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-        raise DecodeError("malformed status line")
-    headers: list[tuple[str, str]] = []
-    chunked = False
-    length: int | None = None
-    for line in lines[1:]:
-        name, _sep, value = line.partition(":")
-        key, value = name.strip().lower(), value.strip()
-        if key == "transfer-encoding" and "chunked" in value.lower():
-            chunked = True
-        elif key == "content-length" and value.isdigit():
-            length = int(value)
-        if key not in _HOP:
-            headers.append((name.strip(), value))
-    body = _dechunk(rest) if chunked else rest if length is None else rest[:length]
-    return HttpResponse(status=int(parts[1]), body=body, headers=tuple(headers))
-
-
-def _dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    pos = 0
-    while True:
-        end = data.find(b"\r\n", pos)
-        if end < 0:
-            raise DecodeError("truncated chunked body")
-        size_text = data[pos:end].split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise DecodeError("bad chunk size") from None
-        if size == 0:
-            return bytes(out)
-        start = end + 2
-        if start + size > len(data):
-            raise DecodeError("truncated chunk")
-        out += data[start : start + size]
-        pos = start + size + 2
+    """An upstream response read to EOF, parsed by h11 (status line, headers, a body
+    framed by ``Content-Length``, chunks or the end of the connection); hop-by-hop
+    headers are dropped. Raises ``DecodeError`` (the h11 error as its cause) when it is
+    malformed or ends early."""
+    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=len(data) + MAX_HEAD)
+    # h11 reads a response only to a request it has sent.
+    conn.send(h11.Request(method="GET", target="/", headers=[("Host", "upstream")]))
+    conn.send(h11.EndOfMessage())
+    conn.receive_data(data)
+    conn.receive_data(b"")
+    status: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    body = bytearray()
+    try:
+        while True:
+            event = conn.next_event()
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                headers = tuple(
+                    (name.decode("ascii"), value.decode("latin-1"))
+                    for name, value in event.headers.raw_items()
+                    if name.lower().decode("ascii") not in _HOP
+                )
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif event is h11.NEED_DATA or isinstance(event, h11.ConnectionClosed):
+                raise DecodeError("the response ended early")
+    except h11.ProtocolError as exc:
+        raise DecodeError("malformed response", detail=str(exc)) from exc
+    assert status is not None  # EndOfMessage follows a Response
+    return HttpResponse(status=status, body=bytes(body), headers=headers)
 
 
 def _queues(

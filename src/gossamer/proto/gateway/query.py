@@ -481,20 +481,28 @@ class _Parser:
 
     # -- spec format ---------------------------------------------------------
 
+    def logical(
+        self, op: str, arg: Any, where: str, build: Callable[[Any, str], Node]
+    ) -> Logical:
+        """``$and``/``$or``/``$nor`` over a list: each element built by ``build(element,
+        where)``; counted towards the query's size."""
+        if not isinstance(arg, list):
+            raise QueryError(f"{op} needs a list", where=where)
+        self._count(where)
+        return Logical(op=op, items=tuple(build(sub, f"{where}[{i}]") for i, sub in enumerate(arg)))
+
     def document(self, raw: dict[str, Any], where: str, depth: int) -> list[Node]:
         nodes: list[Node] = []
         for key, value in raw.items():
             here = f"{where}.{key}"
             if key in LOGICALS:
-                if not isinstance(value, list):
-                    raise QueryError(f"{key} needs a list", where=here)
-                self._count(here)
-                items: list[Node] = []
-                for i, sub in enumerate(value):
+
+                def sub_document(sub: Any, at: str, key: str = key) -> Node:
                     if not isinstance(sub, dict):
-                        raise QueryError(f"{key} needs a list of objects", where=f"{here}[{i}]")
-                    items.append(self.item(sub, f"{here}[{i}]", depth + 1))
-                nodes.append(Logical(op=key, items=tuple(items)))
+                        raise QueryError(f"{key} needs a list of objects", where=at)
+                    return self.item(sub, at, depth + 1)
+
+                nodes.append(self.logical(key, value, here, sub_document))
             elif key.startswith("$"):
                 raise QueryError(f"unknown operator {key!r}", where=here)
             else:
@@ -514,16 +522,9 @@ class _Parser:
         for op, arg in value.items():
             here = f"{where}.{op}"
             if op in LOGICALS:
-                if not isinstance(arg, list):
-                    raise QueryError(f"{op} needs a list", where=here)
-                self._count(here)
                 nodes.append(
-                    Logical(
-                        op=op,
-                        items=tuple(
-                            _all(self.field(path, sub, f"{here}[{i}]", depth + 1))
-                            for i, sub in enumerate(arg)
-                        ),
+                    self.logical(
+                        op, arg, here, lambda sub, at: _all(self.field(path, sub, at, depth + 1))
                     )
                 )
             elif op in COMPARISONS:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError
+from gossamer.proto.backoff import NO_JITTER, Backoff
 from gossamer.trace.sink import Tracer
 from gossamer.wire import ping as wire
 
@@ -72,7 +73,6 @@ class _Pending:
     addr: Address
     first_sent: float
     due: float
-    backoff: float
     retries: int = 0
 
 
@@ -100,6 +100,9 @@ class PingCore:
         self._pending: dict[int, _Pending] = {}
         self._completed: set[int] = set()
         self._next_seq = 0
+        # The wait for a PONG doubles with each retransmission: timeout, 2x, 4x, ...
+        self._backoff = Backoff(base=config.timeout, spread=NO_JITTER)
+        self._rng = rng
         # Jitter the first ping so that nodes started together do not send in lockstep.
         self._next_ping: float | None = (
             config.start + rng.uniform(0.0, config.interval)
@@ -176,7 +179,7 @@ class PingCore:
             self._next_seq += 1
             peer, addr = cfg.targets[seq % len(cfg.targets)]
             self._pending[seq] = _Pending(
-                peer=peer, addr=addr, first_sent=now, due=now + cfg.timeout, backoff=cfg.timeout
+                peer=peer, addr=addr, first_sent=now, due=now + cfg.timeout
             )
             self._send(
                 wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
@@ -197,8 +200,7 @@ class PingCore:
                 self._events.append(PingLost(peer=pending.peer, seq=seq))
                 continue
             pending.retries += 1
-            pending.backoff *= 2
-            pending.due = now + pending.backoff
+            pending.due = now + self._backoff.delay(pending.retries, self._rng)
             self.counters.retransmitted += 1
             self._trace(
                 now,

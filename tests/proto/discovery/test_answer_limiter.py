@@ -1,37 +1,19 @@
-"""Token buckets that bound how often a node answers."""
+"""The answer limiter: per-source and global buckets bound how often a node answers."""
 
 from __future__ import annotations
 
 import pytest
 
 from gossamer.errors import ConfigError
-from gossamer.proto.discovery import AnswerLimiter, TokenBucket
+from gossamer.proto.discovery import AnswerLimiter
 
 A = ("10.0.0.1", 21450)
 B = ("10.0.0.2", 21450)
 
 
-def test_bucket_spends_burst_then_refills_at_rate() -> None:
-    bucket = TokenBucket.full(rate=2.0, burst=3, now=0.0)
-    assert [bucket.take(0.0) for _ in range(4)] == [True, True, True, False]
-    assert not bucket.take(0.4)  # 0.8 tokens
-    assert bucket.take(0.5)  # 1.0 token
-    assert [bucket.take(100.0) for _ in range(4)] == [True, True, True, False]  # capped at burst
-
-
-def test_bucket_ignores_a_clock_going_backwards() -> None:
-    bucket = TokenBucket.full(rate=1.0, burst=1, now=10.0)
-    assert bucket.take(10.0)
-    assert not bucket.take(5.0)
-    assert not bucket.take(10.5)
-    assert bucket.take(11.0)
-
-
-def test_bad_bucket_is_a_config_error() -> None:
+def test_bad_limiter_is_a_config_error() -> None:
     with pytest.raises(ConfigError):
-        TokenBucket.full(rate=-1.0, burst=1, now=0.0)
-    with pytest.raises(ConfigError):
-        TokenBucket.full(rate=1.0, burst=0, now=0.0)
+        AnswerLimiter(rate=-1, burst=1, global_rate=1, global_burst=1, table_size=8, now=0.0)
     with pytest.raises(ConfigError):
         AnswerLimiter(rate=1, burst=1, global_rate=1, global_burst=1, table_size=0, now=0.0)
 

@@ -343,7 +343,7 @@ def _teardown_at_exit() -> None:
         problems = topo._teardown()
         if problems:
             print(
-                f"gossamer.testing.netns: teardown of {topo.prefix} at exit: {problems}",
+                f"gossamer.lab.netns: teardown of {topo.prefix} at exit: {problems}",
                 file=sys.stderr,
             )
 

@@ -1,4 +1,4 @@
-"""Tests of gossamer.testing.netns with real sockets between namespace hosts.
+"""Tests of gossamer.lab.netns with real sockets between namespace hosts.
 
 Every datagram here is sent inside namespaces the test built (10.77.x.y); nothing is
 sent, broadcast or multicast in the machine's own namespace.
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gossamer.errors import ConfigError, GossamerError
-from gossamer.testing.netns import (
+from gossamer.lab.netns import (
     Host,
     NetnsError,
     Topology,
@@ -288,7 +288,7 @@ def test_failed_command_reports_command_and_stderr(netns: NetnsFactory) -> None:
 def test_atexit_tears_down_a_topology_left_open(netns: NetnsFactory) -> None:
     script = textwrap.dedent(
         """
-        from gossamer.testing.netns import Topology
+        from gossamer.lab.netns import Topology
         topo = Topology(subnets=[2]).__enter__()
         proc = topo.hosts[0].popen(["sleep", "60"])
         print(topo.prefix, proc.pid, flush=True)
@@ -325,7 +325,7 @@ PLUGIN_CHECKS = textwrap.dedent(
     """
     import pathlib
     import pytest
-    from gossamer.testing.netns import Topology
+    from gossamer.lab.netns import Topology
 
     def test_unmarked(netns):
         netns(subnets=[1])
