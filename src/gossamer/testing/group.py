@@ -188,7 +188,7 @@ async def pair(
     second, both ends established within ``timeout`` seconds; closed on the way out."""
 
     def open_socket(seat: Seat) -> Awaitable[link.Socket]:
-        return link.socket(
+        return link.open_socket(
             kinds[seat.index],
             tag=seat.name,
             host=seat.host,
