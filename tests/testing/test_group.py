@@ -14,9 +14,9 @@ def test_pair_is_linked_both_ways(run: Runner) -> None:
     async def main() -> None:
         async with pair() as (a, b):
             await a.send(b"ping")
-            assert await b.receive(timeout=5) == b"ping"
+            assert (await b.receive(timeout=5)).data == b"ping"
             await b.send(b"pong")
-            assert await a.receive(timeout=5) == b"pong"
+            assert (await a.receive(timeout=5)).data == b"pong"
         assert a.statistics().established == 0
 
     run(main())
@@ -27,7 +27,7 @@ def test_pair_of_push_and_pull(run: Runner) -> None:
         async with pair(("push", "pull")) as (push, pull):
             for i in range(20):
                 await push.send(b"job %d" % i)
-            assert [await pull.receive(timeout=5) for _ in range(20)] == [
+            assert [(await pull.receive(timeout=5)).data for _ in range(20)] == [
                 b"job %d" % i for i in range(20)
             ]
 
@@ -50,7 +50,7 @@ def test_cluster_seats_know_each_other_and_share_a_wire(run: Runner) -> None:
             push = nodes[2].socket("push", tag="feed")
             await push.link(pull.address, "jobs", timeout=5)
             await push.send(b"work")
-            assert await pull.receive(timeout=5) == b"work"
+            assert (await pull.receive(timeout=5)).data == b"work"
 
     run(main())
 
