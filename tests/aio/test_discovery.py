@@ -57,9 +57,7 @@ def config(*targets: tuple[str, int], host: str = LOCALHOST, **settings: Any) ->
                            broadcast_targets=targets, **{**TIMERS, **settings})  # fmt: skip
 
 
-async def pair(
-    stack: AsyncExitStack, wire: Wire, **settings: Any
-) -> tuple[Discovery, Discovery]:
+async def pair(stack: AsyncExitStack, wire: Wire, **settings: Any) -> tuple[Discovery, Discovery]:
     """Two open nodes: ``b`` "broadcasts" to ``a``, which is enough for both to register."""
     a = await stack.enter_async_context(open_discovery(config(**settings), wire=wire))
     b = await stack.enter_async_context(open_discovery(config(a.address, **settings), wire=wire))
