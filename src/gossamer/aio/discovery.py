@@ -148,13 +148,7 @@ def open_discovery(
     Raises ``ConfigError`` for an unusable configuration and ``NetworkError`` (its cause
     the ``OSError``) when a name does not resolve or a socket cannot be bound.
     """
-    service = Discovery(config, wire=wire, tracer=tracer, rng=rng, faults=faults)
-
-    async def start() -> Discovery:
-        await service._start()
-        return service
-
-    return Opening(start)
+    return Opening(Discovery(config, wire=wire, tracer=tracer, rng=rng, faults=faults)._open)
 
 
 class Discovery:
@@ -193,7 +187,8 @@ class Discovery:
 
     # -- life cycle ------------------------------------------------------------------
 
-    async def _start(self) -> None:
+    async def _open(self) -> Discovery:
+        """Resolve, bind and start discovering (once: the ``Opening`` calls it)."""
         config = await self._resolved()
         assert config.address is not None and config.broadcast_address is not None
         host, port = config.address
@@ -243,6 +238,7 @@ class Discovery:
             tracer=tracer,
         )
         self._watcher = asyncio.get_running_loop().create_task(self._watch(self._driver))
+        return self
 
     async def _resolved(self) -> DiscoveryConfig:
         """The configuration with literal IPv4 addresses, from the interface and resolver."""

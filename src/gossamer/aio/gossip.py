@@ -103,16 +103,25 @@ def open_gossip(
             config, wire=wire.mode, key=wire.key, cluster=wire.cluster, key_id=wire.key_id
         )
     config.require_key()  # refused now, before any socket exists
-    service = Gossip(config, handlers=handlers, tracer=tracer, rng=rng, first_seqno=first_seqno)
-
-    async def start() -> Gossip:
-        await service._start()
-        return service
-
-    return Opening(start)
+    node = Gossip(config, handlers=handlers, tracer=tracer, rng=rng, first_seqno=first_seqno)
+    return Opening(node._open)
 
 
-class _MulticastPort:
+class _Adapter:
+    """A socket's side of the node as a driver's core: the node keeps the one timer and
+    hands deliveries out itself, so the adapter has neither."""
+
+    def handle_timer(self, now: float) -> None:
+        pass
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def events_received(self) -> list[object]:
+        return []
+
+
+class _MulticastPort(_Adapter):
     """The multicast socket's side of the node, as the datagram driver's core."""
 
     def __init__(self, node: Gossip) -> None:
@@ -128,17 +137,8 @@ class _MulticastPort:
         out, self.outbox = self.outbox, []
         return out
 
-    def handle_timer(self, now: float) -> None:
-        pass
 
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
-
-
-class _Connection:
+class _Connection(_Adapter):
     """One TCP connection's side of the node, as the stream driver's core.
 
     Inbound (``peer`` is None): bytes go to ``receive_stream(conn, ...)``. Outbound: bytes
@@ -186,15 +186,6 @@ class _Connection:
         self.queue.clear()
         return data
 
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
-
 
 class Gossip:
     """One running gossip node (from ``open_gossip``). See the module docstring."""
@@ -235,8 +226,9 @@ class Gossip:
 
     # -- life cycle ------------------------------------------------------------------
 
-    async def _start(self) -> None:
-        """Listen on TCP and join the multicast group (when ``config.multicast``)."""
+    async def _open(self) -> Gossip:
+        """Listen on TCP and join the multicast group (when ``config.multicast``); once:
+        the ``Opening`` calls it."""
         self._loop = asyncio.get_running_loop()
         config = self.config
         host = (await resolve((config.my_addr, config.my_port), ipv6=False))[0]
@@ -279,6 +271,7 @@ class Gossip:
                     port=config.multicast_port,
                 ) from exc
             self._multicast = await open_datagram(self._port, sock)
+        return self
 
     async def close(self) -> None:
         """Stop listening, close every connection and the multicast socket. Idempotent;

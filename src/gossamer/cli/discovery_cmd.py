@@ -13,7 +13,8 @@ can follow it::
 
 ``t`` is ``time.monotonic()`` (seconds), the clock of the trace written with
 ``--trace``. Where the node lives is always given: ``--interface`` or ``--address``
-with ``--broadcast``.
+with ``--broadcast-address``. The protocol's options are ``DiscoveryConfig``'s parameters
+by the same names and units (``--broadcast-interval`` is ``broadcast_interval``, seconds).
 
 The wire is sealed by default (``--key-file`` or ``GOSSAMER_KEY`` gives the group key);
 ``--wire original`` speaks the Go original's plaintext, with its identity rules: a peer
@@ -38,7 +39,8 @@ from typing import Any
 
 import orjson
 
-from gossamer.aio.discovery import Discovery, PeerEvent, open_discovery
+from gossamer.aio.addresses import resolve
+from gossamer.aio.discovery import Discovery, PeerEvent, interface_addresses, open_discovery
 from gossamer.aio.loop import run as run_loop
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError, GossamerError, NetworkError
@@ -48,22 +50,26 @@ from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 __all__ = ["add_parser", "main", "run"]
 
 
+#: The ``DiscoveryConfig`` parameters the command sets, as ``--name-with-dashes``:
+#: ``(name, type, help)``. Defaults are the configuration's.
+_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("interface", str, "network device: address and broadcast address from it"),
+    ("address", str, "this node's IPv4 address or host name (its identity with --port)"),
+    ("broadcast_address", str, "broadcast address (default: the interface's)"),
+    ("port", int, "unicast port (default 21450)"),
+    ("broadcast_port", int, "broadcast port (default 21451)"),
+    ("max_peers", int, "peers at most (default 64)"),
+    ("broadcast_interval", float, "seconds between broadcasts (5)"),
+    ("inactive_time", float, "seconds of silence before a heartbeat (10)"),
+    ("heartbeat_wait", float, "seconds to wait for a heartbeat answer (1)"),
+    ("heartbeat_attempts", int, "heartbeats sent per wait (3)"),
+    ("node_id", str, "node id in traces (default ADDRESS:PORT)"),
+)
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
-    where = p.add_argument_group("where the node lives (one of)")
-    where.add_argument("--interface", help="network device: address and broadcast from it")
-    where.add_argument(
-        "--address", help="this node's IPv4 address or host name (its identity with --port)"
-    )
-    where.add_argument("--broadcast", help="broadcast address (default: the interface's)")
-    p.add_argument("--port", type=int, default=21450, help="unicast port (default 21450)")
-    p.add_argument(
-        "--broadcast-port", type=int, default=21451, help="broadcast port (default 21451)"
-    )
-    p.add_argument("--max-peers", type=int, default=64, help="peers at most (default 64)")
-    p.add_argument("--interval", type=float, default=5.0, help="broadcast interval, s (5)")
-    p.add_argument("--inactive", type=float, default=10.0, help="inactive-peer time, s (10)")
-    p.add_argument("--wait", type=float, default=1.0, help="heartbeat max wait, s (1)")
-    p.add_argument("--node-id", help="node id in traces (default ADDRESS:PORT)")
+    for name, kind, text in _OPTIONS:
+        p.add_argument("--" + name.replace("_", "-"), type=kind, help=text)
     p.add_argument("--trace", type=Path, help="append trace events to this JSON-lines file")
     p.add_argument("--run", default="discovery", help="run id written into trace events")
     p.add_argument("--duration", type=float, help="stop cleanly after this many seconds")
@@ -107,18 +113,8 @@ def _peer_record(event: PeerEvent, now: float) -> dict[str, Any]:
 
 
 def _config(args: argparse.Namespace) -> DiscoveryConfig:
-    return DiscoveryConfig(
-        interface=args.interface,
-        address=args.address,
-        broadcast_address=args.broadcast,
-        port=args.port,
-        broadcast_port=args.broadcast_port,
-        max_peers=args.max_peers,
-        broadcast_interval=args.interval,
-        inactive_time=args.inactive,
-        heartbeat_wait=args.wait,
-        node_id=args.node_id,
-    )
+    given = {name: getattr(args, name) for name, _, _ in _OPTIONS}
+    return DiscoveryConfig(**{name: value for name, value in given.items() if value is not None})
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -126,7 +122,15 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     jsonl = JsonlSink(args.trace) if args.trace is not None else None
     sink: TraceSink = NullSink() if jsonl is None else jsonl
-    node_id = args.node_id or f"{args.address or args.interface}:{args.port}"
+    node_id = config.node_id
+    if node_id is None:  # named as the driver names it: ip:port
+        where = config.address
+        if where is None:
+            assert config.interface is not None
+            where = (interface_addresses(config.interface)[0], config.port)
+        host, port = await resolve(where, ipv6=False)
+        node_id = f"{host}:{port}"
+        config = dataclasses.replace(config, node_id=node_id)
     done = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, done.set)
