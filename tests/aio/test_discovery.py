@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from gossamer.aio.discovery import (
-    DataReceived,
     Discovery,
     DiscoveryConfig,
     PeerDown,
     PeerUp,
+    Received,
     interface_addresses,
     open_discovery,
 )
@@ -85,7 +85,7 @@ def test_two_nodes_discover_each_other_and_exchange_data(run: Runner) -> None:
             assert a.peers() == [b.address] and b.peers() == [a.address]
             assert await a.send(b"to b", to=b.address) == 1
             message = await b.receive(timeout=5)
-            assert message == DataReceived(
+            assert message == Received(
                 peer=a.address, name=f"{LOCALHOST}:{a.address[1]}", payload=b"to b"
             )
             assert (message.data, message.sender) == (b"to b", a.address)

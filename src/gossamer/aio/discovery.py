@@ -57,22 +57,22 @@ from gossamer.errors import ClosedError, ConfigError, LocalProtocolError, Networ
 from gossamer.proto.core import DatagramLayer
 from gossamer.proto.discovery import (
     LAYER,
-    DataReceived,
     DiscoveryConfig,
     DiscoveryCore,
     PeerDown,
     PeerUp,
+    Received,
 )
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
 __all__ = [
-    "DataReceived",
     "Discovery",
     "DiscoveryConfig",
     "PeerDown",
     "PeerEvent",
     "PeerUp",
+    "Received",
     "interface_addresses",
     "open_discovery",
 ]
@@ -155,7 +155,7 @@ class Discovery:
     """One running Prototari node (from ``open_discovery``). Use from one event loop.
 
     ``send``/``receive``/``async for`` carry application datagrams between registered
-    peers (``DataReceived``: ``.data``, ``.sender``); ``events()`` yields ``PeerUp`` and
+    peers (``Received``: ``.data``, ``.sender``); ``events()`` yields ``PeerUp`` and
     ``PeerDown`` as peers come and go; ``close()`` says ``agur!`` to every peer.
     """
 
@@ -180,7 +180,7 @@ class Discovery:
         self._faults = faults
         self._core: DiscoveryCore | None = None
         self._driver: DatagramDriver[Any] | None = None
-        self._messages: Inbox[DataReceived] = Inbox("the discovery node")
+        self._messages: Inbox[Received] = Inbox("the discovery node")
         self._events: Inbox[PeerEvent] = Inbox("the discovery node")
         self._closing = False
         self._watcher: asyncio.Task[None] | None = None
@@ -350,12 +350,12 @@ class Discovery:
         driver.call(lambda now: core.send_data(peer, data, now))
         return 1
 
-    async def receive(self, timeout: float | None = None) -> DataReceived:
+    async def receive(self, timeout: float | None = None) -> Received:
         """The next datagram from a peer. Raises ``TimedOutError`` after ``timeout``
         seconds without one and ``ClosedError`` once closed and drained."""
         return await self._messages.get(timeout)
 
-    def __aiter__(self) -> AsyncIterator[DataReceived]:
+    def __aiter__(self) -> AsyncIterator[Received]:
         """``async for message in discovery``: every datagram until the node closes."""
         return self._messages
 
@@ -367,7 +367,7 @@ class Discovery:
     # -- internals ---------------------------------------------------------------------
 
     def _dispatch(self, event: object) -> None:
-        if isinstance(event, DataReceived):
+        if isinstance(event, Received):
             self._messages.put(event)
         elif isinstance(event, PeerUp | PeerDown):
             self._events.put(event)

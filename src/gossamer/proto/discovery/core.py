@@ -56,7 +56,7 @@ The protocol, by spec section (``table.py`` has the per-address state table):
   ``hor?``) are rate-limited per source and globally (``ratelimit.py``).
   Malformed, oversized and unexpected datagrams are counted and dropped.
 
-Events (``events_received``): ``PeerUp``, ``PeerDown``, ``DataReceived``.
+Events (``events_received``): ``PeerUp``, ``PeerDown``, ``Received``.
 Trace events (``layer=discovery``): ``send``/``recv`` of every message
 (``attrs.type`` is the control string or ``data``), ``peer_up`` (reason
 ``handshake``), ``peer_down`` (reason ``heartbeat`` or ``leave``; ``attrs.side``
@@ -87,13 +87,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYER",
-    "DataReceived",
     "DiscoveryConfig",
     "DiscoveryCore",
     "DiscoveryCounters",
     "DiscoveryEvent",
     "PeerDown",
     "PeerUp",
+    "Received",
 ]
 
 LAYER = "discovery"
@@ -285,7 +285,7 @@ class PeerDown:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DataReceived:
+class Received:
     """An application datagram from a registered peer (spec "Delivery").
 
     ``data`` and ``sender`` are what every service's messages have (``docs/api.md``):
@@ -304,7 +304,7 @@ class DataReceived:
         return self.peer
 
 
-DiscoveryEvent = PeerUp | PeerDown | DataReceived
+DiscoveryEvent = PeerUp | PeerDown | Received
 
 
 @dataclass(slots=True)
@@ -785,7 +785,7 @@ class DiscoveryCore:
             case Action.DELIVER:
                 assert entry is not None
                 self.counters.data_received += 1
-                self._events.append(DataReceived(peer=addr, name=entry.name, payload=payload))
+                self._events.append(Received(peer=addr, name=entry.name, payload=payload))
             case Action.SEND_RESPOND:
                 assert entry is not None
                 entry.attempts += 1
