@@ -1,12 +1,13 @@
 """``gossamer gossip``: run one Chatter broadcast node (``gossamer.open_gossip``).
 
-    CHATTER_KEY=... gossamer gossip --addr 10.77.1.10 --peers 10.77.1.11,10.77.2.10 \\
+    CHATTER_KEY=... gossamer gossip --my-addr 10.77.1.10 --peers 10.77.1.11,10.77.2.10 \\
         --announce 4 --broadcast "hello" --at 2.5 --duration 5 --out traces/
 
 Configuration comes from Chatter's environment variables, read by ``GossipConfig.from_env``
 (``CHATTER_ADDRESS``, ``CHATTER_PORT``, ``CHATTER_MULTICAST_ADDRESS``,
 ``CHATTER_MULTICAST_PORT``, ``CHATTER_MULTICAST_TTL``, ``CHATTER_KEY``, ``CHATTER_WIRE``,
-``CHATTER_CLUSTER``); flags override them. There is no default key.
+``CHATTER_CLUSTER``); flags, named after ``GossipConfig``'s parameters (``--my-addr`` is
+``my_addr``), override them. There is no default key.
 
 Payloads are text (type ``text``). Every delivery is printed on standard output as one line::
 
@@ -55,14 +56,22 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(handler=run)
 
 
+#: The ``GossipConfig`` parameters the command sets, as ``--name-with-dashes``:
+#: ``(name, type, help)``. Unset, they come from the environment (``from_env``).
+_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("my_addr", str, "this node's IPv4 address or host name (default: CHATTER_ADDRESS)"),
+    ("my_port", int, "TCP port (default: CHATTER_PORT or 29999)"),
+    ("multicast_addr", str, "multicast group (default 224.1.1.1)"),
+    ("multicast_port", int, "multicast port (default 29999)"),
+    ("multicast_ttl", int, "multicast TTL (default 4)"),
+    ("connect_timeout", float, "seconds to wait for a TCP connection (2)"),
+    ("ack_timeout", float, "seconds a next hop has to acknowledge (1)"),
+)
+
+
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--addr", help="this node's IPv4 address or host name (default: CHATTER_ADDRESS)"
-    )
-    p.add_argument("--port", type=int, help="TCP port (default: CHATTER_PORT or 29999)")
-    p.add_argument("--multicast-addr", help="multicast group (default 224.1.1.1)")
-    p.add_argument("--multicast-port", type=int, help="multicast port (default 29999)")
-    p.add_argument("--ttl", type=int, help="multicast TTL (default 4)")
+    for name, kind, text in _OPTIONS:
+        p.add_argument("--" + name.replace("_", "-"), type=kind, help=text)
     p.add_argument(
         "--wire",
         choices=WIRE_CHOICES,
@@ -75,9 +84,6 @@ def _arguments(p: argparse.ArgumentParser) -> None:
         help="the group key (default: CHATTER_KEY); as for every command's --key-file",
     )
     p.add_argument("--no-multicast", action="store_true", help="TCP tree only")
-    p.add_argument(
-        "--connect-timeout", type=float, metavar="SECONDS", help="TCP connect timeout (2 s)"
-    )
     p.add_argument(
         "--peers", default="", help="comma-separated HOST or HOST:PORT of the other nodes"
     )
@@ -93,25 +99,14 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> GossipConfig:
-    overrides: dict[str, Any] = {}
-    for flag, name in (
-        ("addr", "my_addr"),
-        ("port", "my_port"),
-        ("multicast_addr", "multicast_addr"),
-        ("multicast_port", "multicast_port"),
-        ("ttl", "multicast_ttl"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[name] = value
+    given = {name: getattr(args, name) for name, _, _ in _OPTIONS}
+    overrides: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
     if args.wire is not None:
         overrides["wire"] = parse_wire(args.wire, setting="--wire")
     if args.key_file is not None:
         overrides["key"] = read_key_file(args.key_file)
     if args.no_multicast:
         overrides["multicast"] = False
-    if args.connect_timeout is not None:
-        overrides["connect_timeout"] = args.connect_timeout
     return GossipConfig.from_env(environ, **overrides)
 
 
