@@ -25,7 +25,7 @@ from gossamer.wire import ping as wire
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["PingConfig", "PingCore", "PingLost", "PongReceived"]
+__all__ = ["PingConfig", "PingCore", "PingCounters", "PingLost", "PongReceived"]
 
 LAYER = "demo"
 
@@ -77,7 +77,11 @@ class _Pending:
 
 
 @dataclass(slots=True)
-class _Counters:
+class PingCounters:
+    """What a ping node did, over datagrams (``PingCore``) or a stream (``StreamPingCore``):
+    ``retransmitted`` counts datagram retransmissions, ``unanswered`` pings a stream ended
+    without answering; the rest count the same on both."""
+
     sent: int = 0
     received: int = 0
     retransmitted: int = 0
@@ -86,6 +90,7 @@ class _Counters:
     duplicates: int = 0
     malformed: int = 0
     unknown: int = 0
+    unanswered: int = 0
 
 
 class PingCore:
@@ -93,7 +98,7 @@ class PingCore:
 
     def __init__(self, config: PingConfig, *, tracer: Tracer, rng: Random) -> None:
         self.config = config
-        self.counters = _Counters()
+        self.counters = PingCounters()
         self._trace = tracer
         self._outbox: list[Datagram] = []
         self._events: list[PongReceived | PingLost] = []

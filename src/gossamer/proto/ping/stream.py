@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gossamer.errors import ConfigError, DecodeError
-from gossamer.proto.ping.core import PingLost, PongReceived
+from gossamer.proto.ping.core import PingCounters, PingLost, PongReceived
 from gossamer.trace.sink import Tracer
 from gossamer.wire import framing
 from gossamer.wire import ping as wire
@@ -89,24 +89,12 @@ class StreamEnded:
     reason: str
 
 
-@dataclass(slots=True)
-class _Counters:
-    sent: int = 0
-    received: int = 0
-    delivered: int = 0
-    lost: int = 0
-    duplicates: int = 0
-    malformed: int = 0
-    unknown: int = 0
-    unanswered: int = 0
-
-
 class StreamPingCore:
     """Sans-I/O ping/pong for one stream. See the module docstring for the protocol."""
 
     def __init__(self, config: StreamPingConfig, *, tracer: Tracer, rng: Random) -> None:
         self.config = config
-        self.counters = _Counters()
+        self.counters = PingCounters()
         self._trace = tracer
         self._decoder = framing.FrameDecoder(max_size=config.max_frame)
         self._out = bytearray()
