@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError
@@ -93,6 +93,27 @@ class PingCounters:
     unanswered: int = 0
 
 
+_P = TypeVar("_P")
+
+
+def answered(
+    pending: dict[int, _P], completed: set[int], seq: int, counters: PingCounters
+) -> _P | None:
+    """The pending ping ``seq`` that a PONG answers, taken out and counted delivered; or
+    ``None`` for a PONG that answers nothing pending, counted a duplicate (its ping was
+    answered before) or unknown. Shared by the datagram and the stream core."""
+    found = pending.pop(seq, None)
+    if found is None:
+        if seq in completed:
+            counters.duplicates += 1
+        else:
+            counters.unknown += 1
+        return None
+    completed.add(seq)
+    counters.delivered += 1
+    return found
+
+
 class PingCore:
     """Sans-I/O ping/pong node. See the module docstring for the protocol."""
 
@@ -153,16 +174,10 @@ class PingCore:
             size=len(data),
             attrs={"type": "pong"},
         )
-        pending = self._pending.pop(msg.seq, None)
+        pending = answered(self._pending, self._completed, msg.seq, self.counters)
         if pending is None:
-            if msg.seq in self._completed:
-                self.counters.duplicates += 1
-            else:
-                self.counters.unknown += 1
             return
-        self._completed.add(msg.seq)
         rtt = now - pending.first_sent
-        self.counters.delivered += 1
         self._trace(
             now,
             LAYER,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gossamer.errors import ConfigError, DecodeError
-from gossamer.proto.ping.core import PingCounters, PingLost, PongReceived
+from gossamer.proto.ping.core import PingCounters, PingLost, PongReceived, answered
 from gossamer.trace.sink import Tracer
 from gossamer.wire import framing
 from gossamer.wire import ping as wire
@@ -209,16 +209,10 @@ class StreamPingCore:
         own_id = f"{self.config.node_id}/{msg.seq}"
         self._trace(now, LAYER, "recv", msg=own_id, peer=msg.sender, seq=msg.seq,
                     size=size, attrs={"type": "pong"})
-        sent = self._pending.pop(msg.seq, None)
+        sent = answered(self._pending, self._completed, msg.seq, self.counters)
         if sent is None:
-            if msg.seq in self._completed:
-                self.counters.duplicates += 1
-            else:
-                self.counters.unknown += 1
             return
-        self._completed.add(msg.seq)
         rtt = now - sent
-        self.counters.delivered += 1
         self._trace(now, LAYER, "deliver", msg=own_id, peer=msg.sender, seq=msg.seq,
                     attrs={"rtt": f"{rtt:.6f}"})
         self._events.append(PongReceived(peer=msg.sender, seq=msg.seq, rtt=rtt))
