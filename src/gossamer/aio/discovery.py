@@ -103,7 +103,7 @@ def interface_addresses(interface: str) -> tuple[str, str]:
             raise ConfigError(
                 f"interface {interface!r} has no usable IPv4 address ({exc.strerror})",
                 interface=interface,
-            ) from None
+            ) from exc
     # struct ifreq: 16-byte name, then a sockaddr_in whose address is at bytes 4..8.
     return socket.inet_ntoa(address[20:24]), socket.inet_ntoa(broadcast[20:24])
 
