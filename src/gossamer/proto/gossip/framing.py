@@ -91,15 +91,6 @@ class ChatterStreamDecoder(FrameDecoder):
             self.consumed += pos
         return out
 
-    def close(self) -> None:
-        """The stream ended: raise ``DecodeError`` if it ended inside a message."""
-        if self._failed is not None:
-            raise DecodeError(
-                "the stream lost its framing at an earlier error", offset=self._failed.offset
-            )
-        if self._buffer:
-            raise self._fail(f"stream ended inside a message ({len(self._buffer)} bytes)", 0)
-
 
 #: Either decoder (a ``ChatterStreamDecoder`` is a ``FrameDecoder``).
 StreamDecoder = FrameDecoder
