@@ -42,6 +42,7 @@ import orjson
 from gossamer.aio.addresses import resolve
 from gossamer.aio.discovery import Discovery, PeerEvent, interface_addresses, open_discovery
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError, GossamerError, NetworkError
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown
@@ -52,7 +53,7 @@ __all__ = ["add_parser", "main", "run"]
 
 #: The ``DiscoveryConfig`` parameters the command sets, as ``--name-with-dashes``:
 #: ``(name, type, help)``. Defaults are the configuration's.
-_OPTIONS: tuple[tuple[str, type, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("interface", str, "network device: address and broadcast address from it"),
     ("address", str, "this node's IPv4 address or host name (its identity with --port)"),
     ("broadcast_address", str, "broadcast address (default: the interface's)"),
@@ -68,8 +69,7 @@ _OPTIONS: tuple[tuple[str, type, str], ...] = (
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    for name, kind, text in _OPTIONS:
-        p.add_argument("--" + name.replace("_", "-"), type=kind, help=text)
+    add_options(p, _OPTIONS)
     p.add_argument("--trace", type=Path, help="append trace events to this JSON-lines file")
     p.add_argument("--run", default="discovery", help="run id written into trace events")
     p.add_argument("--duration", type=float, help="stop cleanly after this many seconds")
@@ -113,8 +113,7 @@ def _peer_record(event: PeerEvent, now: float) -> dict[str, Any]:
 
 
 def _config(args: argparse.Namespace) -> DiscoveryConfig:
-    given = {name: getattr(args, name) for name, _, _ in _OPTIONS}
-    return DiscoveryConfig(**{name: value for name, value in given.items() if value is not None})
+    return DiscoveryConfig(**given(args, _OPTIONS))
 
 
 async def _serve(args: argparse.Namespace) -> int:

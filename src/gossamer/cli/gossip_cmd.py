@@ -36,6 +36,7 @@ from typing import Any
 from gossamer.addresses import format_address, parse_address
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import read_key_file
 from gossamer.errors import GossamerError
 from gossamer.proto.gossip import Delivered, GossipConfig, text_handler
@@ -58,7 +59,7 @@ def add_parser(commands: Any) -> None:
 
 #: The ``GossipConfig`` parameters the command sets, as ``--name-with-dashes``:
 #: ``(name, type, help)``. Unset, they come from the environment (``from_env``).
-_OPTIONS: tuple[tuple[str, type, str], ...] = (
+_OPTIONS: tuple[Option, ...] = (
     ("my_addr", str, "this node's IPv4 address or host name (default: CHATTER_ADDRESS)"),
     ("my_port", int, "TCP port (default: CHATTER_PORT or 29999)"),
     ("multicast_addr", str, "multicast group (default 224.1.1.1)"),
@@ -70,8 +71,7 @@ _OPTIONS: tuple[tuple[str, type, str], ...] = (
 
 
 def _arguments(p: argparse.ArgumentParser) -> None:
-    for name, kind, text in _OPTIONS:
-        p.add_argument("--" + name.replace("_", "-"), type=kind, help=text)
+    add_options(p, _OPTIONS)
     p.add_argument(
         "--wire",
         choices=WIRE_CHOICES,
@@ -99,8 +99,7 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> GossipConfig:
-    given = {name: getattr(args, name) for name, _, _ in _OPTIONS}
-    overrides: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+    overrides = given(args, _OPTIONS)
     if args.wire is not None:
         overrides["wire"] = parse_wire(args.wire, setting="--wire")
     if args.key_file is not None:
