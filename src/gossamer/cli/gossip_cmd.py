@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from gossamer.addresses import format_address, parse_address
+from gossamer.aio.addresses import resolve
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.loop import run as run_loop
 from gossamer.cli.config_options import Option, add_options, given
@@ -140,8 +142,10 @@ async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     sink: TraceSink = NullSink()
-    # The trace is named for the NetID; with a host name, the name given stands for it.
-    name = f"{config.my_addr}:{config.my_port}"
+    # The trace is named for the NetID, as its peers name this node.
+    host = (await resolve((config.my_addr, config.my_port), ipv6=False))[0]
+    config = dataclasses.replace(config, my_addr=host)
+    name = f"{host}:{config.my_port}"
     if args.out is not None:
         sink = JsonlSink(args.out / f"{name}.jsonl")
     tracer = Tracer(sink, run=args.run, node=name)
@@ -185,6 +189,7 @@ async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
 def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
     """Run the node until ``--duration`` or a signal; returns the exit code."""
     config = _config(args, os.environ if environ is None else environ)
+    config.require_key()  # before any socket or trace file exists
     code: int = run_loop(_serve(args, config))
     return code
 

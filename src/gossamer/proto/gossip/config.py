@@ -225,8 +225,8 @@ class GossipConfig:
         """The group key; ``ConfigError`` when none is configured (no default key)."""
         if self.key is None:
             raise ConfigError(
-                "no key configured (CHATTER_KEY, or wire=Wire(key=...)): gossamer has no "
-                "default key, Chatter's public fallback would let anyone read and forge messages"
+                "no key configured (CHATTER_KEY, --key-file, or wire=Wire(key=...)): gossamer has "
+                "no default key, Chatter's public fallback would let anyone read and forge messages"
             )
         return self.key
 
