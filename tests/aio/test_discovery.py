@@ -1,30 +1,46 @@
 """gossamer.aio.discovery on real sockets on 127.0.0.1, with no broadcast at all.
 
 Nothing may be broadcast in the machine's own namespace, so here each node's
-``broadcast_address`` is 127.0.0.1 and its ``broadcast_port`` is the *other*
-node's listening port (``listen_port``): the ``pelotari?`` reaches exactly one
-peer by unicast, and everything else is the real protocol on real sockets.
-Real broadcast (several nodes per host, five hosts on a bridge) is tested
-inside network namespaces in ``tests/netns/test_discovery_hosts.py``.
+``broadcast_address`` is 127.0.0.1 and its ``broadcast_targets`` name the other node's
+unicast address: the ``pelotari?`` reaches exactly that peer by unicast, and everything
+else is the real protocol on real sockets. Real broadcast (several nodes per host, five
+hosts on a bridge) is tested inside network namespaces in
+``tests/netns/test_discovery_hosts.py``.
 
-Every test runs on uvloop and on the default loop; timing assertions are bounds
-on protocol timers (tens of milliseconds here), never on speed.
+Every test runs on uvloop and on the default loop (the ``run`` fixture); timing
+assertions are bounds on protocol timers (tens of milliseconds here), never on speed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 
-from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, interface_addresses
-from gossamer.errors import ConfigError, LocalProtocolError
-from gossamer.proto.discovery import DataReceived, PeerDown, PeerUp
-from gossamer.testing import free_ports, sealed_wire
-from gossamer.testing.aio import Runner
-from gossamer.trace import MemorySink
+from gossamer.aio.discovery import (
+    Discovery,
+    DiscoveryConfig,
+    PeerDown,
+    PeerUp,
+    Received,
+    interface_addresses,
+    open_discovery,
+)
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LocalProtocolError,
+    NetworkError,
+    NoRouteError,
+    TimedOutError,
+)
+from gossamer.testing import sealed_wire
+from gossamer.testing.aio import Runner, until
+from gossamer.trace import MemorySink, Tracer
+from gossamer.wire.mode import Wire
 
 LOCALHOST = "127.0.0.1"
 TIMERS: dict[str, Any] = {
@@ -35,45 +51,50 @@ TIMERS: dict[str, Any] = {
 }
 
 
-def linked_pair(**timers: Any) -> tuple[DiscoveryOptions, DiscoveryOptions]:
-    """Options for two nodes whose "broadcasts" reach each other by unicast."""
-    port_a, port_b, listen_a, listen_b = free_ports(4)
-    settings = {**TIMERS, "wire": sealed_wire(), **timers}
-    a = DiscoveryOptions(address=LOCALHOST, port=port_a, broadcast_address=LOCALHOST,
-                         broadcast_port=listen_b, listen_port=listen_a, **settings)  # fmt: skip
-    b = DiscoveryOptions(address=LOCALHOST, port=port_b, broadcast_address=LOCALHOST,
-                         broadcast_port=listen_a, listen_port=listen_b, **settings)  # fmt: skip
+def config(*targets: tuple[str, int], host: str = LOCALHOST, **settings: Any) -> DiscoveryConfig:
+    """A node on any free port whose broadcasts go, as unicast, to ``targets``."""
+    return DiscoveryConfig(address=(host, 0), broadcast_address=LOCALHOST, listen_port=0,
+                           broadcast_targets=targets, **{**TIMERS, **settings})  # fmt: skip
+
+
+async def pair(stack: AsyncExitStack, wire: Wire, **settings: Any) -> tuple[Discovery, Discovery]:
+    """Two open nodes: ``b`` "broadcasts" to ``a``, which is enough for both to register."""
+    a = await stack.enter_async_context(open_discovery(config(**settings), wire=wire))
+    b = await stack.enter_async_context(open_discovery(config(a.address, **settings), wire=wire))
     return a, b
 
 
-async def next_event(node: DiscoveryNode, kind: type, timeout: float = 5.0) -> Any:
+async def next_event(node: Discovery, kind: type, timeout: float = 5.0) -> Any:
     async with asyncio.timeout(timeout):
-        async for event in node.peer_events():
+        async for event in node.events():
             if isinstance(event, kind):
                 return event
-    raise AssertionError("the node stopped first")
+    raise AssertionError("the node closed first")
 
 
 def test_two_nodes_discover_each_other_and_exchange_data(run: Runner) -> None:
     async def main() -> None:
-        options_a, options_b = linked_pair()
-        seen: list[object] = []
-        sink = MemorySink()
-        async with DiscoveryNode(options_a, on_peer=seen.append, sink=sink) as a, \
-                DiscoveryNode(options_b) as b:  # fmt: skip
+        wire, sink = sealed_wire(), MemorySink()
+        async with open_discovery(config(), wire=wire,
+                                  tracer=Tracer(sink, run="t", node="a")) as a, \
+                open_discovery(config(a.address), wire=wire) as b:  # fmt: skip
             up = await next_event(a, PeerUp)
-            assert up == PeerUp(peer=b.address, name=f"{LOCALHOST}:{options_b.port}")
+            assert up == PeerUp(peer=b.address, name=f"{LOCALHOST}:{b.address[1]}")
             await next_event(b, PeerUp)
+            await until(lambda: bool(a.peers() and b.peers()))
             assert a.peers() == [b.address] and b.peers() == [a.address]
-            assert seen == [up]  # the callback saw it too
-            a.send(b.address, b"to b")
-            assert await asyncio.wait_for(b.receive(), 5) == DataReceived(
-                peer=a.address, name=f"{LOCALHOST}:{options_a.port}", payload=b"to b"
+            assert await a.send(b"to b", to=b.address) == 1
+            message = await b.receive(timeout=5)
+            assert message == Received(
+                peer=a.address, name=f"{LOCALHOST}:{a.address[1]}", payload=b"to b"
             )
-            assert b.send_to_peers(b"to all") == 1
-            assert (await asyncio.wait_for(a.receive(), 5)).payload == b"to all"
-            with pytest.raises(LocalProtocolError):
-                a.send((LOCALHOST, 9), b"not a peer")
+            assert (message.data, message.sender) == (b"to b", a.address)
+            assert await b.send(b"to all") == 1  # to=None: every registered peer
+            async for got in a:
+                assert (got.data, got.sender) == (b"to all", b.address)
+                break
+            assert not a.rejected and not a.closed
+        assert a.closed and b.closed
         kinds = {(e.kind, e.attrs.get("type")) for e in sink.events}
         assert {("peer_up", None), ("send", "data"), ("recv", "data")} <= kinds
         # Whoever broadcast first, a saw or sent a pelotari? (it may finish inside its jitter).
@@ -83,39 +104,41 @@ def test_two_nodes_discover_each_other_and_exchange_data(run: Runner) -> None:
     run(main())
 
 
-def test_clean_stop_removes_at_once_and_ends_the_streams(run: Runner) -> None:
+def test_close_says_agur_ends_the_streams_and_refuses_more(run: Runner) -> None:
     async def main() -> None:
-        options_a, options_b = linked_pair(inactive_time=30.0)  # no heartbeat could do it
-        async with DiscoveryNode(options_a) as a:
-            b = DiscoveryNode(options_b)
-            await b.start()
+        async with AsyncExitStack() as stack:
+            a, b = await pair(stack, sealed_wire(), inactive_time=30.0)  # no heartbeat could
             await next_event(a, PeerUp)
-            async with asyncio.timeout(5):
-                while not b.peers():  # b registers a when a's dale! arrives
-                    await asyncio.sleep(0.005)
+            await until(lambda: bool(b.peers()))  # b registers a when a's dale! arrives
+            await a.send(b"before the close", to=b.address)
+            await until(lambda: b.core.counters.data_received == 1)
             loop = asyncio.get_running_loop()
-            stopped_at = loop.time()
-            await b.stop()
+            closed_at = loop.time()
+            await b.close()
             down = await next_event(a, PeerDown, timeout=2.0)
             assert down.reason == "leave" and not down.local and down.peer == b.address
-            assert loop.time() - stopped_at < 2.0
-            # b's own view: its peer left locally, and its streams ended.
-            events = [e async for e in b.peer_events()]
+            assert loop.time() - closed_at < 2.0
+            # b's own view: its peer left locally, and its event stream ended.
+            events = [e async for e in b.events()]
             assert [type(e) for e in events] == [PeerUp, PeerDown]
             assert isinstance(events[1], PeerDown) and events[1].local
-            with pytest.raises(LocalProtocolError):
+            # What had arrived is still received; then ClosedError, and iteration ends.
+            assert (await b.receive()).data == b"before the close"
+            with pytest.raises(ClosedError):
                 await b.receive()
-            await b.stop()  # idempotent
+            assert [m async for m in b] == []
+            with pytest.raises(ClosedError):
+                await b.send(b"late")
+            await b.close()  # idempotent
+            assert b.closed
 
     run(main())
 
 
 def test_a_crashed_node_is_removed_by_heartbeat(run: Runner) -> None:
     async def main() -> None:
-        options_a, options_b = linked_pair()
-        async with DiscoveryNode(options_a) as a:
-            b = DiscoveryNode(options_b)
-            await b.start()
+        async with AsyncExitStack() as stack:
+            a, b = await pair(stack, sealed_wire())
             await next_event(a, PeerUp)
             loop = asyncio.get_running_loop()
             crashed_at = loop.time()
@@ -130,43 +153,94 @@ def test_a_crashed_node_is_removed_by_heartbeat(run: Runner) -> None:
     run(main())
 
 
-def test_options_must_say_where_the_node_lives() -> None:
-    with pytest.raises(ConfigError, match="address"):
-        DiscoveryOptions().resolve()
-    with pytest.raises(ConfigError, match="broadcast"):
-        DiscoveryOptions(address=LOCALHOST).resolve()
-    with pytest.raises(ConfigError, match="no-such-if0"):
-        DiscoveryOptions(interface="no-such-if0").resolve()
-    assert interface_addresses("lo")[0] == LOCALHOST
-
-
-def test_not_started_and_started_twice(run: Runner) -> None:
+def test_receive_times_out_and_unknown_peers_have_no_route(run: Runner) -> None:
     async def main() -> None:
-        options, _ = linked_pair()
-        node = DiscoveryNode(options)
-        with pytest.raises(LocalProtocolError):
-            node.peers()
-        with pytest.raises(LocalProtocolError):
-            node.send((LOCALHOST, 1), b"x")
-        await node.start()
-        try:
-            with pytest.raises(LocalProtocolError):
-                await node.start()
-        finally:
-            await node.stop()
+        async with open_discovery(config(), wire=sealed_wire()) as node:
+            with pytest.raises(TimedOutError) as timed_out:
+                await node.receive(timeout=0.05)
+            assert isinstance(timed_out.value, TimeoutError)
+            assert isinstance(timed_out.value.__cause__, TimeoutError)
+            with pytest.raises(NoRouteError):
+                await node.send(b"not a peer", to=(LOCALHOST, 9))
+            assert await node.send(b"to nobody") == 0
 
     run(main())
 
 
-def test_port_in_use_is_an_os_error_and_leaks_nothing(run: Runner) -> None:
+def test_localhost_resolves_for_the_node_and_its_peers(run: Runner) -> None:
     async def main() -> None:
-        options, _ = linked_pair()
+        wire = sealed_wire()
+        async with open_discovery(config(host="localhost"), wire=wire) as a:
+            host, port = a.address
+            assert host == LOCALHOST
+            async with open_discovery(config(f"localhost:{port}"), wire=wire) as b:
+                await next_event(b, PeerUp)
+                await until(lambda: bool(a.peers()))
+                assert await b.send(b"by name", to=f"localhost:{port}") == 1
+                assert (await a.receive(timeout=5)).sender == b.address
+
+    run(main())
+
+
+def test_a_port_in_use_is_a_network_error_and_leaks_nothing(run: Runner) -> None:
+    async def main() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as squatter:
-            squatter.bind((LOCALHOST, options.port))
-            with pytest.raises(OSError):
-                await DiscoveryNode(options).start()
-        # The listening port was not left bound by the failed start.
-        async with DiscoveryNode(options) as node:
-            assert node.address == (LOCALHOST, options.port)
+            squatter.bind((LOCALHOST, 0))
+            taken = squatter.getsockname()[1]
+            settings = {**TIMERS, "broadcast_address": LOCALHOST, "listen_port": 0}
+            busy = DiscoveryConfig(address=(LOCALHOST, taken), **settings)
+            with pytest.raises(NetworkError) as error:
+                await open_discovery(busy, wire=sealed_wire())
+            assert isinstance(error.value.__cause__, OSError)
+            assert isinstance(error.value, OSError)
+            # The listening socket is the one taken: the unicast one is not left bound.
+            port = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            port.bind((LOCALHOST, 0))
+            free = port.getsockname()[1]
+            port.close()
+            squatted = DiscoveryConfig(address=(LOCALHOST, free), broadcast_address=LOCALHOST,
+                                       listen_port=taken)  # fmt: skip
+            with pytest.raises(NetworkError):
+                await open_discovery(squatted, wire=sealed_wire())
+        async with open_discovery(squatted, wire=sealed_wire()) as node:
+            assert node.address == (LOCALHOST, free)
+
+    run(main())
+
+
+def test_the_configuration_says_where_the_node_lives(run: Runner) -> None:
+    with pytest.raises(ConfigError, match="address"):
+        DiscoveryConfig()
+    with pytest.raises(ConfigError, match="port"):
+        DiscoveryConfig(address="127.0.0.1:70000")
+    assert DiscoveryConfig(address="10.0.0.1").address == ("10.0.0.1", 21450)
+    assert DiscoveryConfig(address="10.0.0.1:7").address == ("10.0.0.1", 7)
+    assert interface_addresses("lo")[0] == LOCALHOST
+
+    async def main() -> None:
+        with pytest.raises(ConfigError, match="broadcast"):
+            await open_discovery(DiscoveryConfig(address=LOCALHOST), wire=sealed_wire())
+        with pytest.raises(ConfigError, match="no-such-if0"):
+            await open_discovery(DiscoveryConfig(interface="no-such-if0"), wire=sealed_wire())
+        with pytest.raises(ConfigError, match="wire"):
+            open_discovery(config(), wire=None)  # type: ignore[arg-type]
+
+    run(main())
+
+
+def test_an_opening_opens_once_and_a_node_not_open_refuses(run: Runner) -> None:
+    async def main() -> None:
+        opening = open_discovery(config(), wire=sealed_wire())
+        node = await opening
+        try:
+            with pytest.raises(LocalProtocolError):
+                await opening
+        finally:
+            await node.close()
+        unopened = Discovery(config(), wire=sealed_wire(), tracer=None, rng=None, faults=None)
+        with pytest.raises(LocalProtocolError):
+            unopened.peers()
+        with pytest.raises(LocalProtocolError):
+            await unopened.send(b"x", to=(LOCALHOST, 1))
 
     run(main())

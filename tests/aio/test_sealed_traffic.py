@@ -21,6 +21,7 @@ CI); elsewhere it skips with the reason, and fails under ``CI=true``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import struct
@@ -32,8 +33,8 @@ import pytest
 
 from gossamer.aio import link
 from gossamer.aio import loop as aio_loop
-from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions
-from gossamer.aio.gossip import GossipNode
+from gossamer.aio.discovery import Discovery, DiscoveryConfig, open_discovery
+from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.sockets import udp_socket
 from gossamer.proto.gossip import GossipConfig, text_handler
@@ -117,8 +118,8 @@ def capture() -> Iterator[Capture]:
 @dataclass
 class Nodes:
     isis: list[IsisService]
-    discovery: list[DiscoveryNode]
-    gossip: list[GossipNode]
+    discovery: list[Discovery]
+    gossip: list[Gossip]
     links: list[link.Node]
     isis_delivered: list[int]
     gossip_delivered: list[int]
@@ -129,7 +130,7 @@ class Nodes:
     def udp_ports(self) -> set[int]:
         ports = {s.local_address[1] for s in self.isis}
         for node in self.discovery:
-            ports |= {node.address[1], node.options.listen_port or 0}
+            ports |= {node.address[1], node.config.listen_port or 0}
         return ports | {n.address[1] for n in self.links if n.transport.value == "udp"}
 
     @property
@@ -141,14 +142,6 @@ class Nodes:
         data = sum(n.core.counters.data_received for n in self.discovery)
         return (sum(self.isis_delivered), sum(self.gossip_delivered),
                 sum(self.link_received), data)  # fmt: skip
-
-
-def free_tcp_ports(count: int) -> list[int]:
-    socks = [socket.create_server((LOCALHOST, 0)) for _ in range(count)]
-    ports = [s.getsockname()[1] for s in socks]
-    for sock in socks:
-        sock.close()
-    return ports
 
 
 async def start_nodes() -> Nodes:
@@ -177,26 +170,22 @@ async def start_nodes() -> Nodes:
         s.close()
     timers = {"broadcast_interval": 0.2, "inactive_time": 5.0, "heartbeat_wait": 0.5}
     discovery = [
-        DiscoveryNode(DiscoveryOptions(address=LOCALHOST, port=numbers[i],
-                                       broadcast_address=LOCALHOST,
-                                       broadcast_port=numbers[3 - i], listen_port=numbers[2 + i],
-                                       wire=wire, **timers))  # type: ignore[arg-type]
+        await open_discovery(DiscoveryConfig(address=LOCALHOST, port=numbers[i],
+                                             broadcast_address=LOCALHOST,
+                                             broadcast_port=numbers[3 - i],
+                                             listen_port=numbers[2 + i], **timers), wire=wire)
         for i in (0, 1)
     ]  # fmt: skip
-    for node in discovery:
-        await node.start()
-    # Gossip: two nodes over TCP.
+    # Gossip: two nodes over TCP; a handler's dispatch counts the deliveries.
     gossip_delivered = [0]
-    gossip_ports = free_tcp_ports(2)
+    counting = dataclasses.replace(
+        text_handler(), dispatch=lambda _p: gossip_delivered.__setitem__(0, gossip_delivered[0] + 1)
+    )
     gossip = [
-        GossipNode(GossipConfig(my_addr=LOCALHOST, my_port=port, key=wire.key or b"",
-                                multicast=False),
-                   handlers=[text_handler()], tracer=Tracer(sink, run="t", node=f"g{port}"),
-                   on_deliver=lambda _e: gossip_delivered.__setitem__(0, gossip_delivered[0] + 1))
-        for port in gossip_ports
+        await open_gossip(GossipConfig(my_addr=LOCALHOST, my_port=0, multicast=False), wire=wire,
+                          handlers=[counting], tracer=Tracer(sink, run="t", node=f"g{i}"))
+        for i in (0, 1)
     ]  # fmt: skip
-    for node in gossip:
-        await node.start()
     # Links: PUSH/PULL over TCP and over UDP.
     links = [await link.open_node(wire=wire, transport=t) for t in ("tcp", "tcp", "udp", "udp")]
     return Nodes(isis, discovery, gossip, links, isis_delivered, gossip_delivered, [0], sink)
@@ -208,10 +197,10 @@ async def exchange(nodes: Nodes) -> None:
         while not all(n.peers() for n in nodes.discovery):
             await asyncio.sleep(0.05)
     peer = nodes.discovery[1].address
-    nodes.discovery[0].send(peer, SECRETS[1] + b"/discovery")
+    await nodes.discovery[0].send(SECRETS[1] + b"/discovery", to=peer)
     for service in nodes.isis:
         service.multicast(ISIS_SECRET)
-    nodes.gossip[0].broadcast([nodes.gossip[1].netid], ("text", SECRETS[1].decode()))
+    await nodes.gossip[0].send(("text", SECRETS[1].decode()), to=nodes.gossip[1].netid)
     for pull_node, push_node in (nodes.links[0:2], nodes.links[2:4]):
         pull = pull_node.socket("pull", tag="jobs", capacity=10)
         push = push_node.socket("push", tag="feeder")

@@ -71,7 +71,15 @@ def test_every_protocol_command_refuses_to_start_without_a_key(
     hostfile.write_text("a 127.0.0.1:1\nb 127.0.0.1:2\nc 127.0.0.1:3\n")
     for argv in (
         ["isis", "--hostfile", str(hostfile), "--me", "a"],
-        ["discovery", "--address", "127.0.0.1", "--broadcast", "127.0.0.1", "--duration", "0"],
+        [
+            "discovery",
+            "--address",
+            "127.0.0.1",
+            "--broadcast-address",
+            "127.0.0.1",
+            "--duration",
+            "0",
+        ],
     ):
         assert main(argv) == 2
         assert "no default key" in capsys.readouterr().err

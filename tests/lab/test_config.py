@@ -107,13 +107,18 @@ def test_full_config(tmp_path: Path) -> None:
     assert config.peers[1].subnet == 1 and config.peers[0].ports.isis == 7113
     assert config.faults.drop == 0.05 and config.faults.partitions[0].peers == ("h1",)
     assert config.faults.partitions[0].start == 5.0 and config.faults.partitions[0].end == 10.0
-    assert config.discovery.enabled and config.discovery.broadcast_address == "10.77.1.255"
-    assert config.discovery.seeds == ("h1",)
-    assert config.discovery.broadcast_interval == 1.0 and config.discovery.inactive_time == 3.0
+    discovery = config.discovery.config
+    assert discovery is not None and config.discovery.enabled
+    assert discovery.broadcast_address == "10.77.1.255" and config.discovery.seeds == ("h1",)
+    assert discovery.broadcast_interval == 1.0 and discovery.inactive_time == 3.0
+    # The node's own DiscoveryConfig: identity and ports from [node] and [ports].
+    assert discovery.address == (config.node.address, config.ports.discovery)
+    assert discovery.broadcast_port == config.ports.discovery_broadcast
     # A present section is enabled unless it says otherwise.
     assert config.gossip.enabled and config.node.key == b"k" * 32
     assert config.node.wire_config().sealed
-    assert config.gossip.rate == 3.0 and not config.gossip.multicast
+    assert config.gossip.config is not None and not config.gossip.config.multicast
+    assert config.gossip.rate == 3.0 and config.gossip.config.my_port == config.ports.gossip
     assert config.isis.enabled and config.isis.members == ("h1", "h2", "h3")
     assert config.isis.snapshots and not config.isis.broken_order
     assert config.link.push_to == ("h1",) and config.link.credit == 16
@@ -165,7 +170,13 @@ def test_node_config_can_be_built_in_code_and_written(tmp_path: Path) -> None:
         (MINIMAL + "wire = 'plain'\n", "node.wire: must be 'sealed' or 'original'"),
         (MINIMAL + "[gateway]\nclients = 2\n", "gateway.db: is required"),
         (MINIMAL + PEERS + "[link]\npush_to = ['h3']\n", "link.push_to: names this node"),
-        (MINIMAL + "[discovery]\nheartbeat_wait = 0\n", "discovery.heartbeat_wait: must be > 0"),
+        (MINIMAL + "[discovery]\nheartbeat_wait = 0\n",
+         "discovery.heartbeat_wait: heartbeat_wait must be a positive number of seconds"),
+        # Every protocol parameter is a key, checked by the protocol's configuration.
+        (MINIMAL + "[discovery]\nmax_missed = 0\n", "discovery.max_missed: max_missed must be"),
+        (MINIMAL + "[discovery]\nrebalance = 1\n", "discovery.rebalance: must be true or false"),
+        (MINIMAL + "[discovery]\naddress = 'x'\n", "discovery.address: unknown key"),
+        (KEYED + "[gossip]\nack_timeout = -1\n", "gossip.ack_timeout: ack_timeout must be"),
         (MINIMAL + "[bogus]\n", "bogus: unknown key"),
         (MINIMAL + "[node]\n", "not valid TOML"),
     ],

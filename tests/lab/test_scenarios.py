@@ -219,8 +219,10 @@ def test_demo_configs_on_loopback(tmp_path: Path) -> None:
         assert (part.start, part.end) == (6.0, 8.0)
         other_side = set(placement.ids) - {"h2"} if node == "h2" else {"h2"}
         assert set(part.peers) == other_side
-        assert cfg.discovery.enabled and cfg.discovery.broadcast_address is None
-        assert cfg.gossip.enabled and not cfg.gossip.multicast  # never multicast on lo
+        discovery, gossip = cfg.discovery.config, cfg.gossip.config
+        assert discovery is not None and gossip is not None
+        assert cfg.discovery.enabled and discovery.broadcast_address is None
+        assert cfg.gossip.enabled and not gossip.multicast  # never multicast on lo
         assert cfg.node.key is not None and len(cfg.node.key) == 32
         assert cfg.node.wire_config().sealed
         assert cfg.isis.enabled and cfg.isis.snapshots
@@ -240,8 +242,10 @@ def test_configs_in_namespaces(tmp_path: Path) -> None:
         spec = placement.host(node)
         assert cfg.node.address == spec.address
         assert cfg.ports.as_dict() == hosts.DEFAULT_PORTS
-        assert cfg.discovery.broadcast_address == spec.broadcast
-        assert cfg.gossip.multicast  # between namespace hosts only
+        discovery, gossip = cfg.discovery.config, cfg.gossip.config
+        assert discovery is not None and gossip is not None
+        assert discovery.broadcast_address == spec.broadcast
+        assert gossip.multicast  # between namespace hosts only
         assert cfg.faults.partitions == ()  # the runner cuts the real links instead
         assert not cfg.isis.enabled and not cfg.link.enabled and not cfg.gateway.enabled
 

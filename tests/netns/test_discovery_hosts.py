@@ -34,7 +34,8 @@ from gossamer.testing.pytest_plugin import NetnsFactory
 from gossamer.trace import read_run
 
 INTERVAL, INACTIVE, WAIT = 0.5, 1.0, 0.25
-TIMERS = ["--interval", str(INTERVAL), "--inactive", str(INACTIVE), "--wait", str(WAIT)]
+TIMERS = ["--broadcast-interval", str(INTERVAL), "--inactive-time", str(INACTIVE),
+          "--heartbeat-wait", str(WAIT)]  # fmt: skip
 
 #: The group key every node of this module's runs seals with (fresh per run).
 GROUP_KEY = secrets.token_hex(32)
@@ -187,7 +188,15 @@ def test_several_nodes_share_one_host_over_loopback_broadcast(netns: NetnsFactor
     ports = [21450, 21460, 21470]
     nodes = [
         start(
-            host, ["--address", "127.0.0.1", "--broadcast", "127.255.255.255", "--port", str(port)]
+            host,
+            [
+                "--address",
+                "127.0.0.1",
+                "--broadcast-address",
+                "127.255.255.255",
+                "--port",
+                str(port),
+            ],
         )
         for port in ports
     ]

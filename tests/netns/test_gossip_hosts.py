@@ -36,7 +36,7 @@ def start_node(
         sys.executable,
         "-m",
         "gossamer.cli.gossip_cmd",
-        "--addr",
+        "--my-addr",
         host.ip,
         "--peers",
         ",".join([*(p.ip for p in peers), PHANTOM]),

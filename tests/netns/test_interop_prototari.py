@@ -83,8 +83,8 @@ def start(host: Host, kind: str) -> Node:
                 "--interval", str(INTERVAL)]  # fmt: skip
     else:
         argv = [sys.executable, "-m", "gossamer.cli.discovery_cmd", "--wire", "original",
-                "--interface", host.iface, "--interval", str(INTERVAL),
-                "--inactive", str(INACTIVE), "--wait", str(WAIT)]  # fmt: skip
+                "--interface", host.iface, "--broadcast-interval", str(INTERVAL),
+                "--inactive-time", str(INACTIVE), "--heartbeat-wait", str(WAIT)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "GOSSAMER_KEY"}
     proc = host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return Node(host, kind, proc)

@@ -1,13 +1,17 @@
-"""Chatter broadcast on real sockets: a TCP listener, one connection per peer, a multicast group.
+"""Chatter broadcast on real sockets: ``open_gossip`` and the ``Gossip`` service.
 
-A thin pump over ``gossamer.proto.gossip.GossipCore`` built from ``gossamer.aio``'s public
-pieces (``serve``/``connect`` for TCP, ``open_datagram`` and ``multicast_socket`` for UDP)::
+A TCP listener, one connection per peer and a multicast group, following ``docs/api.md``::
 
-    config = GossipConfig.from_env(os.environ)           # CHATTER_ADDRESS, CHATTER_KEY, ...
-    async with GossipNode(config, handlers=[hello]) as node:
-        msg = node.broadcast(destinations, ("hello", "world"))
-        async for delivered in node.deliveries():        # or each handler's dispatch
+    config = GossipConfig(my_addr="10.0.0.1")             # or GossipConfig.from_env(os.environ)
+    async with gossamer.open_gossip(config, wire=Wire(key=group_key)) as gossip:
+        msg = await gossip.send(b"hello", to=["10.0.0.2:29999", "10.0.1.7:29999"])
+        async for delivered in gossip:                    # .data, .sender, .msg
             ...
+
+``send`` takes ``bytes`` (carried by ``bytes_handler``, registered by default) or any payload
+a registered ``MessageHandler`` carries (Chatter's payload types). Destinations are NetIDs,
+``(host, port)`` or ``"host:port"``; host names resolve to IPv4, the only family a NetID
+carries. Gossip has no notifications besides deliveries, so it has no ``events()``.
 
 Sockets, as Chatter's (chatter-as-coded.md §8), with the fixes:
 
@@ -22,10 +26,10 @@ Sockets, as Chatter's (chatter-as-coded.md §8), with the fixes:
   wildcard-bound socket counted them, §8, §12 item 5).
 - In original-wire mode each message is written by itself, as Chatter's receiver needs.
 
-Delivered broadcasts go to their handler's ``dispatch``, to ``on_deliver`` and to the queue
-read by ``deliveries()``. A ``dispatch`` that raises is counted in ``dispatch_errors`` (the
-last one kept in ``last_dispatch_error``): a handler's bug must not take the node down.
-No protocol decision is made here.
+A delivered broadcast goes to its handler's ``dispatch`` (Chatter's callback) and to the
+queue read by ``receive()`` and ``async for``. A ``dispatch`` that raises is counted in
+``dispatch_errors`` (the last one kept in ``last_dispatch_error``): a handler's bug must not
+take the node down. No protocol decision is made here.
 """
 
 from __future__ import annotations
@@ -36,15 +40,20 @@ import dataclasses
 import random
 import secrets
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from gossamer._types import Address, Datagram
+from gossamer.addresses import AddressLike
+from gossamer.aio._pump import now as _now
+from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.inbox import Inbox
+from gossamer.aio.opening import Opening
 from gossamer.aio.sockets import multicast_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
-from gossamer.errors import LocalProtocolError
+from gossamer.errors import ClosedError, LocalProtocolError, NetworkError
 from gossamer.proto.gossip import (
     Delivered,
     GossipConfig,
@@ -53,22 +62,69 @@ from gossamer.proto.gossip import (
     MessageHandler,
     PeerInfo,
     WireMode,
+    bytes_handler,
 )
+from gossamer.proto.gossip.config import DEFAULT_PORT
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.chatter import NetID
+from gossamer.wire.mode import Wire
 
-__all__ = ["GossipNode"]
+__all__ = ["Delivered", "Destination", "Gossip", "GossipConfig", "open_gossip"]
+
+#: One destination of a broadcast: a NetID, ``(host, port)`` or ``"host:port"``.
+Destination = NetID | AddressLike
 
 
-def _now() -> float:
-    # The clock every gossamer driver feeds its cores (gossamer.aio._pump.now).
-    return time.monotonic()
+def open_gossip(
+    config: GossipConfig,
+    *,
+    wire: Wire | None = None,
+    handlers: Iterable[MessageHandler] = (),
+    tracer: Tracer | None = None,
+    rng: random.Random | None = None,
+    first_seqno: int | None = None,
+) -> Opening[Gossip]:
+    """Open a gossip node: ``await`` it, or ``async with`` it (``docs/api.md``).
+
+    ``wire`` (``gossamer.wire.mode.Wire``) sets the configuration's ``wire``, ``key``,
+    ``cluster`` and ``key_id``; without it they are the configuration's own (what
+    ``GossipConfig.from_env`` read from ``CHATTER_*``). There is no default key.
+    ``handlers``: payload types besides ``bytes`` (more with ``register``). ``tracer``:
+    where the core's trace events go (default: nowhere). ``rng``: the core's random
+    choices (default: seeded from the OS). ``first_seqno``: the first broadcast's seqno;
+    by default wall-clock microseconds, so that a restarted node never reuses seqnos its
+    peers have seen (``config.first_seqno`` is used when it is not 1).
+
+    Raises ``ConfigError`` for an unusable configuration (no key) and ``NetworkError``
+    (its cause the ``OSError``) when a name does not resolve or a socket cannot be bound.
+    """
+    if wire is not None:
+        config = dataclasses.replace(
+            config, wire=wire.mode, key=wire.key, cluster=wire.cluster, key_id=wire.key_id
+        )
+    config.require_key()  # refused now, before any socket exists
+    node = Gossip(config, handlers=handlers, tracer=tracer, rng=rng, first_seqno=first_seqno)
+    return Opening(node._open)
 
 
-class _MulticastPort:
+class _Adapter:
+    """A socket's side of the node as a driver's core: the node keeps the one timer and
+    hands deliveries out itself, so the adapter has neither."""
+
+    def handle_timer(self, now: float) -> None:
+        pass
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def events_received(self) -> list[object]:
+        return []
+
+
+class _MulticastPort(_Adapter):
     """The multicast socket's side of the node, as the datagram driver's core."""
 
-    def __init__(self, node: GossipNode) -> None:
+    def __init__(self, node: Gossip) -> None:
         self.node = node
         self.outbox: list[Datagram] = []
 
@@ -81,24 +137,15 @@ class _MulticastPort:
         out, self.outbox = self.outbox, []
         return out
 
-    def handle_timer(self, now: float) -> None:
-        pass
 
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
-
-
-class _Connection:
+class _Connection(_Adapter):
     """One TCP connection's side of the node, as the stream driver's core.
 
     Inbound (``peer`` is None): bytes go to ``receive_stream(conn, ...)``. Outbound: bytes
     (ACKs) go to ``receive_reply(peer, ...)``. ``queue`` holds what the core wants written.
     """
 
-    def __init__(self, node: GossipNode, *, conn: int, peer: NetID | None) -> None:
+    def __init__(self, node: Gossip, *, conn: int, peer: NetID | None) -> None:
         self.node = node
         self.conn = conn
         self.peer = peer
@@ -139,25 +186,9 @@ class _Connection:
         self.queue.clear()
         return data
 
-    def handle_timer(self, now: float) -> None:
-        pass
 
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
-
-
-class GossipNode:
-    """One gossip node on real sockets. See the module docstring.
-
-    ``handlers``: the payload types (more with ``register``). ``tracer``: where the core's
-    trace events go (default: nowhere). ``rng``: the core's random choices (default: seeded
-    from the OS). ``first_seqno``: the first broadcast's seqno; by default wall-clock
-    microseconds, so that a restarted node never reuses seqnos its peers have seen
-    (``config.first_seqno`` is used when it is not 1).
-    """
+class Gossip:
+    """One running gossip node (from ``open_gossip``). See the module docstring."""
 
     def __init__(
         self,
@@ -166,7 +197,6 @@ class GossipNode:
         handlers: Iterable[MessageHandler] = (),
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
-        on_deliver: Callable[[Delivered], None] | None = None,
         first_seqno: int | None = None,
     ) -> None:
         if first_seqno is None and config.first_seqno == 1:
@@ -174,20 +204,13 @@ class GossipNode:
         if first_seqno is not None:
             config = dataclasses.replace(config, first_seqno=first_seqno)
         self.config = config
-        self.netid = config.netid
-        self.tracer = tracer or Tracer(NullSink(), run="gossip", node=str(self.netid))
-        self.core = GossipCore(
-            config,
-            tracer=self.tracer,
-            rng=rng or random.Random(secrets.randbits(64)),
-            handlers=HandlerRegistry(handlers),
-            epoch=time.time_ns() // 1000,
-            randbytes=secrets.token_bytes,
-        )
+        self._handlers = HandlerRegistry([bytes_handler(), *handlers])
+        self._tracer = tracer
+        self._rng = rng
+        self._core: GossipCore | None = None
         self.dispatch_errors = 0
         self.last_dispatch_error: BaseException | None = None
-        self._on_deliver = on_deliver
-        self._deliveries: asyncio.Queue[Delivered | None] = asyncio.Queue()
+        self._deliveries: Inbox[Delivered] = Inbox("the gossip node")
         self._multicast: DatagramDriver[_MulticastPort] | None = None
         self._port = _MulticastPort(self)
         self._server: StreamServer[_Connection] | None = None
@@ -203,28 +226,56 @@ class GossipNode:
 
     # -- life cycle ------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Listen on TCP and join the multicast group (when ``config.multicast``)."""
-        if self._loop is not None:
-            raise LocalProtocolError("the node was already started")
+    async def _open(self) -> Gossip:
+        """Listen on TCP and join the multicast group (when ``config.multicast``); once:
+        the ``Opening`` calls it."""
         self._loop = asyncio.get_running_loop()
         config = self.config
-        self._server = await serve(
-            self._accept, config.my_addr, config.my_port, on_connection=self._accepted
+        host = (await resolve((config.my_addr, config.my_port), ipv6=False))[0]
+        try:
+            self._server = await serve(
+                self._accept, host, config.my_port, on_connection=self._accepted
+            )
+        except OSError as exc:
+            raise NetworkError(
+                f"cannot listen on {host}:{config.my_port}: {exc.strerror or exc}",
+                address=host,
+                port=config.my_port,
+            ) from exc
+        # Port 0 asked for any free port: the NetID is the port the listener got.
+        config = dataclasses.replace(config, my_addr=host, my_port=self._server.address[1])
+        self.config = config
+        self._core = GossipCore(
+            config,
+            tracer=self._tracer or Tracer(NullSink(), run="gossip", node=str(config.netid)),
+            rng=self._rng or random.Random(secrets.randbits(64)),
+            handlers=self._handlers,
+            epoch=time.time_ns() // 1000,
+            randbytes=secrets.token_bytes,
         )
         if config.multicast:
-            sock = multicast_socket(
-                config.multicast_addr,
-                config.multicast_port,
-                interface=config.my_addr,
-                ttl=config.multicast_ttl,
-                loopback=False,
-                bind_host=config.multicast_addr,
-            )
+            try:
+                sock = multicast_socket(
+                    config.multicast_addr,
+                    config.multicast_port,
+                    interface=config.my_addr,
+                    ttl=config.multicast_ttl,
+                    loopback=False,
+                    bind_host=config.multicast_addr,
+                )
+            except OSError as exc:
+                await self.close()
+                raise NetworkError(
+                    f"cannot join {config.multicast_addr}:{config.multicast_port}: {exc.strerror}",
+                    group=config.multicast_addr,
+                    port=config.multicast_port,
+                ) from exc
             self._multicast = await open_datagram(self._port, sock)
+        return self
 
     async def close(self) -> None:
-        """Stop listening, close every connection and the multicast socket."""
+        """Stop listening, close every connection and the multicast socket. Idempotent;
+        what was delivered before stays readable, then ``receive`` raises ``ClosedError``."""
         if self._closed:
             return
         self._closed = True
@@ -250,56 +301,85 @@ class GossipNode:
             self._multicast.close()
             with contextlib.suppress(Exception):
                 await self._multicast.wait_closed()
-        self._deliveries.put_nowait(None)
+        self._deliveries.end()
 
-    async def __aenter__(self) -> GossipNode:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # -- the application's side --------------------------------------------------------
 
-    def broadcast(self, destinations: Iterable[NetID | str], payload: object) -> str:
-        """Broadcast ``payload`` to ``destinations`` (see ``GossipCore.broadcast``)."""
+    async def send(self, data: object, *, to: Destination | Iterable[Destination] = ()) -> str:
+        """Broadcast ``data`` to the destinations ``to`` (one, or several; none still
+        multicasts on the LAN); returns the broadcast's id (``Delivered.msg`` at every
+        receiver). ``data`` is ``bytes`` or a payload of a registered handler.
+
+        Raises ``ClosedError`` once closed, ``NetworkError`` for a destination whose name
+        does not resolve, ``ConfigError`` for one that is not an address, and
+        ``LocalProtocolError`` for a payload no handler carries.
+        """
+        self._require_running()
+        destinations = [await self._netid(item) for item in _listed(to)]
         self._require_running()
         try:
-            return self.core.broadcast(destinations, payload, _now())
+            return self.core.broadcast(destinations, data, _now())
         finally:
             self._kick()
 
+    async def receive(self, timeout: float | None = None) -> Delivered:
+        """The next delivered broadcast. Raises ``TimedOutError`` after ``timeout`` seconds
+        without one and ``ClosedError`` once closed and drained."""
+        return await self._deliveries.get(timeout)
+
+    def __aiter__(self) -> AsyncIterator[Delivered]:
+        """``async for delivered in gossip``: every delivery, in order, until it closes."""
+        return self._deliveries
+
     def register(self, handler: MessageHandler) -> None:
         """Register a payload type."""
-        self.core.register(handler)
+        self._handlers.add(handler)
 
     def peers(self) -> list[PeerInfo]:
         """What the peer database knows now."""
         return self.core.peers(_now())
 
-    async def deliveries(self) -> AsyncIterator[Delivered]:
-        """Every delivered broadcast, in order, until the node closes."""
-        while True:
-            item = await self._deliveries.get()
-            if item is None:
-                self._deliveries.put_nowait(None)
-                return
-            yield item
+    @property
+    def core(self) -> GossipCore:
+        """The protocol core (read its ``counters``; do not drive it)."""
+        if self._core is None:
+            raise LocalProtocolError("the node is not open yet (await open_gossip(...))")
+        return self._core
+
+    @property
+    def netid(self) -> NetID:
+        """This node's NetID: its address and TCP port."""
+        return self.core.own
 
     @property
     def address(self) -> Address:
         """The TCP listening address."""
         if self._server is None:
-            raise LocalProtocolError("the node is not started")
+            raise LocalProtocolError("the node is not open yet (await open_gossip(...))")
         return self._server.address
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Input the node refused, by reason (forgeries, replays, malformed messages)."""
+        return Counter(self.core.rejected)
+
+    async def _netid(self, item: Destination) -> NetID:
+        if isinstance(item, NetID):
+            return item
+        host, port = await resolve(item, ipv6=False, default_port=DEFAULT_PORT)
+        return NetID(host, port)
 
     # -- the pump --------------------------------------------------------------------------
 
     def _require_running(self) -> None:
-        if self._loop is None:
-            raise LocalProtocolError("the node is not started")
         if self._closed:
-            raise LocalProtocolError("the node is closed")
+            raise ClosedError("the gossip node is closed")
+        if self._core is None:
+            raise LocalProtocolError("the node is not open yet (await open_gossip(...))")
 
     def _kick(self) -> None:
         """Carry out everything the core asked for; re-arm the timer."""
@@ -349,12 +429,10 @@ class GossipNode:
     def _deliver(self, event: Delivered) -> None:
         try:
             event.handler.dispatch(event.payload)
-            if self._on_deliver is not None:
-                self._on_deliver(event)
         except Exception as exc:  # a handler's bug must not stop the node
             self.dispatch_errors += 1
             self.last_dispatch_error = exc
-        self._deliveries.put_nowait(event)
+        self._deliveries.put(event)
 
     def _pump(self, driver: DatagramDriver[Any] | StreamDriver[Any]) -> None:
         if not driver.closed:
@@ -445,3 +523,13 @@ class GossipNode:
             if link.queue and not self._closed:
                 link.queue.clear()
                 self.core.stream_failed(peer, _now())
+
+
+def _listed(to: Destination | Iterable[Destination]) -> list[Destination]:
+    """``to`` as a list: one destination (a NetID, ``"host:port"``, ``(host, port)``) or
+    an iterable of them."""
+    if isinstance(to, NetID | str):
+        return [to]
+    if isinstance(to, tuple) and len(to) == 2 and isinstance(to[1], int):
+        return [(str(to[0]), to[1])]
+    return list(to)

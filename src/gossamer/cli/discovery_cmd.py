@@ -13,7 +13,8 @@ can follow it::
 
 ``t`` is ``time.monotonic()`` (seconds), the clock of the trace written with
 ``--trace``. Where the node lives is always given: ``--interface`` or ``--address``
-with ``--broadcast``.
+with ``--broadcast-address``. The protocol's options are ``DiscoveryConfig``'s parameters
+by the same names and units (``--broadcast-interval`` is ``broadcast_interval``, seconds).
 
 The wire is sealed by default (``--key-file`` or ``GOSSAMER_KEY`` gives the group key);
 ``--wire original`` speaks the Go original's plaintext, with its identity rules: a peer
@@ -38,30 +39,37 @@ from typing import Any
 
 import orjson
 
-from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions, PeerEvent
+from gossamer.aio.addresses import resolve
+from gossamer.aio.discovery import Discovery, PeerEvent, interface_addresses, open_discovery
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
-from gossamer.errors import ConfigError, GossamerError
-from gossamer.proto.discovery import PeerDown
-from gossamer.trace.sink import JsonlSink, TraceSink
+from gossamer.errors import ConfigError, GossamerError, NetworkError
+from gossamer.proto.discovery import DiscoveryConfig, PeerDown
+from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
 __all__ = ["add_parser", "main", "run"]
 
 
+#: The ``DiscoveryConfig`` parameters the command sets, as ``--name-with-dashes``:
+#: ``(name, type, help)``. Defaults are the configuration's.
+_OPTIONS: tuple[Option, ...] = (
+    ("interface", str, "network device: address and broadcast address from it"),
+    ("address", str, "this node's IPv4 address or host name (its identity with --port)"),
+    ("broadcast_address", str, "broadcast address (default: the interface's)"),
+    ("port", int, "unicast port (default 21450)"),
+    ("broadcast_port", int, "broadcast port (default 21451)"),
+    ("max_peers", int, "peers at most (default 64)"),
+    ("broadcast_interval", float, "seconds between broadcasts (5)"),
+    ("inactive_time", float, "seconds of silence before a heartbeat (10)"),
+    ("heartbeat_wait", float, "seconds to wait for a heartbeat answer (1)"),
+    ("heartbeat_attempts", int, "heartbeats sent per wait (3)"),
+    ("node_id", str, "node id in traces (default ADDRESS:PORT)"),
+)
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
-    where = p.add_argument_group("where the node lives (one of)")
-    where.add_argument("--interface", help="network device: address and broadcast from it")
-    where.add_argument("--address", help="this node's IPv4 address (its identity with --port)")
-    where.add_argument("--broadcast", help="broadcast address (default: the interface's)")
-    p.add_argument("--port", type=int, default=21450, help="unicast port (default 21450)")
-    p.add_argument(
-        "--broadcast-port", type=int, default=21451, help="broadcast port (default 21451)"
-    )
-    p.add_argument("--max-peers", type=int, default=64, help="peers at most (default 64)")
-    p.add_argument("--interval", type=float, default=5.0, help="broadcast interval, s (5)")
-    p.add_argument("--inactive", type=float, default=10.0, help="inactive-peer time, s (10)")
-    p.add_argument("--wait", type=float, default=1.0, help="heartbeat max wait, s (1)")
-    p.add_argument("--node-id", help="node id in traces (default ADDRESS:PORT)")
+    add_options(p, _OPTIONS)
     p.add_argument("--trace", type=Path, help="append trace events to this JSON-lines file")
     p.add_argument("--run", default="discovery", help="run id written into trace events")
     p.add_argument("--duration", type=float, help="stop cleanly after this many seconds")
@@ -104,69 +112,48 @@ def _peer_record(event: PeerEvent, now: float) -> dict[str, Any]:
     return record
 
 
+def _config(args: argparse.Namespace) -> DiscoveryConfig:
+    return DiscoveryConfig(**given(args, _OPTIONS))
+
+
 async def _serve(args: argparse.Namespace) -> int:
-    options = DiscoveryOptions(
-        interface=args.interface,
-        address=args.address,
-        broadcast_address=args.broadcast,
-        port=args.port,
-        broadcast_port=args.broadcast_port,
-        max_peers=args.max_peers,
-        broadcast_interval=args.interval,
-        inactive_time=args.inactive,
-        heartbeat_wait=args.wait,
-        node_id=args.node_id,
-        wire=wire_from_args(args),
-    )
+    config = _config(args)
     loop = asyncio.get_running_loop()
-    sink: TraceSink | None = None
-    jsonl: JsonlSink | None = None
-    if args.trace is not None:
-        jsonl = JsonlSink(args.trace)
-        sink = jsonl
-    node = DiscoveryNode(
-        options,
-        on_peer=lambda event: _emit(_peer_record(event, time.monotonic())),
-        sink=sink,
-        run=args.run,
-        rng=random.Random(args.seed),
-    )
+    jsonl = JsonlSink(args.trace) if args.trace is not None else None
+    sink: TraceSink = NullSink() if jsonl is None else jsonl
+    node_id = config.node_id
+    if node_id is None:  # named as the driver names it: ip:port
+        where = config.address
+        if where is None:
+            assert config.interface is not None
+            where = (interface_addresses(config.interface)[0], config.port)
+        host, port = await resolve(where, ipv6=False)
+        node_id = f"{host}:{port}"
+        config = dataclasses.replace(config, node_id=node_id)
     done = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, done.set)
+    node: Discovery | None = None
     try:
-        await node.start()
+        node = await open_discovery(
+            config,
+            wire=wire_from_args(args),
+            tracer=Tracer(sink, run=args.run, node=node_id),
+            rng=random.Random(args.seed),
+        )
         ip, port = node.address
         _emit({"event": "ready", "node": f"{ip}:{port}", "t": time.monotonic()})
-
-        async def read_data() -> None:
-            while True:
-                message = await node.receive()
-                _emit(
-                    {
-                        "event": "data",
-                        "peer": message.name,
-                        "size": len(message.payload),
-                        "t": time.monotonic(),
-                    }
-                )
-
-        async def chat(period: float) -> None:
-            count = 0
-            while True:
-                await asyncio.sleep(period)
-                count += 1
-                node.send_to_peers(f"{ip}:{port}/{count}".encode())
-
-        tasks = [loop.create_task(read_data())]
+        follow = loop.create_task(_follow(node))
+        tasks = [loop.create_task(_read_data(node))]
         if args.send_every:
-            tasks.append(loop.create_task(chat(args.send_every)))
+            tasks.append(loop.create_task(_chat(node, args.send_every)))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout=args.duration)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await node.stop()
+        await node.close()
+        await follow  # the peer events end with the node, its leave included
         counters = {
             key: value for key, value in dataclasses.asdict(node.core.counters).items() if value
         }
@@ -175,10 +162,31 @@ async def _serve(args: argparse.Namespace) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-        node.abort()
+        if node is not None:
+            node.abort()
         if jsonl is not None:
             jsonl.close()
     return 0
+
+
+async def _follow(node: Discovery) -> None:
+    async for event in node.events():
+        _emit(_peer_record(event, time.monotonic()))
+
+
+async def _read_data(node: Discovery) -> None:
+    async for message in node:
+        record = {"event": "data", "peer": message.name, "size": len(message.data)}
+        _emit({**record, "t": time.monotonic()})
+
+
+async def _chat(node: Discovery, period: float) -> None:
+    ip, port = node.address
+    count = 0
+    while True:
+        await asyncio.sleep(period)
+        count += 1
+        await node.send(f"{ip}:{port}/{count}".encode())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --interface or --address (the node never guesses where it lives)")
     try:
         return run_loop(_serve(args))
-    except OSError as exc:  # a port in use, an interface that is down
+    except NetworkError as exc:  # a port in use, an interface that is down
         print(f"gossamer discovery: error: {exc}", file=sys.stderr)
         return 1
 

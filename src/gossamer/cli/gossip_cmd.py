@@ -1,12 +1,13 @@
-"""``gossamer gossip``: run one Chatter broadcast node (``gossamer.aio.gossip.GossipNode``).
+"""``gossamer gossip``: run one Chatter broadcast node (``gossamer.open_gossip``).
 
-    CHATTER_KEY=... gossamer gossip --addr 10.77.1.10 --peers 10.77.1.11,10.77.2.10 \\
+    CHATTER_KEY=... gossamer gossip --my-addr 10.77.1.10 --peers 10.77.1.11,10.77.2.10 \\
         --announce 4 --broadcast "hello" --at 2.5 --duration 5 --out traces/
 
-Configuration comes from Chatter's environment variables (``CHATTER_ADDRESS``,
-``CHATTER_PORT``, ``CHATTER_MULTICAST_ADDRESS``, ``CHATTER_MULTICAST_PORT``,
-``CHATTER_MULTICAST_TTL``, ``CHATTER_KEY``, ``CHATTER_WIRE``); flags override them. There is no
-default key.
+Configuration comes from Chatter's environment variables, read by ``GossipConfig.from_env``
+(``CHATTER_ADDRESS``, ``CHATTER_PORT``, ``CHATTER_MULTICAST_ADDRESS``,
+``CHATTER_MULTICAST_PORT``, ``CHATTER_MULTICAST_TTL``, ``CHATTER_KEY``, ``CHATTER_WIRE``,
+``CHATTER_CLUSTER``); flags, named after ``GossipConfig``'s parameters (``--my-addr`` is
+``my_addr``), override them. There is no default key.
 
 Payloads are text (type ``text``). Every delivery is printed on standard output as one line::
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -32,13 +34,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gossamer.aio.gossip import GossipNode
+from gossamer.addresses import format_address, parse_address
+from gossamer.aio.addresses import resolve
+from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import read_key_file
-from gossamer.errors import ConfigError, GossamerError
+from gossamer.errors import GossamerError
 from gossamer.proto.gossip import Delivered, GossipConfig, text_handler
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
-from gossamer.wire.chatter import NetID
 from gossamer.wire.mode import WIRE_CHOICES, parse_wire
 
 __all__ = ["add_parser", "main", "run"]
@@ -55,12 +59,21 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(handler=run)
 
 
+#: The ``GossipConfig`` parameters the command sets, as ``--name-with-dashes``:
+#: ``(name, type, help)``. Unset, they come from the environment (``from_env``).
+_OPTIONS: tuple[Option, ...] = (
+    ("my_addr", str, "this node's IPv4 address or host name (default: CHATTER_ADDRESS)"),
+    ("my_port", int, "TCP port (default: CHATTER_PORT or 29999)"),
+    ("multicast_addr", str, "multicast group (default 224.1.1.1)"),
+    ("multicast_port", int, "multicast port (default 29999)"),
+    ("multicast_ttl", int, "multicast TTL (default 4)"),
+    ("connect_timeout", float, "seconds to wait for a TCP connection (2)"),
+    ("ack_timeout", float, "seconds a next hop has to acknowledge (1)"),
+)
+
+
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--addr", help="this node's IPv4 address (default: CHATTER_ADDRESS)")
-    p.add_argument("--port", type=int, help="TCP port (default: CHATTER_PORT or 29999)")
-    p.add_argument("--multicast-addr", help="multicast group (default 224.1.1.1)")
-    p.add_argument("--multicast-port", type=int, help="multicast port (default 29999)")
-    p.add_argument("--ttl", type=int, help="multicast TTL (default 4)")
+    add_options(p, _OPTIONS)
     p.add_argument(
         "--wire",
         choices=WIRE_CHOICES,
@@ -74,9 +87,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-multicast", action="store_true", help="TCP tree only")
     p.add_argument(
-        "--connect-timeout", type=float, metavar="SECONDS", help="TCP connect timeout (2 s)"
+        "--peers", default="", help="comma-separated HOST or HOST:PORT of the other nodes"
     )
-    p.add_argument("--peers", default="", help="comma-separated IP or IP:PORT of the other nodes")
     p.add_argument("--announce", type=int, default=0, help="multicast-only announcements")
     p.add_argument("--announce-interval", type=float, default=0.5, metavar="SECONDS")
     p.add_argument("--broadcast", help="text to broadcast to every peer")
@@ -89,61 +101,57 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace, environ: Mapping[str, str]) -> GossipConfig:
-    overrides: dict[str, Any] = {}
-    for flag, name in (
-        ("addr", "my_addr"),
-        ("port", "my_port"),
-        ("multicast_addr", "multicast_addr"),
-        ("multicast_port", "multicast_port"),
-        ("ttl", "multicast_ttl"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            overrides[name] = value
+    overrides = given(args, _OPTIONS)
     if args.wire is not None:
         overrides["wire"] = parse_wire(args.wire, setting="--wire")
     if args.key_file is not None:
         overrides["key"] = read_key_file(args.key_file)
     if args.no_multicast:
         overrides["multicast"] = False
-    if args.connect_timeout is not None:
-        overrides["connect_timeout"] = args.connect_timeout
     return GossipConfig.from_env(environ, **overrides)
 
 
-def _peers(text: str, port: int) -> list[NetID]:
+def _peers(text: str, port: int) -> list[str]:
+    """``--peers`` items as ``host:port`` (``port``, this node's, when an item has none)."""
     peers = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        try:
-            peers.append(NetID.parse(item) if ":" in item else NetID(item, port))
-        except ValueError:
-            raise ConfigError("--peers takes IP or IP:PORT items", item=item) from None
+        host, port_given = parse_address(item, default_port=port)
+        peers.append(format_address((host, port_given)))
     return peers
+
+
+def _show(event: Delivered) -> None:
+    hop = "?" if event.hop is None else str(event.hop)
+    text = str(event.data[1]) if isinstance(event.data, tuple) else repr(event.data)
+    print(
+        f"deliver {event.msg} via={event.via} hop={hop} from={event.sender} text={text}",
+        flush=True,
+    )
+
+
+async def _print_deliveries(node: Gossip) -> None:
+    async for event in node:
+        _show(event)
 
 
 async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
     peers = _peers(args.peers, config.my_port)
-    sink: TraceSink = NullSink()
-    if args.out is not None:
-        sink = JsonlSink(args.out / f"{config.netid}.jsonl")
-    tracer = Tracer(sink, run=args.run, node=str(config.netid))
-
-    def show(event: Delivered) -> None:
-        hop = "?" if event.hop is None else str(event.hop)
-        text = str(event.payload[1]) if isinstance(event.payload, tuple) else repr(event.payload)
-        print(
-            f"deliver {event.msg} via={event.via} hop={hop} from={event.sender} text={text}",
-            flush=True,
-        )
-
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    node = GossipNode(config, handlers=[text_handler()], tracer=tracer, on_deliver=show)
-    await node.start()
-    print(f"listening {config.netid} multicast={config.multicast}", flush=True)
+    sink: TraceSink = NullSink()
+    # The trace is named for the NetID, as its peers name this node.
+    host = (await resolve((config.my_addr, config.my_port), ipv6=False))[0]
+    config = dataclasses.replace(config, my_addr=host)
+    name = f"{host}:{config.my_port}"
+    if args.out is not None:
+        sink = JsonlSink(args.out / f"{name}.jsonl")
+    tracer = Tracer(sink, run=args.run, node=name)
+    node = await open_gossip(config, handlers=[text_handler()], tracer=tracer)
+    printer = loop.create_task(_print_deliveries(node))
+    print(f"listening {node.netid} multicast={config.multicast}", flush=True)
     origin = time.time() if args.start_at is None else args.start_at
 
     async def at(offset: float) -> None:
@@ -154,11 +162,11 @@ async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
     async def timeline() -> None:
         for k in range(args.announce):
             await at(k * args.announce_interval)
-            node.broadcast([], ("text", f"announce {k}"))
+            await node.send(("text", f"announce {k}"), to=[])
         if args.broadcast is not None:
             for k in range(args.count):
                 await at(args.at + k)
-                msg = node.broadcast(peers, ("text", args.broadcast))
+                msg = await node.send(("text", args.broadcast), to=peers)
                 print(f"broadcast {msg}", flush=True)
         if args.duration is not None:
             await at(args.duration)
@@ -172,6 +180,7 @@ async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await node.close()
+        await printer  # what arrived before the close is printed, then it ends
         if isinstance(sink, JsonlSink):
             sink.close()
     return 0
@@ -180,6 +189,7 @@ async def _serve(args: argparse.Namespace, config: GossipConfig) -> int:
 def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
     """Run the node until ``--duration`` or a signal; returns the exit code."""
     config = _config(args, os.environ if environ is None else environ)
+    config.require_key()  # before any socket or trace file exists
     code: int = run_loop(_serve(args, config))
     return code
 

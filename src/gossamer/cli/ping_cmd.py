@@ -4,6 +4,12 @@
 trips. Both can write a trace (``--trace DIR``) that ``gossamer trace summary``
 reads, and ``send`` can inject faults on its socket (``--drop``, ``--dup``,
 ``--delay``) to show retransmission at work on a real network.
+
+Addresses are ``HOST:PORT``; host names (``localhost``) resolve to IPv4. ``send`` never
+waits silently: it says whom it pings, and a server that has answered nothing when its
+first ping is given up (``--timeout`` doubled over ``--retries`` retransmissions), or that
+refuses at once (ICMP port unreachable, reported for a single server), ends it with a
+one-line error and exit code 1.
 """
 
 from __future__ import annotations
@@ -11,28 +17,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import socket
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from gossamer._types import Address
+from gossamer.addresses import format_address, parse_address
+from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.loop import loop_name, run
 from gossamer.aio.sockets import udp_socket
-from gossamer.errors import ConfigError
+from gossamer.errors import ConfigError, NetworkError
 from gossamer.faults import FaultPlan
 from gossamer.proto.ping import PingConfig, PingCore, PingLost, PongReceived
 from gossamer.trace import JsonlSink, NullSink, Tracer, TraceSink
 
 
-def parse_address(text: str) -> Address:
-    """``HOST:PORT`` -> ``(host, port)``; a one-line ``ConfigError`` otherwise."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"{text!r} is not HOST:PORT")
-    return host, int(port)
+def host_port(text: str) -> Address:
+    """``HOST:PORT`` -> ``(host, port)`` (``gossamer.addresses.parse_address``, the port
+    required); ``argparse.ArgumentTypeError`` with the reason otherwise."""
+    try:
+        return parse_address(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT: {exc.reason}") from None
 
 
 def add_parser(commands: Any) -> None:
@@ -41,7 +51,7 @@ def add_parser(commands: Any) -> None:
         dest="ping_command", metavar="SUBCOMMAND", required=True, parser_class=type(p)
     )
     serve = sub.add_parser("serve", help="answer pings")
-    serve.add_argument("--bind", type=parse_address, required=True, metavar="HOST:PORT")
+    serve.add_argument("--bind", type=host_port, required=True, metavar="HOST:PORT")
     serve.add_argument(
         "--duration",
         type=float,
@@ -55,13 +65,13 @@ def add_parser(commands: Any) -> None:
     send = sub.add_parser("send", help="ping servers and report round trips")
     send.add_argument(
         "--to",
-        type=parse_address,
+        type=host_port,
         action="append",
         required=True,
         metavar="HOST:PORT",
         help="a server (repeatable)",
     )
-    send.add_argument("--bind", type=parse_address, default=("127.0.0.1", 0), metavar="HOST:PORT")
+    send.add_argument("--bind", type=host_port, default=("127.0.0.1", 0), metavar="HOST:PORT")
     send.add_argument("--count", type=int, default=10)
     send.add_argument("--interval", type=float, default=0.05)
     send.add_argument("--timeout", type=float, default=0.1, help="first retransmission timeout")
@@ -92,10 +102,19 @@ def _sink(args: argparse.Namespace) -> TraceSink:
     return JsonlSink(args.trace / f"{args.node}.jsonl")
 
 
+def _bound(address: Address) -> socket.socket:
+    try:
+        return udp_socket(*address)
+    except OSError as exc:
+        where = format_address(address)
+        raise NetworkError(f"cannot bind {where}: {exc.strerror}", address=where) from exc
+
+
 async def _serve(args: argparse.Namespace) -> int:
     tracer = Tracer(_sink(args), run=args.run, node=args.node)
     core = PingCore(PingConfig(node_id=args.node, count=0), tracer=tracer, rng=random.Random(0))
-    driver = await open_datagram(core, udp_socket(*args.bind), tracer=tracer)
+    bind = await resolve(args.bind, ipv6=False)
+    driver = await open_datagram(core, _bound(bind), tracer=tracer)
     host, port = driver.local_address
     print(f"answering pings on {host}:{port} ({loop_name()} loop)", file=sys.stderr, flush=True)
     try:
@@ -109,7 +128,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 async def _send(args: argparse.Namespace) -> int:
     tracer = Tracer(_sink(args), run=args.run, node=args.node)
-    targets = [(f"{host}:{port}", (host, port)) for host, port in args.to]
+    targets = [(format_address(a), await resolve(a, ipv6=False)) for a in args.to]
     config = PingConfig(
         node_id=args.node,
         targets=targets,
@@ -126,31 +145,63 @@ async def _send(args: argparse.Namespace) -> int:
     )
     done = loop.create_future()
     rtts: list[float] = []
+    answered: set[str] = set()
     lost = 0
+    failure: str | None = None
 
     def on_event(event: object) -> None:
-        nonlocal lost
+        nonlocal lost, failure
         if isinstance(event, PongReceived):
             rtts.append(event.rtt)
+            answered.add(event.peer)
             print(f"pong from {event.peer} seq={event.seq} rtt={event.rtt * 1000:.3f} ms")
         elif isinstance(event, PingLost):
             lost += 1
             print(f"ping to {event.peer} seq={event.seq} lost after {args.retries} retries")
-        if core.done and not done.done():
+            if event.peer not in answered and failure is None:
+                # A server that never answered will not answer the rest either.
+                waited = args.timeout * (2 ** (args.retries + 1) - 1)
+                failure = f"no answer from {_named(event.peer, targets)} within {waited:g} s"
+        if (core.done or failure is not None) and not done.done():
             done.set_result(None)
 
-    driver = await open_datagram(
-        core, udp_socket(*args.bind), on_event=on_event, faults=faults, tracer=tracer
-    )
+    bind = await resolve(args.bind, ipv6=False)
+    sock = _bound(bind)
+    if len(targets) == 1:
+        # Connected, the socket hears ICMP port unreachable: a refusal ends it at once.
+        try:
+            sock.connect(targets[0][1])
+        except OSError as exc:
+            sock.close()
+            raise NetworkError(f"cannot reach {targets[0][0]}: {exc.strerror}") from exc
+    for name, _ in targets:
+        print(f"pinging {_named(name, targets)}", file=sys.stderr, flush=True)
+    driver = await open_datagram(core, sock, on_event=on_event, faults=faults, tracer=tracer)
     try:
-        await done
+        while not done.done():
+            await asyncio.wait([done], timeout=0.05)
+            if failure is None and isinstance(driver.last_error, ConnectionRefusedError):
+                failure = f"{_named(targets[0][0], targets)} refused (nothing listens there)"
+                break
     finally:
         driver.close()
         await driver.wait_closed()
+    if failure is not None:
+        lost = args.count - len(rtts)
     p50 = statistics.median(rtts) * 1000 if rtts else float("nan")
     injected = ", ".join(f"{k} {v}" for k, v in sorted((faults.counts if faults else {}).items()))
     print(
         f"{len(rtts)} answered, {lost} lost, {core.counters.retransmitted} retransmissions, "
         f"rtt p50 {p50:.3f} ms; faults injected: {injected or 'none'}"
     )
+    if failure is not None:
+        print(f"gossamer ping: error: {failure}", file=sys.stderr)
     return 0 if lost == 0 else 1
+
+
+def _named(peer: str, targets: list[tuple[str, Address]]) -> str:
+    """``peer`` as written, with the address it resolved to when that differs."""
+    for name, address in targets:
+        if name == peer and format_address(address) != name:
+            return f"{name} ({format_address(address)})"
+    return peer

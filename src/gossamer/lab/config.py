@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
+from gossamer.proto.discovery import DiscoveryConfig
+from gossamer.proto.gossip import GossipConfig
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
     KEY_ENV,
@@ -152,32 +154,49 @@ class FaultsSection:
         )
 
 
+#: What the lab sets itself in ``DiscoveryConfig`` (from ``[node]``, ``[ports]`` and the
+#: peers); every other parameter is a ``[discovery]`` key of the same name and unit.
+_DISCOVERY_SET_BY_LAB = frozenset({
+    "address", "port", "interface", "broadcast_port", "listen_port", "broadcast_targets",
+    "node_id", "start", "names", "wire",
+})
+#: The lab's timers, faster than the spec's so that a run takes seconds.
+_DISCOVERY_LAB_DEFAULTS: Mapping[str, Any] = {
+    "broadcast_interval": 1.0, "inactive_time": 3.0, "heartbeat_wait": 0.5,
+}
+#: What the lab sets itself in ``GossipConfig`` (from ``[node]``, ``[ports]`` and the key).
+_GOSSIP_SET_BY_LAB = frozenset({
+    "my_addr", "my_port", "key", "wire", "cluster", "key_id", "first_seqno",
+})
+#: Multicast is off unless asked for: loopback must never see it.
+_GOSSIP_LAB_DEFAULTS: Mapping[str, Any] = {
+    "multicast": False, "multicast_addr": "239.7.7.7", "multicast_port": 7199,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DiscoverySection:
-    """``[discovery]``: Prototari with lab-speed timers."""
+    """``[discovery]``: Prototari. ``seeds`` are peers behind a router (another broadcast
+    domain) that also get every broadcast, as unicast to their discovery port: how nodes
+    on two subnets find each other. Every other key is the ``DiscoveryConfig`` parameter
+    of the same name and unit (``broadcast_address``: the subnet's, on namespace hosts;
+    absent on loopback), with lab-speed timers by default; ``config`` is this node's."""
 
     enabled: bool = False
-    broadcast_address: str | None = None
-    broadcast_interval: float = 1.0
-    inactive_time: float = 3.0
-    heartbeat_wait: float = 0.5
-    heartbeat_attempts: int = 3
-    max_peers: int = 64
-    #: Peers behind a router (another broadcast domain) that also get every broadcast,
-    #: as unicast to their discovery port: how nodes on two subnets find each other.
     seeds: tuple[str, ...] = ()
+    config: DiscoveryConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GossipSection:
-    """``[gossip]``: Chatter broadcasts (sealed with the node's key)."""
+    """``[gossip]``: Chatter broadcasts (sealed with the node's key), ``rate`` per second
+    of ``size`` bytes. Every other key is the ``GossipConfig`` parameter of the same name
+    and unit (multicast off by default); ``config`` is this node's."""
 
     enabled: bool = False
-    multicast: bool = False
-    multicast_addr: str = "239.7.7.7"
-    multicast_port: int = 7199
     rate: float = 2.0
     size: int = 200
+    config: GossipConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,9 +282,11 @@ class NodeConfig:
             lines.append("[[faults.partition]]")
             _pairs(lines, {"peers": list(part.peers), "from": part.start, "to": part.end})
             lines.append("")
-        d = self.discovery
-        _table(lines, "discovery", _fields(d))
-        _table(lines, "gossip", _fields(self.gossip))
+        d, g = self.discovery, self.gossip
+        _table(lines, "discovery", {"enabled": d.enabled, "seeds": list(d.seeds),
+                                    **_settable(d.config, _DISCOVERY_SET_BY_LAB)})
+        _table(lines, "gossip", {"enabled": g.enabled, "rate": g.rate, "size": g.size,
+                                 **_settable(g.config, _GOSSIP_SET_BY_LAB)})
         i = self.isis
         _table(lines, "isis", {**_fields(i), "members": list(i.members)})
         k = self.link
@@ -277,6 +298,45 @@ class NodeConfig:
 
 def _fields(obj: Any) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def _settable(config: Any, set_by_lab: frozenset[str]) -> dict[str, Any]:
+    """A protocol configuration's parameters that a section's keys set."""
+    if config is None:
+        return {}
+    return {name: value for name, value in _fields(config).items() if name not in set_by_lab}
+
+
+_C = TypeVar("_C")
+
+
+def _protocol(
+    t: _Table, cls: Callable[..., _C], set_by_lab: frozenset[str],
+    lab_defaults: Mapping[str, Any], **given: Any,
+) -> _C:
+    """``cls(**given, **parameters)``: one protocol's configuration, every parameter not
+    ``set_by_lab`` read from the section by its name and checked against its type; the
+    configuration's own checks are reported with the key path (``discovery.max_peers``)."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in set_by_lab or f.name not in t.data:
+            continue
+        kind = str(f.type)
+        if kind == "bool":
+            values[f.name] = t.boolean(f.name)
+        elif kind in ("int", "int | None"):
+            values[f.name] = t.integer(f.name, low=None)
+        elif kind in ("float", "float | None"):
+            values[f.name] = t.number(f.name, low=None)
+        elif kind in ("str", "str | None"):
+            values[f.name] = t.string(f.name)
+        else:
+            raise _fail(t.key(f.name), "cannot be set from a configuration file")
+    try:
+        return cls(**{**lab_defaults, **values, **given})
+    except ConfigError as exc:
+        named = [name for name in exc.fields if name in values or name in lab_defaults]
+        raise _fail(t.key(named[0]) if named else t.path, exc.reason) from None
 
 
 def _value(value: Any) -> str:
@@ -493,13 +553,12 @@ def parse_config(
     t, enabled = _section(data, "discovery", "discovery" in had)
     discovery = DiscoverySection(
         enabled=enabled,
-        broadcast_address=t.string("broadcast_address", None),
-        broadcast_interval=t.number("broadcast_interval", 1.0, low=None, above=0.0),
-        inactive_time=t.number("inactive_time", 3.0, low=None, above=0.0),
-        heartbeat_wait=t.number("heartbeat_wait", 0.5, low=None, above=0.0),
-        heartbeat_attempts=t.integer("heartbeat_attempts", 3, low=1),
-        max_peers=t.integer("max_peers", 64, low=1),
         seeds=tuple(t.strings("seeds", ())),
+        config=_protocol(
+            t, DiscoveryConfig, _DISCOVERY_SET_BY_LAB, _DISCOVERY_LAB_DEFAULTS,
+            address=(node.address, ports.discovery), broadcast_port=ports.discovery_broadcast,
+            node_id=node.id, wire=node.wire,
+        ),
     )
     check_ids("discovery.seeds", discovery.seeds, self_ok=False)
     t.finish()
@@ -507,11 +566,12 @@ def parse_config(
     t, enabled = _section(data, "gossip", "gossip" in had)
     gossip = GossipSection(
         enabled=enabled,
-        multicast=t.boolean("multicast", False),
-        multicast_addr=t.string("multicast_addr", "239.7.7.7"),
-        multicast_port=t.integer("multicast_port", 7199, low=1, high=65535),
         rate=t.number("rate", 2.0),
         size=t.integer("size", 200, low=1, high=1 << 20),
+        config=_protocol(
+            t, GossipConfig, _GOSSIP_SET_BY_LAB, _GOSSIP_LAB_DEFAULTS,
+            my_addr=node.address, my_port=ports.gossip, wire=node.wire, cluster=node.cluster,
+        ),
     )
     t.finish()
 

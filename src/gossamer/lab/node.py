@@ -40,11 +40,11 @@ import orjson
 
 from gossamer._types import Address
 from gossamer.addresses import format_address
-from gossamer.aio.discovery import DiscoveryNode, DiscoveryOptions
+from gossamer.aio.discovery import Discovery, open_discovery
 from gossamer.aio.faults import Deliver, Direction, FaultInjector
 from gossamer.aio.gateway_client import GatewayClient, Message, open_gateway_client
 from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
-from gossamer.aio.gossip import GossipNode
+from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.link import Node, Socket, open_node
 from gossamer.errors import ClosedError, GossamerError, LinkError
@@ -52,7 +52,7 @@ from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
-from gossamer.proto.gossip import GossipConfig, text_handler
+from gossamer.proto.gossip import text_handler
 from gossamer.proto.isis import Delivered, IsisConfig, Member
 from gossamer.proto.snapshot import Bank
 from gossamer.store.queues import SqliteQueueStore
@@ -261,11 +261,11 @@ class LabNode:
         self.stopping = False
         self.injectors: list[LabFaults] = []
         self.up: set[str] = set()
-        self.discovery: DiscoveryNode | None = None
+        self.discovery: Discovery | None = None
         self.isis: IsisService | None = None
         self.members: dict[str, int] = {}
         self.bank: Bank | None = None
-        self.gossip: GossipNode | None = None
+        self.gossip: Gossip | None = None
         self.link_node: Node | None = None
         self.pull: Socket | None = None
         self.push: Socket | None = None
@@ -310,18 +310,12 @@ class LabNode:
         if c.isis.enabled:
             await self._start_isis()
         if c.gossip.enabled:
-            g = c.gossip
-            self.gossip = GossipNode(
-                GossipConfig(
-                    my_addr=c.node.address, my_port=c.ports.gossip, wire=self.wire.mode,
-                    key=self.wire.key or b"", cluster=self.wire.cluster,
-                    multicast=g.multicast, multicast_addr=g.multicast_addr,
-                    multicast_port=g.multicast_port,
-                ),
-                handlers=[text_handler()], tracer=self.tracer, rng=self.rng(3),
-                on_deliver=lambda _event: self._delivered(),
+            assert c.gossip.config is not None
+            self.gossip = await open_gossip(
+                c.gossip.config, wire=self.wire, handlers=[text_handler()], tracer=self.tracer,
+                rng=self.rng(3),
             )
-            await self.gossip.start()
+            self.spawn(self._count_gossip(self.gossip))
         if c.link.enabled:
             await self._start_link()
         if c.gateway.enabled:
@@ -329,47 +323,39 @@ class LabNode:
 
     async def _start_discovery(self) -> None:
         c, d = self.config, self.config.discovery
+        assert d.config is not None
         names = {
             (p.address, p.ports.discovery): p.id for p in c.peers
         }
-        if d.broadcast_address is not None:
+        if d.config.broadcast_address is not None:
             # Namespace hosts: a real subnet broadcast to the shared broadcast port, and
             # a unicast copy to each seed behind the router (which forwards no broadcast).
             seeds = tuple((p.address, p.ports.discovery) for p in c.peers if p.id in d.seeds)
-            targets = ((d.broadcast_address, c.ports.discovery_broadcast), *seeds)
-            options = DiscoveryOptions(
-                address=c.node.address, broadcast_address=d.broadcast_address,
-                port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
-                names=names, node_id=c.node.id,
-                broadcast_targets=targets if seeds else (), wire=self.wire,
-                **self._timers(),
+            targets = ((d.config.broadcast_address, c.ports.discovery_broadcast), *seeds)
+            config = dataclasses.replace(
+                d.config, names=names, broadcast_targets=targets if seeds else ()
             )
         else:
             # Loopback: nothing may be broadcast in the machine's own namespace, so each
             # "broadcast" goes as unicast to every peer's broadcast port.
-            options = DiscoveryOptions(
-                address=c.node.address, broadcast_address=c.node.address,
-                port=c.ports.discovery, broadcast_port=c.ports.discovery_broadcast,
-                names=names, node_id=c.node.id,
+            config = dataclasses.replace(
+                d.config, broadcast_address=c.node.address, names=names,
                 broadcast_targets=tuple(
                     (p.address, p.ports.discovery_broadcast) for p in c.peers
                 ),
-                wire=self.wire,
-                **self._timers(),
             )
-        self.discovery = DiscoveryNode(
-            options, on_peer=self._on_peer, sink=self.tracer.sink, run=c.node.run,
-            rng=self.rng(1), faults=self.faults(11),
+        self.discovery = await open_discovery(
+            config, wire=self.wire, tracer=self.tracer, rng=self.rng(1), faults=self.faults(11),
         )
-        await self.discovery.start()
+        self.spawn(self._follow_peers(self.discovery))
 
-    def _timers(self) -> dict[str, Any]:
-        d = self.config.discovery
-        return {
-            "broadcast_interval": d.broadcast_interval, "inactive_time": d.inactive_time,
-            "heartbeat_wait": d.heartbeat_wait, "heartbeat_attempts": d.heartbeat_attempts,
-            "max_peers": d.max_peers,
-        }
+    async def _follow_peers(self, discovery: Discovery) -> None:
+        async for event in discovery.events():
+            self._on_peer(event)
+
+    async def _count_gossip(self, gossip: Gossip) -> None:
+        async for _delivered in gossip:
+            self._delivered()
 
     def _on_peer(self, event: PeerUp | PeerDown) -> None:
         if isinstance(event, PeerUp):
@@ -531,7 +517,7 @@ class LabNode:
         c = self.config
         dests = [f"{p.address}:{p.ports.gossip}" for p in c.peers if p.id in self.peer_ids()]
         payload = f"{c.node.id}/{k}:".ljust(c.gossip.size, "x")
-        self.gossip.broadcast(dests, ("text", payload))
+        await self.gossip.send(("text", payload), to=dests)
         self.counts.sent += 1
 
     async def _link_send(self, k: int) -> None:
@@ -624,7 +610,7 @@ class LabNode:
 
     async def _close_all(self) -> None:
         if self.discovery is not None:
-            await self.discovery.stop()  # agur! to every peer
+            await self.discovery.close()  # agur! to every peer
         if self.isis is not None:
             await self.isis.aclose()
         if self.gossip is not None:

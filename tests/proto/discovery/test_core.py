@@ -14,12 +14,12 @@ import pytest
 from gossamer._types import Address
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.discovery import (
-    DataReceived,
     DiscoveryConfig,
     DiscoveryCore,
     PeerDown,
     PeerState,
     PeerUp,
+    Received,
 )
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import prototari as wire
@@ -460,7 +460,7 @@ def test_data_between_peers_and_from_non_peers() -> None:
     core.send_data(X, b"payload", 1.0)
     assert out(core) == [(b"\x00\x01payload", X)]
     core.receive_datagram(b"\x00\x01back", X, 1.1)
-    assert core.events_received() == [DataReceived(peer=X, name="10.0.0.2:21450", payload=b"back")]
+    assert core.events_received() == [Received(peer=X, name="10.0.0.2:21450", payload=b"back")]
     core.receive_datagram(b"\x00\x01spam", Y, 1.2)  # not a peer
     assert core.events_received() == [] and core.counters.non_peer_data == 1
     assert sink.select(kind="drop")[-1].attrs["reason"] == "non_peer_data"
@@ -485,7 +485,7 @@ def test_data_from_a_reserved_node_confirms_and_is_delivered() -> None:
     core.receive_datagram(PELOTARI, X, 0.0)
     out(core)
     core.receive_datagram(b"\x00\x01early", X, 0.2)
-    assert [type(e) for e in core.events_received()] == [PeerUp, DataReceived]
+    assert [type(e) for e in core.events_received()] == [PeerUp, Received]
 
 
 # -- hostile and broken input ------------------------------------------------------------

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gossamer.errors import ConfigError
+from gossamer.proto.gossip import GossipCore
 from gossamer.proto.gossip.config import GossipConfig, WireMode
+from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.chatter import NetID, derive_key
 
 KEY = "a-generated-passphrase-of-enough-entropy"
@@ -36,13 +40,20 @@ def test_from_env_reads_chatters_variables_with_chatters_defaults() -> None:
     assert config.wire is WireMode.ORIGINAL
     assert config.chatter_key() == derive_key("secret") == b"secret01234567890123456789012345"
     assert GossipConfig.from_env(env, my_port=5000).my_port == 5000  # overrides win
+    # A host name stays a name: the driver resolves it (the core needs the literal).
+    assert GossipConfig.from_env({"CHATTER_ADDRESS": "localhost"}).my_addr == "localhost"
 
 
 def test_a_missing_key_is_an_error_never_a_default() -> None:
+    # The key may come later (the driver's wire=), but nothing is keyed without one.
+    config = GossipConfig.from_env({"CHATTER_ADDRESS": "10.1.2.3"})
+    assert config.key is None
     with pytest.raises(ConfigError, match="no key"):
-        GossipConfig.from_env({"CHATTER_ADDRESS": "10.1.2.3"})
+        config.keyring()
     with pytest.raises(ConfigError, match="no key"):
-        GossipConfig(my_addr="10.1.2.3", key=b"")
+        GossipConfig(my_addr="10.1.2.3", key=b"", wire=WireMode.ORIGINAL).chatter_key()
+    with pytest.raises(ConfigError, match="no key"):
+        GossipCore(config, tracer=Tracer(NullSink(), run="t", node="n"), rng=random.Random(1))
     with pytest.raises(ConfigError, match="no address"):
         GossipConfig.from_env({"CHATTER_KEY": KEY})
 
@@ -55,7 +66,8 @@ def test_a_missing_key_is_an_error_never_a_default() -> None:
         ({"CHATTER_MULTICAST_ADDRESS": "10.0.0.1"}, "224.0.0.0/4"),
         ({"CHATTER_MULTICAST_TTL": "300"}, "multicast_ttl"),
         ({"CHATTER_WIRE": "xml"}, "CHATTER_WIRE"),
-        ({"CHATTER_ADDRESS": "not-an-ip"}, "IPv4"),
+        ({"CHATTER_ADDRESS": "::1"}, "IPv4"),  # NetIDs carry IPv4 only
+        ({"CHATTER_ADDRESS": "-"}, "host name"),
     ],
 )
 def test_bad_values_are_config_errors(env: dict[str, str], match: str) -> None:

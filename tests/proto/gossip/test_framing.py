@@ -88,7 +88,7 @@ def test_oversized_and_unterminated_messages_are_refused_early() -> None:
         decoder.feed(b"\xff" + b"\x80" * 6)
     decoder = ChatterStreamDecoder(max_size=1 << 20)
     decoder.feed(chatter_message(1, 50)[:20])
-    with pytest.raises(DecodeError, match="inside a message"):
+    with pytest.raises(DecodeError, match="inside a frame"):
         decoder.close()
 
 

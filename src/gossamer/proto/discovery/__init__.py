@@ -7,13 +7,13 @@ state table; ``ratelimit.py`` bounds how often it answers. The asyncio node is
 
 from gossamer.proto.discovery.core import (
     LAYER,
-    DataReceived,
     DiscoveryConfig,
     DiscoveryCore,
     DiscoveryCounters,
     DiscoveryEvent,
     PeerDown,
     PeerUp,
+    Received,
 )
 from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import TRANSITIONS, Action, Input, PeerState, transition
@@ -23,7 +23,6 @@ __all__ = [
     "TRANSITIONS",
     "Action",
     "AnswerLimiter",
-    "DataReceived",
     "DiscoveryConfig",
     "DiscoveryCore",
     "DiscoveryCounters",
@@ -32,5 +31,6 @@ __all__ = [
     "PeerDown",
     "PeerState",
     "PeerUp",
+    "Received",
     "transition",
 ]

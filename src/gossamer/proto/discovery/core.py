@@ -56,7 +56,7 @@ The protocol, by spec section (``table.py`` has the per-address state table):
   ``hor?``) are rate-limited per source and globally (``ratelimit.py``).
   Malformed, oversized and unexpected datagrams are counted and dropped.
 
-Events (``events_received``): ``PeerUp``, ``PeerDown``, ``DataReceived``.
+Events (``events_received``): ``PeerUp``, ``PeerDown``, ``Received``.
 Trace events (``layer=discovery``): ``send``/``recv`` of every message
 (``attrs.type`` is the control string or ``data``), ``peer_up`` (reason
 ``handshake``), ``peer_down`` (reason ``heartbeat`` or ``leave``; ``attrs.side``
@@ -71,9 +71,10 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from gossamer._types import Address, Datagram
+from gossamer.addresses import AddressLike, parse_address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
 from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import Action, Input, PeerState, transition
@@ -86,13 +87,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYER",
-    "DataReceived",
     "DiscoveryConfig",
     "DiscoveryCore",
     "DiscoveryCounters",
     "DiscoveryEvent",
     "PeerDown",
     "PeerUp",
+    "Received",
 ]
 
 LAYER = "discovery"
@@ -111,19 +112,41 @@ _ENCODED = {kind: wire.encode(wire.ControlMessage(kind=kind)) for kind in wire.C
 _REGISTERED = (PeerState.PEER, PeerState.PROBING)
 
 
-def _check_port(name: str, port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"{name} must be a UDP port between 1 and 65535", **{name: port})
+def _check_port(name: str, port: int, *, low: int = 1) -> None:
+    if not low <= port <= 65535:
+        raise ConfigError(f"{name} must be a UDP port between {low} and 65535", **{name: port})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DiscoveryConfig:
-    """Everything a node needs; the defaults are the spec's where it gives one.
+    """Everything a node needs: the one configuration of Prototari, for the core, the
+    asyncio driver (``gossamer.open_discovery``), the CLI and the lab. Durations are
+    seconds; the defaults are the spec's where it gives one.
 
-    - ``address``: this node's identity, the ``(ip, port)`` its unicast socket is
-      bound to and that others see as the source of its datagrams.
+    Where the node lives (always explicit, DESIGN.md: never "the first interface"):
+
+    - ``address``: this node's identity, the ``(host, port)`` its unicast socket is
+      bound to and that others see as the source of its datagrams; also written
+      ``"host:port"``, or ``"host"`` for ``port``. The driver resolves a host name
+      (``localhost``) to its IPv4 address; the core needs the literal. ``None`` with an
+      ``interface``: the interface's address.
+    - ``port``: the unicast port when ``address`` names none (spec: 21450).
+    - ``interface``: a network device (driver only): the address and broadcast address
+      are read from it when not given, and both sockets are bound to it.
     - ``broadcast_address``/``broadcast_port``: where ``pelotari?`` goes (spec 1a:
       the subnet's broadcast address, port 21451).
+    - ``listen_port`` (driver only): the port the broadcast socket listens on; it
+      defaults to ``broadcast_port`` and differs only where ``broadcast_address`` is
+      one peer's address rather than a broadcast address (two nodes on 127.0.0.1 in
+      a namespace where nothing may be broadcast).
+    - ``broadcast_targets`` (driver only): when not empty, every datagram the core
+      addresses to ``broadcast_address:broadcast_port`` leaves as one unicast copy per
+      target: the broadcast emulated where nothing may be broadcast (nodes on
+      127.0.0.1, each listening on its own port), or extended to seeds behind a router.
+    - ``node_id``: the node's name in traces (default ``ip:port``).
+
+    The protocol:
+
     - ``max_peers`` (spec: 64), ``broadcast_interval`` (spec: 5 s),
       ``inactive_time`` (the spec gives no default; 10 s here, two broadcast
       intervals), ``heartbeat_wait`` (spec: 1 s), ``max_missed`` (spec: 3).
@@ -132,7 +155,8 @@ class DiscoveryConfig:
     - ``handshake_timeout``: how long a reservation waits for ``dale!``, and how
       long after our broadcast an ``aupa!`` is accepted. ``handshake_attempts``:
       ``aupa!`` datagrams sent per reservation while no ``dale!`` came.
-    - ``start_jitter``: the first broadcast happens at ``start`` plus a uniform
+    - ``start``: the core's start time (the driver sets it to its clock).
+      ``start_jitter``: the first broadcast happens at ``start`` plus a uniform
       draw from ``[0, start_jitter]`` (default: one second or one interval,
       whichever is shorter), so nodes started together do not broadcast in step.
     - ``answer_rate``/``answer_burst``: answers per second and burst per source;
@@ -148,13 +172,18 @@ class DiscoveryConfig:
       ``docs/discovery.md``, "Rebalancing"). Never needed when ``N <= max_peers + 1``.
     - ``names``: node ids of known addresses, for traces and events.
     - ``wire``: ``sealed`` (default) or ``original``: who a datagram is from and what
-      counts as seen (module docstring). Sealing itself wraps the core
-      (``gossamer.proto.sealing``).
+      counts as seen (module docstring); the driver sets it from its ``wire=``.
+      Sealing itself wraps the core (``gossamer.proto.sealing``).
     """
 
-    address: Address
-    broadcast_address: str
+    address: Address | None = None
+    port: int = wire.UNICAST_PORT
+    interface: str | None = None
+    broadcast_address: str | None = None
     broadcast_port: int = wire.BROADCAST_PORT
+    listen_port: int | None = None
+    broadcast_targets: tuple[Address, ...] = ()
+    node_id: str | None = None
     max_peers: int = 64
     broadcast_interval: float = 5.0
     inactive_time: float = 10.0
@@ -178,8 +207,21 @@ class DiscoveryConfig:
     wire: WireMode = WireMode.SEALED
 
     def __post_init__(self) -> None:
-        _check_port("port", self.address[1])
+        # Text and tuples as users write them (docs/api.md, "Addresses"), held as tuples.
+        address: object = self.address
+        if address is not None:
+            address = parse_address(cast(AddressLike, address), default_port=self.port)
+            object.__setattr__(self, "address", address)
+        targets = cast(tuple[AddressLike, ...], self.broadcast_targets)
+        targets = tuple(parse_address(target) for target in targets)
+        object.__setattr__(self, "broadcast_targets", targets)
+        if address is None and self.interface is None:
+            raise ConfigError("give the node's address or its interface (never guessed)")
+        # Port 0 (the unicast or listening socket's) asks the driver for any free port.
+        _check_port("port", self.address[1] if self.address is not None else self.port, low=0)
         _check_port("broadcast_port", self.broadcast_port)
+        if self.listen_port is not None:
+            _check_port("listen_port", self.listen_port, low=0)
         if self.max_peers < 1:
             raise ConfigError("max_peers must be at least 1", max_peers=self.max_peers)
         for name in ("broadcast_interval", "inactive_time", "heartbeat_wait", "handshake_timeout"):
@@ -206,6 +248,13 @@ class DiscoveryConfig:
                 f"max_datagram must be between 2 and {wire.MAX_DATAGRAM}",
                 max_datagram=self.max_datagram,
             )
+
+    @property
+    def identity(self) -> Address:
+        """``address``, which the core needs resolved (the driver fills it in)."""
+        if self.address is None:
+            raise ConfigError("the node's address is not known yet (resolve the interface)")
+        return self.address
 
     @property
     def jitter(self) -> float:
@@ -236,15 +285,26 @@ class PeerDown:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DataReceived:
-    """An application datagram from a registered peer (spec "Delivery")."""
+class Received:
+    """An application datagram from a registered peer (spec "Delivery").
+
+    ``data`` and ``sender`` are what every service's messages have (``docs/api.md``):
+    the payload and the peer's address."""
 
     peer: Address
     name: str
     payload: bytes
 
+    @property
+    def data(self) -> bytes:
+        return self.payload
 
-DiscoveryEvent = PeerUp | PeerDown | DataReceived
+    @property
+    def sender(self) -> Address:
+        return self.peer
+
+
+DiscoveryEvent = PeerUp | PeerDown | Received
 
 
 @dataclass(slots=True)
@@ -303,7 +363,10 @@ class DiscoveryCore:
         self.config = config
         self.counters = DiscoveryCounters()
         self._trace = tracer
-        self._self = config.address
+        if config.broadcast_address is None:
+            raise ConfigError("the broadcast address is not known yet (resolve the interface)")
+        self._broadcast_to: Address = (config.broadcast_address, config.broadcast_port)
+        self._self = config.identity
         self._outbox: list[Datagram] = []
         self._events: list[DiscoveryEvent] = []
         self._entries: dict[Address, _Entry] = {}
@@ -722,7 +785,7 @@ class DiscoveryCore:
             case Action.DELIVER:
                 assert entry is not None
                 self.counters.data_received += 1
-                self._events.append(DataReceived(peer=addr, name=entry.name, payload=payload))
+                self._events.append(Received(peer=addr, name=entry.name, payload=payload))
             case Action.SEND_RESPOND:
                 assert entry is not None
                 entry.attempts += 1
@@ -845,8 +908,7 @@ class DiscoveryCore:
         else:
             self.counters.broadcasts += 1
             self._last_broadcast = now
-            target = (self.config.broadcast_address, self.config.broadcast_port)
-            self._emit(_ENCODED[_CK.DISCOVER], target, now, "pelotari?", peer="*")
+            self._emit(_ENCODED[_CK.DISCOVER], self._broadcast_to, now, "pelotari?", peer="*")
         step = self.config.broadcast_interval
         following = self._next_broadcast + step
         # Keep the phase unless the driver woke us more than an interval late.

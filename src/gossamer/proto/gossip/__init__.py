@@ -23,6 +23,7 @@ from gossamer.proto.gossip.core import (
 from gossamer.proto.gossip.handlers import (
     HandlerRegistry,
     MessageHandler,
+    bytes_handler,
     no_netids,
     text_handler,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "PeerInfo",
     "StreamSend",
     "WireMode",
+    "bytes_handler",
     "no_netids",
     "text_handler",
 ]

@@ -21,10 +21,12 @@ Differences from Chatter, on purpose:
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gossamer.addresses import is_ip
 from gossamer.errors import ConfigError
 from gossamer.wire import chatter as chatter_wire
 from gossamer.wire.chatter import NetID
@@ -50,9 +52,24 @@ def _ipv4(name: str, value: str) -> str:
     return str(address)
 
 
-def _port(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise ConfigError(f"{name} must be a port between 1 and 65535", **{name: value})
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+
+
+def _host(name: str, value: str) -> str:
+    """An IPv4 literal (made canonical) or a host name for the driver to resolve to one."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be an IPv4 address or a host name", **{name: value})
+    if is_ip(value):
+        return _ipv4(name, value)  # refuses IPv6: NetIDs carry IPv4 only
+    if not _HOST_NAME.fullmatch(value):
+        raise ConfigError(f"{name} must be an IPv4 address or a host name", **{name: value})
+    return value
+
+
+def _port(name: str, value: int, *, low: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 65535:
+        raise ConfigError(f"{name} must be a port between {low} and 65535", **{name: value})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,13 +78,18 @@ class GossipConfig:
 
     Chatter's settings:
 
-    - ``my_addr``, ``my_port``: the node's NetID; it listens for TCP there.
+    - ``my_addr``, ``my_port``: the node's NetID; it listens for TCP there. ``my_addr`` is
+      an IPv4 address, or a host name (``localhost``) the driver resolves to one: the core
+      needs the literal, as NetIDs carry IPv4 only. ``my_port`` 0 asks the driver for any
+      free port (the NetID is then the port it got).
     - ``multicast_addr``, ``multicast_port``, ``multicast_ttl``: the UDP multicast group
       (224.1.1.1:29999, TTL 4 by default).
-    - ``key``: the group key (required). In original-wire mode Chatter's pad/chop rule
-      makes it 32 bytes. In sealed mode exactly 32 bytes are taken as a raw key, and
-      anything else as a high-entropy passphrase (at least 16 bytes) through HKDF bound to
-      ``cluster`` (``gossamer.wire.keyring``).
+    - ``key``: the group key. There is no default: a node needs one, from here
+      (``CHATTER_KEY``) or from the driver's ``wire=`` (``gossamer.open_gossip``), which
+      sets ``wire``, ``key``, ``cluster`` and ``key_id``. In original-wire mode Chatter's
+      pad/chop rule makes it 32 bytes. In sealed mode exactly 32 bytes are taken as a raw
+      key, and anything else as a high-entropy passphrase (at least 16 bytes) through HKDF
+      bound to ``cluster`` (``gossamer.wire.keyring``).
 
     gossamer's settings:
 
@@ -100,7 +122,7 @@ class GossipConfig:
     """
 
     my_addr: str
-    key: bytes
+    key: bytes | None = None
     my_port: int = DEFAULT_PORT
     multicast_addr: str = DEFAULT_MULTICAST_ADDR
     multicast_port: int = DEFAULT_PORT
@@ -129,25 +151,22 @@ class GossipConfig:
     first_seqno: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "my_addr", _ipv4("my_addr", self.my_addr))
+        object.__setattr__(self, "my_addr", _host("my_addr", self.my_addr))
         group = _ipv4("multicast_addr", self.multicast_addr)
         if not ipaddress.IPv4Address(group).is_multicast:
             raise ConfigError("multicast_addr must be in 224.0.0.0/4", multicast_addr=group)
         object.__setattr__(self, "multicast_addr", group)
-        _port("my_port", self.my_port)
+        _port("my_port", self.my_port, low=0)
         _port("multicast_port", self.multicast_port)
         if not 0 <= self.multicast_ttl <= 255:
             raise ConfigError("multicast_ttl must be 0 to 255", multicast_ttl=self.multicast_ttl)
         key: object = self.key
         if isinstance(key, str):
-            object.__setattr__(self, "key", key.encode())
-        elif not isinstance(key, bytes):
+            object.__setattr__(self, "key", key.encode() or None)
+        elif key is not None and not isinstance(key, bytes):
             raise ConfigError("key must be bytes or str")
-        if not self.key:
-            raise ConfigError(
-                "no key configured (CHATTER_KEY): gossamer has no default key, "
-                "Chatter's public fallback would let anyone read and forge messages"
-            )
+        elif not key:
+            object.__setattr__(self, "key", None)
         if not isinstance(self.wire, WireMode):
             raise ConfigError("wire must be a WireMode", wire=self.wire)
         if self.multicast_copies is None:
@@ -202,22 +221,34 @@ class GossipConfig:
         """The multicast destination ``(multicast_addr, multicast_port)``."""
         return (self.multicast_addr, self.multicast_port)
 
+    def require_key(self) -> bytes:
+        """The group key; ``ConfigError`` when none is configured (no default key)."""
+        if self.key is None:
+            raise ConfigError(
+                "no key configured (CHATTER_KEY, --key-file, or wire=Wire(key=...)): gossamer has "
+                "no default key, Chatter's public fallback would let anyone read and forge messages"
+            )
+        return self.key
+
     def chatter_key(self) -> bytes:
         """The 32-byte AES key of original-wire mode (Chatter's pad/chop rule, §4)."""
-        return chatter_wire.derive_key(self.key)
+        return chatter_wire.derive_key(self.require_key())
 
     def keyring(self) -> Keyring:
         """The envelope keyring: a raw 32-byte key, or a passphrase through HKDF."""
-        key = Key.from_secret(self.key, key_id=self.key_id, cluster=self.cluster)
+        key = Key.from_secret(self.require_key(), key_id=self.key_id, cluster=self.cluster)
         return Keyring(cluster=self.cluster, keys=key)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> GossipConfig:
-        """A configuration from Chatter's environment variables, then ``overrides``.
+        """A configuration from Chatter's environment variables, then ``overrides``: the
+        one place the ``CHATTER_*`` variables are read (module docstring), kept so that a
+        gossamer node configures like a Chatter peer beside it.
 
-        ``environ`` is passed in (``os.environ`` by drivers) so that cores never read the
+        ``environ`` is passed in (``os.environ`` by the CLI) so that cores never read the
         process environment. Values in ``overrides`` win. Raises ``ConfigError`` for a
-        missing address or key and for any unparsable value.
+        missing address and for any unparsable value; a missing key is refused when the
+        node opens (it may come from ``wire=`` instead).
         """
         values: dict[str, Any] = {}
         text = {
@@ -251,9 +282,4 @@ class GossipConfig:
         values.update(overrides)
         if "my_addr" not in values:
             raise ConfigError("no address configured (CHATTER_ADDRESS or my_addr)")
-        if "key" not in values:
-            raise ConfigError(
-                "no key configured (CHATTER_KEY): gossamer has no default key, "
-                "Chatter's public fallback would let anyone read and forge messages"
-            )
         return cls(**values)

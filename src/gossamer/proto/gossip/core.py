@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -139,6 +140,7 @@ class Delivered:
     original-wire mode, whose wire does not carry it). ``sender`` is the hop it came
     from, ``hop`` its distance from the origin (``None`` in compat mode), ``via`` ``tcp``,
     ``multicast`` or ``unicast``. The driver calls ``handler.dispatch(payload)``.
+    ``data`` is the payload (``bytes`` for ``bytes_handler``).
     """
 
     msg: str
@@ -149,6 +151,11 @@ class Delivered:
     sender: NetID
     hop: int | None
     via: str
+
+    @property
+    def data(self) -> object:
+        """The payload, as every service's messages name it (``docs/api.md``)."""
+        return self.payload
 
 
 @dataclass(slots=True)
@@ -256,6 +263,8 @@ class GossipCore:
             handlers if isinstance(handlers, HandlerRegistry) else HandlerRegistry(handlers)
         )
         self.counters = GossipCounters()
+        #: Input refused, by reason (the ``drop`` trace events' ``attrs.reason``).
+        self.rejected: Counter[str] = Counter()
         self.peers_db = PeerDB(
             self.own,
             max_peers=config.max_peers,
@@ -972,6 +981,7 @@ class GossipCore:
         via: str | None = None,
     ) -> None:
         self.counters.dropped += 1
+        self.rejected[reason] += 1
         attrs = {"reason": reason}
         if via is not None:
             attrs["via"] = via

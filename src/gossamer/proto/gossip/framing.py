@@ -29,31 +29,16 @@ __all__ = ["ChatterStreamDecoder", "StreamDecoder", "frame_message", "stream_dec
 _MAX_LENGTH_BYTES = 5
 
 
-class ChatterStreamDecoder:
+class ChatterStreamDecoder(FrameDecoder):
     """Reassembles Chatter wire messages (``0xFF | VarInt n | n bytes``) from stream chunks.
 
     ``feed(chunk)`` returns every complete message (header included, ready for
-    ``gossamer.wire.chatter.decode_message``) that the chunk completes, in order.
+    ``gossamer.wire.chatter.decode_message``) that the chunk completes, in order. The
+    bound, the buffer, ``failed`` and ``buffered`` are ``FrameDecoder``'s; only the header
+    differs.
     """
 
-    __slots__ = ("_buffer", "_failed", "consumed", "max_size")
-
-    def __init__(self, *, max_size: int) -> None:
-        self.max_size = max_size
-        #: Stream bytes consumed into complete messages so far (for error offsets).
-        self.consumed = 0
-        self._buffer = bytearray()
-        self._failed: DecodeError | None = None
-
-    @property
-    def failed(self) -> DecodeError | None:
-        """The error that broke the framing, or ``None`` while the stream is sound."""
-        return self._failed
-
-    @property
-    def buffered(self) -> int:
-        """Bytes received that do not yet form a complete message."""
-        return len(self._buffer)
+    __slots__ = ()
 
     def _fail(self, reason: str, offset: int, **fields: object) -> DecodeError:
         self._failed = DecodeError(reason, offset=self.consumed + offset, **fields)
@@ -106,18 +91,9 @@ class ChatterStreamDecoder:
             self.consumed += pos
         return out
 
-    def close(self) -> None:
-        """The stream ended: raise ``DecodeError`` if it ended inside a message."""
-        if self._failed is not None:
-            raise DecodeError(
-                "the stream lost its framing at an earlier error", offset=self._failed.offset
-            )
-        if self._buffer:
-            raise self._fail(f"stream ended inside a message ({len(self._buffer)} bytes)", 0)
 
-
-#: Either decoder: both have ``feed``, ``close``, ``failed`` and ``buffered``.
-StreamDecoder = FrameDecoder | ChatterStreamDecoder
+#: Either decoder (a ``ChatterStreamDecoder`` is a ``FrameDecoder``).
+StreamDecoder = FrameDecoder
 
 
 def stream_decoder(*, chatter: bool, max_size: int) -> StreamDecoder:

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from gossamer.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from gossamer.wire.chatter import NetID, type_tag
 
-__all__ = ["HandlerRegistry", "MessageHandler", "no_netids", "text_handler"]
+__all__ = ["HandlerRegistry", "MessageHandler", "bytes_handler", "no_netids", "text_handler"]
 
 
 def no_netids(payload: object) -> Sequence[NetID]:
@@ -91,6 +92,17 @@ def text_handler() -> MessageHandler:
         name="text",
         encode_with=encode,
         decode_with=lambda data, index_map: ("text", data.decode(errors="replace")),
+    )
+
+
+def bytes_handler() -> MessageHandler:
+    """Plain ``bytes`` payloads, carried as they are (type ``bytes``): what
+    ``gossamer.open_gossip`` registers so that ``send(b"...")`` works without a handler."""
+    return MessageHandler(
+        name="bytes",
+        encode_with=lambda payload, id_map: bytes(cast(bytes, payload)),
+        decode_with=lambda data, index_map: bytes(data),
+        payload_type=bytes,
     )
 
 

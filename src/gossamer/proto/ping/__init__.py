@@ -6,6 +6,6 @@ counted rejection of malformed datagrams and trace events, and runs unchanged
 in the simulator and over real UDP and TCP.
 """
 
-from gossamer.proto.ping.core import PingConfig, PingCore, PingLost, PongReceived
+from gossamer.proto.ping.core import PingConfig, PingCore, PingCounters, PingLost, PongReceived
 
-__all__ = ["PingConfig", "PingCore", "PingLost", "PongReceived"]
+__all__ = ["PingConfig", "PingCore", "PingCounters", "PingLost", "PongReceived"]

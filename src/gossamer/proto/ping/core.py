@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError
@@ -26,7 +26,7 @@ from gossamer.wire import ping as wire
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["PingConfig", "PingCore", "PingLost", "PongReceived"]
+__all__ = ["PingConfig", "PingCore", "PingCounters", "PingLost", "PongReceived"]
 
 LAYER = "demo"
 
@@ -77,7 +77,11 @@ class _Pending:
 
 
 @dataclass(slots=True)
-class _Counters:
+class PingCounters:
+    """What a ping node did, over datagrams (``PingCore``) or a stream (``StreamPingCore``):
+    ``retransmitted`` counts datagram retransmissions, ``unanswered`` pings a stream ended
+    without answering; the rest count the same on both."""
+
     sent: int = 0
     received: int = 0
     retransmitted: int = 0
@@ -86,6 +90,28 @@ class _Counters:
     duplicates: int = 0
     malformed: int = 0
     unknown: int = 0
+    unanswered: int = 0
+
+
+_P = TypeVar("_P")
+
+
+def answered(
+    pending: dict[int, _P], completed: set[int], seq: int, counters: PingCounters
+) -> _P | None:
+    """The pending ping ``seq`` that a PONG answers, taken out and counted delivered; or
+    ``None`` for a PONG that answers nothing pending, counted a duplicate (its ping was
+    answered before) or unknown. Shared by the datagram and the stream core."""
+    found = pending.pop(seq, None)
+    if found is None:
+        if seq in completed:
+            counters.duplicates += 1
+        else:
+            counters.unknown += 1
+        return None
+    completed.add(seq)
+    counters.delivered += 1
+    return found
 
 
 class PingCore:
@@ -93,7 +119,7 @@ class PingCore:
 
     def __init__(self, config: PingConfig, *, tracer: Tracer, rng: Random) -> None:
         self.config = config
-        self.counters = _Counters()
+        self.counters = PingCounters()
         self._trace = tracer
         self._outbox: list[Datagram] = []
         self._events: list[PongReceived | PingLost] = []
@@ -151,16 +177,10 @@ class PingCore:
             size=len(data),
             attrs={"type": "pong"},
         )
-        pending = self._pending.pop(msg.seq, None)
+        pending = answered(self._pending, self._completed, msg.seq, self.counters)
         if pending is None:
-            if msg.seq in self._completed:
-                self.counters.duplicates += 1
-            else:
-                self.counters.unknown += 1
             return
-        self._completed.add(msg.seq)
         rtt = now - pending.first_sent
-        self.counters.delivered += 1
         self._trace(
             now,
             LAYER,

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gossamer.errors import ConfigError, DecodeError
-from gossamer.proto.ping.core import PingLost, PongReceived
+from gossamer.proto.ping.core import PingCounters, PingLost, PongReceived, answered
 from gossamer.trace.sink import Tracer
 from gossamer.wire import framing
 from gossamer.wire import ping as wire
@@ -89,24 +89,12 @@ class StreamEnded:
     reason: str
 
 
-@dataclass(slots=True)
-class _Counters:
-    sent: int = 0
-    received: int = 0
-    delivered: int = 0
-    lost: int = 0
-    duplicates: int = 0
-    malformed: int = 0
-    unknown: int = 0
-    unanswered: int = 0
-
-
 class StreamPingCore:
     """Sans-I/O ping/pong for one stream. See the module docstring for the protocol."""
 
     def __init__(self, config: StreamPingConfig, *, tracer: Tracer, rng: Random) -> None:
         self.config = config
-        self.counters = _Counters()
+        self.counters = PingCounters()
         self._trace = tracer
         self._decoder = framing.FrameDecoder(max_size=config.max_frame)
         self._out = bytearray()
@@ -221,16 +209,10 @@ class StreamPingCore:
         own_id = f"{self.config.node_id}/{msg.seq}"
         self._trace(now, LAYER, "recv", msg=own_id, peer=msg.sender, seq=msg.seq,
                     size=size, attrs={"type": "pong"})
-        sent = self._pending.pop(msg.seq, None)
+        sent = answered(self._pending, self._completed, msg.seq, self.counters)
         if sent is None:
-            if msg.seq in self._completed:
-                self.counters.duplicates += 1
-            else:
-                self.counters.unknown += 1
             return
-        self._completed.add(msg.seq)
         rtt = now - sent
-        self.counters.delivered += 1
         self._trace(now, LAYER, "deliver", msg=own_id, peer=msg.sender, seq=msg.seq,
                     attrs={"rtt": f"{rtt:.6f}"})
         self._events.append(PongReceived(peer=msg.sender, seq=msg.seq, rtt=rtt))
