@@ -18,10 +18,10 @@ import orjson
 import pytest
 
 from gossamer.cli import lab_cmd
+from gossamer.faults import Crash, Partition
 from gossamer.lab.config import load_config
 from gossamer.lab.progress import Progress
 from gossamer.lab.runner import LabError, LabRequest, run_lab, write_config, write_secret
-from gossamer.lab.scenarios import Crash, Partition
 
 HOST = "127.0.0.1"
 

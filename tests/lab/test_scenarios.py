@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from gossamer.errors import ConfigError
+from gossamer.faults import Crash, Partition, parse_crash, parse_partition
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
 from gossamer.lab.runner import write_config, write_secret
-from gossamer.lab.scenarios import Crash, FaultSchedule, Partition
+from gossamer.lab.scenarios import FaultSchedule
 from gossamer.testing.netns import Topology
 
 IDS6 = hosts.node_ids(6)
@@ -103,26 +104,26 @@ def test_a_default_host_must_exist() -> None:
 
 
 def test_parse_crash() -> None:
-    assert scenarios.parse_crash("h3@12") == Crash(host="h3", at=12.0)
-    assert scenarios.parse_crash(" h10 @ 0.5 ") == Crash(host="h10", at=0.5)
+    assert parse_crash("h3@12") == Crash(host="h3", at=12.0)
+    assert parse_crash(" h10 @ 0.5 ") == Crash(host="h10", at=0.5)
     assert str(Crash(host="h3", at=12.5)) == "h3@12.5"
     for bad in ("h3", "h3@", "@5", "h3@-1", "h3@x", "h3@1@2"):
         with pytest.raises(ConfigError, match="expected HOST@SECONDS"):
-            scenarios.parse_crash(bad)
+            parse_crash(bad)
 
 
 def test_parse_partition() -> None:
-    part = scenarios.parse_partition("h1,h2@5-10.5")
+    part = parse_partition("h1,h2@5-10.5")
     assert part == Partition(hosts=("h1", "h2"), start=5.0, end=10.5)
     assert str(part) == "h1,h2@5-10.5"
-    assert scenarios.parse_partition("h4@0-1").hosts == ("h4",)
+    assert parse_partition("h4@0-1").hosts == ("h4",)
     for bad in ("h1,h2", "h1@5", "h1@5-", "@1-2", "h1,h2@a-b"):
         with pytest.raises(ConfigError, match="expected A,B@FROM-TO"):
-            scenarios.parse_partition(bad)
+            parse_partition(bad)
     with pytest.raises(ConfigError, match="FROM must be before TO"):
-        scenarios.parse_partition("h1@5-5")
+        parse_partition("h1@5-5")
     with pytest.raises(ConfigError, match="distinct"):
-        scenarios.parse_partition("h1,h1@1-2")
+        parse_partition("h1,h1@1-2")
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from typing import Any
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
+from gossamer.params import parse_assignments
 from gossamer.sim import scenarios
 from gossamer.sim.run import SimRequest, run_simulation
 
@@ -58,25 +59,12 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def parse_params(items: list[str]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--param {item!r} is not KEY=VALUE")
-        if key in params:
-            raise ConfigError(f"--param {key!r} is given twice")
-        params[key] = value
-    return params
-
-
 def list_scenarios() -> int:
     for scenario in scenarios.scenarios():
         duration = f"default duration {scenario.default_duration:g} s"
         print(f"{scenario.name}: {scenario.description} ({duration})")
         for param in scenario.params:
-            default = param.shown or repr(param.default)
-            print(f"    --param {param.name}=...  {param.help} (default {default})")
+            print(f"    {param.describe()}")
     return 0
 
 
@@ -96,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             drop=args.drop, duplicate=args.dup, delay=args.delay / 1000.0, reorder=args.reorder
         ),
         duration=args.duration,
-        params=parse_params(args.param),
+        params=parse_assignments(args.param),
         run=args.run,
     )
     result = run_simulation(request)

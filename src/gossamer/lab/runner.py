@@ -50,12 +50,13 @@ import orjson
 
 from gossamer._version import __version__
 from gossamer.errors import ConfigError, GossamerError
+from gossamer.faults import Crash, Partition
 from gossamer.lab import hosts as hosts_mod
 from gossamer.lab import scenarios as scenarios_mod
 from gossamer.lab.config import NodeConfig, parse_config
 from gossamer.lab.hosts import Mode, Placement
 from gossamer.lab.progress import Progress
-from gossamer.lab.scenarios import Crash, FaultSchedule, Partition, Scenario, Value
+from gossamer.lab.scenarios import FaultSchedule, Scenario, Value
 from gossamer.testing.netns import Host, Topology
 from gossamer.trace import SCHEMA_VERSION, JsonlSink, Tracer
 
