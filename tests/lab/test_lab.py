@@ -19,9 +19,12 @@ import pytest
 
 from gossamer.cli import lab_cmd
 from gossamer.faults import Crash, Partition
+from gossamer.lab import LabError
 from gossamer.lab.config import load_config
+from gossamer.lab.plan import LabRequest
 from gossamer.lab.progress import Progress
-from gossamer.lab.runner import LabError, LabRequest, run_lab, write_config, write_secret
+from gossamer.lab.rundir import write_config, write_secret
+from gossamer.lab.runner import run_lab
 
 HOST = "127.0.0.1"
 

@@ -15,7 +15,7 @@ from gossamer.errors import ConfigError
 from gossamer.faults import Crash, Partition, parse_crash, parse_partition
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
-from gossamer.lab.runner import write_config, write_secret
+from gossamer.lab.rundir import write_config, write_secret
 from gossamer.lab.scenarios import FaultSchedule
 from gossamer.testing.netns import Topology
 

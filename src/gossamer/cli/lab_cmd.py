@@ -18,7 +18,8 @@ from typing import Any
 from gossamer.errors import GossamerError
 from gossamer.faults import parse_crash, parse_partition
 from gossamer.lab import scenarios
-from gossamer.lab.runner import LabRequest, run_lab
+from gossamer.lab.plan import LabRequest
+from gossamer.lab.runner import run_lab
 from gossamer.params import parse_assignments
 
 __all__ = ["add_parser", "list_scenarios", "main", "request_from_args", "run"]
