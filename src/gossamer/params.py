@@ -285,7 +285,7 @@ def overrides(
         if fixed and name in fixed:
             return ConfigError(f"{source}: is set by the caller and cannot be configured")
         known = ", ".join(sorted(settable))
-        return ConfigError(f"{source}: unknown parameter of {cls.__name__} (known: {known})")
+        return ConfigError(f"{source}: unknown key of {cls.__name__} (known: {known})")
 
     for name, raw in (table or {}).items():
         if name not in settable:
@@ -355,6 +355,11 @@ def _from_toml(hint: Any, raw: Any, key: str) -> Any:
     kind, optional = _options(hint)
     if raw is None and optional:
         return None
+    structured = isinstance(kind, type) and (
+        issubclass(kind, enum.Enum) or dataclasses.is_dataclass(kind)
+    )
+    if structured and isinstance(raw, kind):  # already a value of the field's type (a default)
+        return raw
     origin = typing.get_origin(kind)
     if kind is bool:
         if isinstance(raw, bool):

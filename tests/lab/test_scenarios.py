@@ -221,7 +221,7 @@ def test_demo_configs_on_loopback(tmp_path: Path) -> None:
         other_side = set(placement.ids) - {"h2"} if node == "h2" else {"h2"}
         assert set(part.peers) == other_side
         assert cfg.discovery.enabled and cfg.discovery.broadcast_address is None
-        assert cfg.gossip.enabled and not cfg.gossip.multicast  # never multicast on lo
+        assert cfg.gossip.enabled and not cfg.gossip.protocol["multicast"]  # never multicast on lo
         assert cfg.node.key is not None and len(cfg.node.key) == 32
         assert cfg.node.wire_config().sealed
         assert cfg.isis.enabled and cfg.isis.snapshots
@@ -242,7 +242,7 @@ def test_configs_in_namespaces(tmp_path: Path) -> None:
         assert cfg.node.address == spec.address
         assert cfg.ports.as_dict() == hosts.DEFAULT_PORTS
         assert cfg.discovery.broadcast_address == spec.broadcast
-        assert cfg.gossip.multicast  # between namespace hosts only
+        assert cfg.gossip.protocol["multicast"]  # between namespace hosts only
         assert cfg.faults.partitions == ()  # the runner cuts the real links instead
         assert not cfg.isis.enabled and not cfg.link.enabled and not cfg.gateway.enabled
 

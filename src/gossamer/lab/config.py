@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
+from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
     KEY_ENV,
@@ -158,14 +159,11 @@ class DiscoverySection:
 
     enabled: bool = False
     broadcast_address: str | None = None
-    broadcast_interval: float = 1.0
-    inactive_time: float = 3.0
-    heartbeat_wait: float = 0.5
-    heartbeat_attempts: int = 3
-    max_peers: int = 64
     #: Peers behind a router (another broadcast domain) that also get every broadcast,
     #: as unicast to their discovery port: how nodes on two subnets find each other.
     seeds: tuple[str, ...] = ()
+    #: ``DiscoveryConfig`` fields (``gossamer.lab.protocols``).
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,11 +171,10 @@ class GossipSection:
     """``[gossip]``: Chatter broadcasts (sealed with the node's key)."""
 
     enabled: bool = False
-    multicast: bool = False
-    multicast_addr: str = "239.7.7.7"
-    multicast_port: int = 7199
     rate: float = 2.0
     size: int = 200
+    #: ``GossipConfig`` fields (``gossamer.lab.protocols``).
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,8 +186,9 @@ class IsisSection:
     rate: float = 10.0
     snapshots: bool = True
     snapshot_every: float = 0.0
-    batch_delay: float = 0.0
     broken_order: bool = False
+    #: ``IsisConfig`` fields (``gossamer.lab.protocols``).
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +200,8 @@ class LinkSection:
     rate: float = 50.0
     size: int = 100
     credit: int = 16
+    #: The link ``NodeConfig`` fields (``gossamer.lab.protocols``).
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +212,8 @@ class GatewaySection:
     db: Path | None = None
     clients: int = 3
     rate: float = 5.0
+    #: ``GatewayConfig`` fields (``gossamer.lab.protocols``).
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -263,20 +265,20 @@ class NodeConfig:
             lines.append("[[faults.partition]]")
             _pairs(lines, {"peers": list(part.peers), "from": part.start, "to": part.end})
             lines.append("")
-        d = self.discovery
-        _table(lines, "discovery", _fields(d))
+        _table(lines, "discovery", _fields(self.discovery))
         _table(lines, "gossip", _fields(self.gossip))
-        i = self.isis
-        _table(lines, "isis", {**_fields(i), "members": list(i.members)})
-        k = self.link
-        _table(lines, "link", {**_fields(k), "push_to": list(k.push_to)})
+        _table(lines, "isis", _fields(self.isis))
+        _table(lines, "link", _fields(self.link))
         w = self.gateway
         _table(lines, "gateway", {**_fields(w), "db": None if w.db is None else str(w.db)})
         return "\n".join(lines)
 
 
-def _fields(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+def _fields(section: Any) -> dict[str, Any]:
+    """A section's keys: the lab's fields, then its protocol settings."""
+    values = {f.name: getattr(section, f.name) for f in fields(section) if f.name != "protocol"}
+    table: dict[str, Any] = plain({**values, **section.protocol})
+    return table
 
 
 def _value(value: Any) -> str:
@@ -393,6 +395,19 @@ class _Table:
         path = Path(value).expanduser()
         return path if path.is_absolute() else base / path
 
+    def protocol(self) -> dict[str, Any]:
+        """The keys not read yet, as the settings of this section's protocol
+        (``gossamer.lab.protocols``): typed, checked by the core, keyed ``section.field``."""
+        rest = {k: v for k, v in self.data.items() if k not in self.used}
+        self.used.update(rest)
+        try:
+            return PROTOCOLS[self.path].settings(rest, self.path)
+        except ConfigError as exc:
+            if getattr(exc, "key", None):
+                raise
+            key = exc.reason.partition(":")[0]
+            raise _fail(key, exc.reason.partition(": ")[2]) from exc
+
     def finish(self) -> None:
         unknown = sorted(set(self.data) - self.used)
         if unknown:
@@ -494,12 +509,8 @@ def parse_config(
     discovery = DiscoverySection(
         enabled=enabled,
         broadcast_address=t.string("broadcast_address", None),
-        broadcast_interval=t.number("broadcast_interval", 1.0, low=None, above=0.0),
-        inactive_time=t.number("inactive_time", 3.0, low=None, above=0.0),
-        heartbeat_wait=t.number("heartbeat_wait", 0.5, low=None, above=0.0),
-        heartbeat_attempts=t.integer("heartbeat_attempts", 3, low=1),
-        max_peers=t.integer("max_peers", 64, low=1),
         seeds=tuple(t.strings("seeds", ())),
+        protocol=t.protocol(),
     )
     check_ids("discovery.seeds", discovery.seeds, self_ok=False)
     t.finish()
@@ -507,11 +518,9 @@ def parse_config(
     t, enabled = _section(data, "gossip", "gossip" in had)
     gossip = GossipSection(
         enabled=enabled,
-        multicast=t.boolean("multicast", False),
-        multicast_addr=t.string("multicast_addr", "239.7.7.7"),
-        multicast_port=t.integer("multicast_port", 7199, low=1, high=65535),
         rate=t.number("rate", 2.0),
         size=t.integer("size", 200, low=1, high=1 << 20),
+        protocol=t.protocol(),
     )
     t.finish()
 
@@ -525,8 +534,8 @@ def parse_config(
         rate=t.number("rate", 10.0),
         snapshots=t.boolean("snapshots", True),
         snapshot_every=t.number("snapshot_every", 0.0),
-        batch_delay=t.number("batch_delay", 0.0),
         broken_order=t.boolean("broken_order", False),
+        protocol=t.protocol(),
     )
     if enabled:
         check_ids("isis.members", members, self_ok=True)
@@ -543,6 +552,7 @@ def parse_config(
         rate=t.number("rate", 50.0),
         size=t.integer("size", 100, low=1, high=1 << 20),
         credit=t.integer("credit", 16, low=1, high=(1 << 31) - 1),
+        protocol=t.protocol(),
     )
     check_ids("link.push_to", link.push_to, self_ok=False)
     t.finish()
@@ -554,6 +564,7 @@ def parse_config(
         db=db,
         clients=t.integer("clients", 3, low=0, high=1000),
         rate=t.number("rate", 5.0),
+        protocol=t.protocol(),
     )
     if enabled and db is None:
         raise _fail("gateway.db", "is required when the gateway is enabled")

@@ -313,9 +313,7 @@ class LabNode:
             self.gossip = GossipNode(
                 GossipConfig(
                     my_addr=c.node.address, my_port=c.ports.gossip, wire=self.wire.mode,
-                    key=self.wire.key or b"", cluster=self.wire.cluster,
-                    multicast=g.multicast, multicast_addr=g.multicast_addr,
-                    multicast_port=g.multicast_port,
+                    key=self.wire.key or b"", cluster=self.wire.cluster, **g.protocol,
                 ),
                 handlers=[text_handler()], tracer=self.tracer, rng=self.rng(3),
                 on_deliver=lambda _event: self._delivered(),
@@ -363,12 +361,7 @@ class LabNode:
         await self.discovery.start()
 
     def _timers(self) -> dict[str, Any]:
-        d = self.config.discovery
-        return {
-            "broadcast_interval": d.broadcast_interval, "inactive_time": d.inactive_time,
-            "heartbeat_wait": d.heartbeat_wait, "heartbeat_attempts": d.heartbeat_attempts,
-            "max_peers": d.max_peers,
-        }
+        return dict(self.config.discovery.protocol)
 
     def _on_peer(self, event: PeerUp | PeerDown) -> None:
         if isinstance(event, PeerUp):
@@ -405,7 +398,7 @@ class LabNode:
             workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
         self.isis = await open_isis(
             IsisConfig(
-                me=me, members=members, batch_delay=c.isis.batch_delay, wire=self.wire.mode
+                me=me, members=members, wire=self.wire.mode, **c.isis.protocol
             ),
             tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
             workload=workload, on_event=self._on_isis, event_queue=False,
@@ -430,8 +423,11 @@ class LabNode:
 
     async def _start_link(self) -> None:
         c = self.config
+        options = dict(c.link.protocol)
+        options["transport"] = options["transport"].value
         self.link_node = await open_node(
-            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire
+            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire,
+            **options,
         )
         self.pull = self.link_node.socket("pull", tag=LINK_TAG, capacity=c.link.credit)
         self.spawn(self._pull_loop(self.pull))
@@ -463,7 +459,8 @@ class LabNode:
         assert c.gateway.db is not None
         self.store = SqliteQueueStore(c.gateway.db)
         self.gateway = GatewayServer(
-            GatewayConfig(node_id=c.node.id), host=c.node.address, port=c.ports.gateway,
+            GatewayConfig(node_id=c.node.id, **c.gateway.protocol), host=c.node.address,
+            port=c.ports.gateway,
             store=self.store, tracer=self.tracer, rng=self.rng(5),
         )
         await self.gateway.start()
