@@ -15,6 +15,7 @@ from gossamer.errors import ConfigError
 from gossamer.faults import Crash, Partition, parse_crash, parse_partition
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
+from gossamer.lab.plan import LabRequest, plan
 from gossamer.lab.rundir import write_config, write_secret
 from gossamer.lab.scenarios import FaultSchedule
 from gossamer.testing.netns import Topology
@@ -267,3 +268,46 @@ def test_parameters_reach_the_configs(tmp_path: Path) -> None:
     assert cfg.link.push_to == ("h1",)
     assert (cfg.node.duration, cfg.node.linger) == (9.0, 1.0)
     assert (cfg.faults.delay_ms, cfg.faults.delay_rate) == (5.0, 1.0)
+
+
+def test_protocol_parameters_reach_every_node(tmp_path: Path) -> None:
+    params = {
+        "isis_rate": "2",
+        "isis.batch_delay": "0.01",
+        "isis.retransmit.initial": "0.1",
+        "discovery.answer_rate": "8",
+        "link.max_message": "512",  # link is not a service of this scenario: ignored
+    }
+    the_plan = plan(LabRequest(scenario="isis", hosts=3, out=tmp_path / "run", params=params))
+    assert the_plan.values["isis_rate"] == 2.0
+    assert the_plan.protocol["isis"]["retransmit"] == {"initial": 0.1, "maximum": 4.0,
+                                                       "factor": 2.0}  # fmt: skip
+    placement = hosts.loopback_placement(3, base_port=32_000)
+    key = tmp_path / "cluster.key"
+    write_secret(key)
+    docs = scenarios.node_configs(
+        the_plan.scenario, the_plan.values, placement, the_plan.faults,
+        run="lab-test", out=tmp_path, key_file=key, start_at=time.monotonic() + 5, seed=7,
+        protocol=the_plan.protocol,
+    )  # fmt: skip
+    for node, doc in docs.items():
+        config = write_config(tmp_path / f"{node}.toml", doc)
+        assert config.isis.protocol["batch_delay"] == 0.01
+        assert config.isis.protocol["retransmit"].initial == 0.1
+        assert config.discovery.protocol["answer_rate"] == 8.0
+        assert config.discovery.protocol["broadcast_interval"] == 1.0  # the scenario's
+        assert not config.link.enabled and "max_message" not in config.link.protocol
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("isis.batch_delay", "soon", "--param isis.batch_delay=soon: expected a number"),
+        ("isis.me", "2", "--param isis.me=2: is set by the caller"),
+        ("chord.rate", "1", "--param chord.rate=1: no protocol 'chord' \\(known: discovery"),
+        ("discovery.max_missed", "0", "--param discovery.max_missed: max_missed must be at"),
+    ],
+)
+def test_bad_protocol_parameters_are_one_clear_error(name: str, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        plan(LabRequest(scenario="isis", hosts=3, out=Path("unused"), params={name: text}))

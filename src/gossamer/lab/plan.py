@@ -4,6 +4,12 @@ Contract: :func:`plan` validates everything the user gave (scenario, host count,
 parameters, fault schedule) and raises ``ConfigError`` (one line, exit 2) before any
 file, namespace or process is created. A :class:`Plan` is immutable and complete; the
 later stages only read it.
+
+``--param`` takes two kinds of names: the scenario's own (``isis_rate``, see ``gossamer
+lab list``) and ``SECTION.FIELD`` for any field of a protocol's core configuration
+(``isis.batch_delay=0.01``, ``discovery.answer_rate=8``,
+``isis.retransmit.initial=0.1``; :mod:`gossamer.lab.protocols`), which every node of
+the run gets in that section of its file.
 """
 
 from __future__ import annotations
@@ -11,13 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gossamer.errors import ConfigError
 from gossamer.faults import Crash, Partition
 from gossamer.lab import hosts as hosts_mod
 from gossamer.lab import scenarios as scenarios_mod
 from gossamer.lab.hosts import Mode
+from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.lab.scenarios import FaultSchedule, Scenario, Value
+from gossamer.params import overrides
 
 __all__ = ["LabRequest", "Plan", "plan"]
 
@@ -53,6 +62,8 @@ class Plan:
     values: dict[str, Value]
     ids: tuple[str, ...]
     faults: FaultSchedule
+    #: ``SECTION.FIELD`` parameters: each section's protocol keys, as TOML values.
+    protocol: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def duration(self) -> float:
@@ -77,7 +88,8 @@ def plan(request: LabRequest) -> Plan:
     ids = hosts_mod.node_ids(count)
     if count < scenario.min_hosts:
         raise ConfigError(f"scenario {scenario.name} needs at least {scenario.min_hosts} hosts")
-    values = scenario.resolve(request.params, ids)
+    own, protocol = _split(request.params)
+    values = scenario.resolve(own, ids)
     defaults = scenario.faults_for(ids)
     explicit = bool(request.crashes or request.partitions)
     faults = FaultSchedule(
@@ -86,6 +98,37 @@ def plan(request: LabRequest) -> Plan:
         crashes=request.crashes if explicit else defaults.crashes,
         partitions=request.partitions if explicit else defaults.partitions,
     )
-    the_plan = Plan(scenario=scenario, values=values, ids=ids, faults=faults)
+    the_plan = Plan(scenario=scenario, values=values, ids=ids, faults=faults, protocol=protocol)
     faults.validate(ids, the_plan.duration)
     return the_plan
+
+
+def _split(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    """The scenario's own parameters, and the ``SECTION.FIELD`` ones typed and checked."""
+    own: dict[str, str] = {}
+    texts: dict[str, dict[str, str]] = {}
+    for name, text in raw.items():
+        section, dot, key = name.partition(".")
+        if not dot:
+            own[name] = text
+        elif section in PROTOCOLS:
+            texts.setdefault(section, {})[key] = text
+        else:
+            known = ", ".join(PROTOCOLS)
+            raise ConfigError(f"--param {name}={text}: no protocol {section!r} (known: {known})")
+    typed: dict[str, dict[str, Any]] = {}
+    for section, given in texts.items():
+        protocol = PROTOCOLS[section]
+        try:
+            values = overrides(
+                protocol.config, assignments=given, fixed=dict.fromkeys(protocol.managed)
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"--param {section}.{exc.reason}") from exc
+        table: dict[str, Any] = plain(values)
+        try:
+            protocol.settings(table, section)  # the core's own checks
+        except ConfigError as exc:
+            raise ConfigError(f"--param {exc.reason}") from exc
+        typed[section] = table
+    return own, typed

@@ -86,6 +86,8 @@ def metadata(
     }
     multicast = placement.mode == "netns" and values.get("multicast") is True
     params: dict[str, Any] = dict(values)
+    for section, settings in the_plan.protocol.items():
+        params.update({f"{section}.{name}": value for name, value in settings.items()})
     # What gossamer.analysis.catalog.derive_params reads (as for the simulator's runs).
     params.update(
         subnets=len(placement.subnets),

@@ -124,6 +124,7 @@ class _Run:
             key_file=key_file,
             start_at=self.start_at,
             seed=self.request.seed,
+            protocol=self.plan.protocol,
         )
         paths: dict[str, Path] = {}
         for node, doc in docs.items():

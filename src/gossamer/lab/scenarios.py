@@ -470,6 +470,7 @@ def node_configs(
     key_file: Path,
     start_at: float,
     seed: int,
+    protocol: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """One node-config document (nested dicts, the TOML tables) per node id.
 
@@ -478,7 +479,8 @@ def node_configs(
     do not exit on their own (``exit_when_done = false``): the runner SIGTERMs them all
     at the end, so that no node leaves while others still work. Loopback partitions go
     into each node's ``[[faults.partition]]`` (the peers on the other side); in
-    namespaces the runner cuts the real links instead.
+    namespaces the runner cuts the real links instead. ``protocol`` holds, per section,
+    protocol keys (``--param SECTION.FIELD``) added to every node's enabled section.
     """
     out = out.resolve()
     enabled = scenario.enabled(values)
@@ -537,6 +539,9 @@ def node_configs(
         doc["isis"] = _isis_section(scenario, values, host.id, ids, "isis" in enabled)
         doc["link"] = _link_section(values, ids, index, "link" in enabled)
         doc["gateway"] = _gateway_section(values, out, host.id, "gateway" in enabled)
+        for section, settings in (protocol or {}).items():
+            if doc[section]["enabled"]:
+                doc[section].update(settings)
         docs[host.id] = doc
     return docs
 
