@@ -19,6 +19,7 @@ from gossamer.faults import (
 )
 from gossamer.params import (
     Param,
+    Sources,
     boolean,
     fill,
     number,
@@ -115,14 +116,13 @@ class Example:
 
 
 def test_fill_from_table_environment_and_assignments() -> None:
-    config = fill(
-        Example,
+    sources = Sources(
         table={"rate": 2, "count": 4, "inner": {"initial": 0.5}},
         env={"EX_COUNT": "5", "EX_ON": "yes", "OTHER_RATE": "9"},
         prefix="EX_",
         assignments={"colour": "blue", "inner.factor": "3", "names": "a, b"},
-        fixed={"address": "here"},
     )
+    config = fill(Example, sources, fixed={"address": "here"})
     assert config == Example(
         address="here",
         rate=2.0,
@@ -132,7 +132,7 @@ def test_fill_from_table_environment_and_assignments() -> None:
         names=("a", "b"),
         inner=Inner(initial=0.5, factor=3.0),
     )
-    assert overrides(Example, assignments={"limit": "none"}) == {"limit": None}
+    assert overrides(Example, Sources(assignments={"limit": "none"})) == {"limit": None}
 
 
 @pytest.mark.parametrize(
@@ -149,7 +149,7 @@ def test_fill_from_table_environment_and_assignments() -> None:
     ],
 )
 def test_fill_errors_name_the_parameter(kwargs: dict[str, object], message: str) -> None:
-    kwargs.setdefault("fixed", {"address": "here"})
+    fixed = kwargs.pop("fixed", {"address": "here"})
     with pytest.raises(ConfigError) as info:
-        fill(Example, where="ex", **kwargs)  # type: ignore[arg-type]
+        fill(Example, Sources(**kwargs), fixed=fixed, where="ex")  # type: ignore[arg-type]
     assert message in str(info.value)

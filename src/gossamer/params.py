@@ -27,13 +27,14 @@ import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gossamer.errors import ConfigError
 
 __all__ = [
     "Param",
+    "Sources",
     "boolean",
     "choice",
     "describe",
@@ -219,38 +220,42 @@ def resolve(params: Sequence[Param], raw: Mapping[str, str], *, owner: str) -> d
 # -- protocol configurations from TOML, environment and command line ---------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sources:
+    """Where a configuration's values come from, lowest precedence first.
+
+    ``table``: TOML values, checked against each field's type. ``env``: environment
+    variables ``<prefix><FIELD>`` (the field's name in upper case; ignored without a
+    ``prefix``). ``assignments``: ``NAME=VALUE`` texts (``--param``). Environment and
+    assignment texts are parsed by the field's type (``on``/``off`` for booleans, a
+    comma-separated list for tuples, ``none`` for an optional field).
+    """
+
+    table: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    prefix: str = ""
+    assignments: Mapping[str, str] = field(default_factory=dict)
+
+
 def fill(
     cls: type[Any],
+    sources: Sources,
     *,
-    table: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    prefix: str = "",
-    assignments: Mapping[str, str] | None = None,
     fixed: Mapping[str, Any] | None = None,
     where: str = "",
 ) -> Any:
-    """An instance of the dataclass ``cls`` from its sources, validated.
+    """An instance of the dataclass ``cls`` from its ``sources``, validated.
 
-    Precedence, lowest first: the dataclass defaults, ``table`` (TOML values, checked
-    against each field's type), environment variables ``<prefix><FIELD>`` (upper case)
-    from ``env`` and ``assignments`` (``NAME=VALUE`` texts, e.g. ``--param``), both
-    parsed by the field's type. ``fixed`` holds what the caller decides itself (addresses,
-    member lists, keys): those fields cannot be set from the sources. A nested dataclass
-    field is filled from a sub-table, or from dotted names (``retransmit.initial``).
+    Precedence, lowest first: the dataclass defaults, then ``sources`` in their order.
+    ``fixed`` holds what the caller decides itself (addresses, member lists, keys): those
+    fields cannot be set from the sources. A nested dataclass field is filled from a
+    sub-table, or from dotted names (``retransmit.initial``).
 
     ``where`` prefixes error keys (``isis`` gives ``isis.batch_delay: ...``). The
     dataclass's own ``__post_init__`` checks run last; their ``ConfigError`` is re-raised
     with ``where`` in front.
     """
-    values = overrides(
-        cls,
-        table=table,
-        env=env,
-        prefix=prefix,
-        assignments=assignments,
-        fixed=fixed,
-        where=where,
-    )
+    values = overrides(cls, sources, fixed=fixed, where=where)
     try:
         return cls(**{**values, **(fixed or {})})
     except ConfigError as exc:
@@ -261,11 +266,8 @@ def fill(
 
 def overrides(
     cls: type[Any],
+    sources: Sources,
     *,
-    table: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    prefix: str = "",
-    assignments: Mapping[str, str] | None = None,
     fixed: Mapping[str, Any] | None = None,
     where: str = "",
 ) -> dict[str, Any]:
@@ -287,17 +289,16 @@ def overrides(
         known = ", ".join(sorted(settable))
         return ConfigError(f"{source}: unknown key of {cls.__name__} (known: {known})")
 
-    for name, raw in (table or {}).items():
+    for name, raw in sources.table.items():
         if name not in settable:
             raise unknown(name, key(name))
         out[name] = _from_toml(hints[name], raw, key(name))
     texts: dict[str, tuple[str, str]] = {}
-    if env:
-        for var, text in env.items():
-            if prefix and var.startswith(prefix):
-                name = var[len(prefix) :].lower()
-                texts[name] = (text, var)
-    for name, text in (assignments or {}).items():
+    prefix = sources.prefix
+    for var, text in sources.env.items():
+        if prefix and var.startswith(prefix):
+            texts[var[len(prefix) :].lower()] = (text, var)
+    for name, text in sources.assignments.items():
         texts[name] = (text, f"{name}={text}")
     nested: dict[str, dict[str, str]] = {}
     for name, (text, source) in texts.items():
@@ -318,7 +319,7 @@ def overrides(
             if base is not None
             else {}
         )
-        out[head] = fill(inner, table=table_part, assignments=sub, where=key(head))
+        out[head] = fill(inner, Sources(table=table_part, assignments=sub), where=key(head))
     return out
 
 
@@ -386,7 +387,7 @@ def _from_toml(hint: Any, raw: Any, key: str) -> Any:
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{key}: expected a table, not {_kind(raw)}")
-        return fill(kind, table=raw, where=key)
+        return fill(kind, Sources(table=raw), where=key)
     if origin is tuple:
         args = typing.get_args(kind)
         if not isinstance(raw, list):

@@ -16,18 +16,22 @@ one of the run's nodes.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gossamer.faults import Crash, Partition
 from gossamer.lab.processes import Nodes
 from gossamer.lab.progress import Progress
+from gossamer.lab.record import RunLog
 from gossamer.lab.scenarios import FaultSchedule
 from gossamer.testing.netns import Host, Topology
 from gossamer.trace import JsonlSink, Tracer
 
-__all__ = ["Action", "Injector", "timeline", "trace_fault"]
+__all__ = ["Action", "Injector", "Netns", "timeline", "trace_fault"]
+
+#: A namespace placement: the topology and each node's host in it.
+Netns = tuple[Topology, Mapping[str, Host]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,26 +70,15 @@ def trace_fault(path: Path, *, run: str, node: str, fault: str, **attrs: str) ->
 class Injector:
     """Performs the run's scheduled faults on its nodes (see the module docstring)."""
 
-    def __init__(
-        self,
-        nodes: Nodes,
-        *,
-        out: Path,
-        run: str,
-        start_at: float,
-        progress: Progress,
-        topology: Topology | None,
-        netns_hosts: dict[str, Host],
-    ) -> None:
+    def __init__(self, nodes: Nodes, log: RunLog, progress: Progress, netns: Netns | None) -> None:
         self.nodes = nodes
-        self.out = out
-        self.run = run
-        self.start_at = start_at
+        self.out = log.out
+        self.run = log.run
+        self.start_at = log.start_at
         self.progress = progress
-        self.topology = topology
-        self.netns_hosts = netns_hosts
+        self.netns = netns
         #: What was done, as ``run.json``'s ``lab.injected`` lists it.
-        self.injected: list[dict[str, Any]] = []
+        self.injected = log.injected
 
     def perform(self, action: Action) -> None:
         """Do ``action`` now."""
@@ -112,15 +105,16 @@ class Injector:
 
     def partition(self, part: Partition, *, heal: bool) -> None:
         """Cut (or heal) ``part.hosts`` from the rest and trace it."""
-        if self.topology is not None:
+        if self.netns is not None:
+            topology, hosts = self.netns
             for host in part.hosts:
                 if heal:
-                    self.topology.heal(self.netns_hosts[host])
+                    topology.heal(hosts[host])
                 else:
-                    self.topology.cut(self.netns_hosts[host])
+                    topology.cut(hosts[host])
         kind = "heal" if heal else "partition"
         t = time.monotonic()
-        for host in part.hosts if self.topology is not None else ():
+        for host in part.hosts if self.netns is not None else ():
             # On loopback every node traces its own [[faults.partition]] windows.
             if self.nodes[host].crashed:
                 continue  # a dead node's trace ends with its crash

@@ -26,7 +26,7 @@ from gossamer.lab import scenarios as scenarios_mod
 from gossamer.lab.hosts import Mode
 from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.lab.scenarios import FaultSchedule, Scenario, Value
-from gossamer.params import overrides
+from gossamer.params import Sources, overrides
 
 __all__ = ["LabRequest", "Plan", "plan"]
 
@@ -120,9 +120,8 @@ def _split(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, 
     for section, given in texts.items():
         protocol = PROTOCOLS[section]
         try:
-            values = overrides(
-                protocol.config, assignments=given, fixed=dict.fromkeys(protocol.managed)
-            )
+            managed = dict.fromkeys(protocol.managed)
+            values = overrides(protocol.config, Sources(assignments=given), fixed=managed)
         except ConfigError as exc:
             raise ConfigError(f"--param {section}.{exc.reason}") from exc
         table: dict[str, Any] = plain(values)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gossamer.errors import ConfigError
-from gossamer.params import overrides
+from gossamer.params import Sources, overrides
 from gossamer.proto.discovery.core import DiscoveryConfig
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip.config import GossipConfig
@@ -56,12 +56,8 @@ class Protocol:
     def settings(self, table: Mapping[str, Any], section: str) -> dict[str, Any]:
         """The typed protocol settings of ``table`` (the lab's defaults filled in),
         checked by the core; ``ConfigError`` keyed ``section.field`` otherwise."""
-        values = overrides(
-            self.config,
-            table={**self.defaults, **table},
-            fixed=dict.fromkeys(self.managed),
-            where=section,
-        )
+        sources = Sources(table={**self.defaults, **table})
+        values = overrides(self.config, sources, fixed=dict.fromkeys(self.managed), where=section)
         try:
             self.config(**{**values, **self.probe})
         except ConfigError as exc:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,24 @@ from gossamer.lab.plan import Plan
 from gossamer.lab.processes import Nodes
 from gossamer.trace import SCHEMA_VERSION
 
-__all__ = ["count_traces", "metadata"]
+__all__ = ["RunLog", "count_traces", "metadata"]
+
+
+@dataclass(slots=True, kw_only=True)
+class RunLog:
+    """What happened during a run, as the stages learn it (``run.json`` reports it)."""
+
+    out: Path
+    seed: int
+    run: str = ""
+    launched_at: float = 0.0
+    start_at: float = 0.0
+    #: When each node said ``ready`` (``time.monotonic()``).
+    ready_at: dict[str, float] = field(default_factory=dict)
+    #: The scheduled faults performed (``gossamer.lab.inject``).
+    injected: list[dict[str, Any]] = field(default_factory=list)
+    #: Nodes that exited on their own, with their status.
+    unexpected: dict[str, int | None] = field(default_factory=dict)
 
 
 def count_traces(out: Path) -> tuple[int, dict[str, int]]:
@@ -53,29 +71,23 @@ def metadata(
     the_plan: Plan,
     placement: Placement,
     nodes: Nodes,
+    log: RunLog,
     *,
-    out: Path,
-    run: str,
-    seed: int,
-    launched_at: float,
-    start_at: float,
-    ready_at: Mapping[str, float],
-    injected: Sequence[dict[str, Any]],
-    unexpected: Mapping[str, int | None],
     killed: Sequence[str],
     wall_seconds: float,
 ) -> dict[str, Any]:
     """The ``run.json`` document of a finished run."""
     values = the_plan.values
     faults = the_plan.faults
-    events, fault_counts = count_traces(out)
+    ready_at = log.ready_at
+    events, fault_counts = count_traces(log.out)
     per_node = {
         node.id: {
             "sent": int(node.last.get("sent", 0) or 0),
             "delivered": int(node.last.get("delivered", 0) or 0),
             "faults": int(node.last.get("faults", 0) or 0),
             "peers": int(node.last.get("peers", 0) or 0),
-            "ready_after": round(ready_at[node.id] - launched_at, 3)
+            "ready_after": round(ready_at[node.id] - log.launched_at, 3)
             if node.id in ready_at
             else None,
             "exit_code": node.exit_code,
@@ -106,11 +118,11 @@ def metadata(
             else max(1, math.ceil(math.log2(max(len(the_plan.ids), 2))))
         )
     return {
-        "run": run,
+        "run": log.run,
         "schema_version": SCHEMA_VERSION,
         "scenario": the_plan.scenario.name,
         "nodes": len(the_plan.ids),
-        "seed": seed,
+        "seed": log.seed,
         "duration": values["duration"],
         "faults": {
             "drop": faults.drop,
@@ -139,9 +151,9 @@ def metadata(
                 for name in the_plan.scenario.expected_checks(values)
                 if not (name == "gossip.depth" and "gossip.max_depth" not in analysis)
             ],
-            "start_at": start_at,
-            "injected": list(injected),
-            "unexpected_exits": dict(unexpected),
+            "start_at": log.start_at,
+            "injected": log.injected,
+            "unexpected_exits": log.unexpected,
             "killed_after_sigterm": list(killed),
             "wall_seconds": round(wall_seconds, 3),
         },

@@ -48,6 +48,7 @@ from gossamer.lab.processes import (
     stderr_tail,
 )
 from gossamer.lab.progress import Progress
+from gossamer.lab.record import RunLog
 from gossamer.lab.record import metadata as run_metadata
 from gossamer.lab.rundir import prepare_out, write_config, write_secret
 from gossamer.lab.verdict import conclude
@@ -78,15 +79,10 @@ class _Run:
         self.stream = stream
         self.out = request.out.resolve()
         self.nodes = Nodes()
+        self.log = RunLog(out=self.out, seed=request.seed)
         self.topology: Topology | None = None
         self.netns_hosts: dict[str, Host] = {}
-        self.injected: list[dict[str, Any]] = []
-        self.unexpected: dict[str, int | None] = {}
         self.progress: Progress | None = None
-        self.run_id = ""
-        self.start_at = 0.0
-        self.launched_at = 0.0
-        self.ready_at: dict[str, float] = {}
 
     # -- setup --------------------------------------------------------------------------
 
@@ -105,25 +101,26 @@ class _Run:
 
     def launch(self, placement: Placement) -> None:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        self.run_id = f"lab-{self.plan.scenario.name}-{stamp}"
+        log = self.log
+        log.run = f"lab-{self.plan.scenario.name}-{stamp}"
         key_file = self.out / "secrets" / "cluster.key"
         write_secret(key_file)
         startup = self.request.startup
         if startup is None:
             # Python start-up and imports of N nodes share the machine's cores.
             startup = 3.0 + 0.6 * len(placement.hosts)
-        self.launched_at = time.monotonic()
-        self.start_at = self.launched_at + startup
+        log.launched_at = time.monotonic()
+        log.start_at = log.launched_at + startup
         docs = scenarios_mod.node_configs(
             self.plan.scenario,
             self.plan.values,
             placement,
             self.plan.faults,
-            run=self.run_id,
+            run=log.run,
             out=self.out,
             key_file=key_file,
-            start_at=self.start_at,
-            seed=self.request.seed,
+            start_at=log.start_at,
+            seed=log.seed,
             protocol=self.plan.protocol,
         )
         paths: dict[str, Path] = {}
@@ -142,7 +139,7 @@ class _Run:
         assert progress is not None
         status = self.nodes[node_id].apply(line)
         if status == "ready":
-            self.ready_at[node_id] = now
+            self.log.ready_at[node_id] = now
             progress.ready(node_id)
         elif status == "progress":
             assert isinstance(line, dict)
@@ -154,7 +151,7 @@ class _Run:
         """Notice nodes that exited on their own; one that never became ready fails the run."""
         assert self.progress is not None
         for node in self.nodes.newly_exited():
-            self.unexpected[node.id] = node.exit_code
+            self.log.unexpected[node.id] = node.exit_code
             tail = stderr_tail(node.stderr_path)
             if not node.ready:
                 last = tail.splitlines()[-1] if tail else "no error output"
@@ -169,34 +166,22 @@ class _Run:
             )
 
     def execute(self) -> None:
-        duration, linger = self.plan.duration, self.plan.linger
+        duration, linger, start_at = self.plan.duration, self.plan.linger, self.log.start_at
         self.progress = Progress(
-            self.stream,
-            list(self.plan.ids),
-            start_at=self.start_at,
-            duration=duration,
-            linger=linger,
+            self.stream, list(self.plan.ids), start_at=start_at, duration=duration, linger=linger
         )
-        injector = Injector(
-            self.nodes,
-            out=self.out,
-            run=self.run_id,
-            start_at=self.start_at,
-            progress=self.progress,
-            topology=self.topology,
-            netns_hosts=self.netns_hosts,
-        )
-        self.injected = injector.injected
+        netns = None if self.topology is None else (self.topology, self.netns_hosts)
+        injector = Injector(self.nodes, self.log, self.progress, netns)
         schedule = timeline(self.plan.faults)
-        end_at = self.start_at + duration + linger
-        ready_deadline = self.start_at + READY_GRACE
+        end_at = start_at + duration + linger
+        ready_deadline = start_at + READY_GRACE
         warned_late = False
         while True:
             self.nodes.drain(0.2, self._handle)
             now = time.monotonic()
             self._check_exits()
             not_ready = [n.id for n in self.nodes if not n.ready and not n.crashed]
-            if not_ready and now >= self.start_at and not warned_late:
+            if not_ready and now >= start_at and not warned_late:
                 warned_late = True
                 self.progress.note(
                     f"warning: not ready at the common start: {', '.join(not_ready)}"
@@ -205,7 +190,7 @@ class _Run:
                 raise LabError(
                     f"nodes never became ready: {', '.join(not_ready)}; see {self.out / 'logs'}"
                 )
-            while schedule and now >= self.start_at + schedule[0].at:
+            while schedule and now >= start_at + schedule[0].at:
                 injector.perform(schedule.pop(0))
             self.progress.tick(now)
             if now >= end_at:
@@ -234,20 +219,9 @@ class _Run:
         return problems
 
     def metadata(self, placement: Placement, killed: list[str], started: float) -> dict[str, Any]:
+        wall_seconds = time.monotonic() - started
         return run_metadata(
-            self.plan,
-            placement,
-            self.nodes,
-            out=self.out,
-            run=self.run_id,
-            seed=self.request.seed,
-            launched_at=self.launched_at,
-            start_at=self.start_at,
-            ready_at=self.ready_at,
-            injected=self.injected,
-            unexpected=self.unexpected,
-            killed=killed,
-            wall_seconds=time.monotonic() - started,
+            self.plan, placement, self.nodes, self.log, killed=killed, wall_seconds=wall_seconds
         )
 
 
@@ -306,6 +280,6 @@ def run_lab(request: LabRequest, stream: TextIO | None = None) -> LabResult:
         for problem in problems:
             stream.write(f"lab: teardown problem: {problem}\n")
     code, report = conclude(
-        run.out, metadata, run.unexpected, run_analysis=request.analyze, stream=stream
+        run.out, metadata, run.log.unexpected, run_analysis=request.analyze, stream=stream
     )
     return LabResult(run_dir=run.out, report=report, code=code, metadata=metadata)
