@@ -154,66 +154,60 @@ class FaultsSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiscoverySection:
-    """``[discovery]``: Prototari with lab-speed timers."""
+class _Section:
+    """What every protocol section has: ``enabled`` and its core's settings, the fields of
+    the protocol's config dataclass given in the section (``gossamer.lab.protocols``)."""
 
     enabled: bool = False
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscoverySection(_Section):
+    """``[discovery]``: Prototari with lab-speed timers."""
+
     broadcast_address: str | None = None
     #: Peers behind a router (another broadcast domain) that also get every broadcast,
     #: as unicast to their discovery port: how nodes on two subnets find each other.
     seeds: tuple[str, ...] = ()
-    #: ``DiscoveryConfig`` fields (``gossamer.lab.protocols``).
-    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GossipSection:
+class GossipSection(_Section):
     """``[gossip]``: Chatter broadcasts (sealed with the node's key)."""
 
-    enabled: bool = False
     rate: float = 2.0
     size: int = 200
-    #: ``GossipConfig`` fields (``gossamer.lab.protocols``).
-    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IsisSection:
+class IsisSection(_Section):
     """``[isis]``: total-order multicast (with snapshots and the bank workload)."""
 
-    enabled: bool = False
     members: tuple[str, ...] = ()
     rate: float = 10.0
     snapshots: bool = True
     snapshot_every: float = 0.0
     broken_order: bool = False
-    #: ``IsisConfig`` fields (``gossamer.lab.protocols``).
-    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkSection:
+class LinkSection(_Section):
     """``[link]``: PUSH to ``push_to`` peers' PULL sockets over TCP links."""
 
-    enabled: bool = False
     push_to: tuple[str, ...] = ()
     rate: float = 50.0
     size: int = 100
     credit: int = 16
-    #: The link ``NodeConfig`` fields (``gossamer.lab.protocols``).
-    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GatewaySection:
+class GatewaySection(_Section):
     """``[gateway]``: a gateway with durable queues and in-process application clients."""
 
-    enabled: bool = False
     db: Path | None = None
     clients: int = 3
     rate: float = 5.0
-    #: ``GatewayConfig`` fields (``gossamer.lab.protocols``).
-    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

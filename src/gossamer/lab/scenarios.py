@@ -84,15 +84,9 @@ _KINDS: Final[Mapping[str, Callable[[str], Value]]] = {
 }
 
 
-def _p(  # noqa: PLR0917 - a table of parameters reads best positionally
-    name: str,
-    kind: str,
-    default: Value,
-    help: str,
-    low: float | None = None,
-    high: float | None = None,
-    unit: str = "",
-) -> Param:
+def _p(name: str, kind: str, default: Value, help: str, *bounds: float, unit: str = "") -> Param:
+    """One parameter of the tables below; ``bounds`` is ``low, high`` when given."""
+    low, high = bounds if bounds else (None, None)
     return Param(
         name=name, parse=_KINDS[kind], default=default, help=help, low=low, high=high, unit=unit
     )
