@@ -1,4 +1,9 @@
-"""``gossamer sim``: run a scenario in the deterministic simulator."""
+"""``gossamer sim``: run a scenario in the deterministic simulator.
+
+Run a scenario on a virtual clock. The same arguments give byte-identical output.
+``--param NAME=VALUE`` and the scheduled-fault syntax are those of ``gossamer lab``
+(``gossamer.params``, ``gossamer.faults``).
+"""
 
 from __future__ import annotations
 
@@ -13,14 +18,13 @@ from gossamer.params import parse_assignments
 from gossamer.sim import scenarios
 from gossamer.sim.run import SimRequest, run_simulation
 
+_HELP = "run a scenario in the deterministic simulator"
+_DESCRIPTION = "Run a scenario on a virtual clock. The same arguments give byte-identical output."
+
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "sim",
-        help="run a scenario in the deterministic simulator",
-        description="Run a scenario on a virtual clock. "
-        "The same arguments give byte-identical output.",
-    )
+    """Register ``sim`` on ``gossamer``'s subcommands."""
+    p = commands.add_parser("sim", help=_HELP, description=_DESCRIPTION)
     p.add_argument("--list", action="store_true", help="list the scenarios and their parameters")
     p.add_argument("--scenario", help="scenario name (see --list)")
     p.add_argument("--nodes", type=int, default=10, help="number of nodes (default 10)")
