@@ -390,7 +390,7 @@ def _from_toml(hint: Any, raw: Any, key: str) -> Any:
         return fill(kind, Sources(table=raw), where=key)
     if origin is tuple:
         args = typing.get_args(kind)
-        if not isinstance(raw, list):
+        if not isinstance(raw, list | tuple):
             raise ConfigError(f"{key}: expected an array, not {_kind(raw)}")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_from_toml(args[0], v, f"{key}[{i}]") for i, v in enumerate(raw))
