@@ -112,6 +112,7 @@ def test_lab_list_shows_every_scenario(capsys: pytest.CaptureFixture[str]) -> No
     for name in ("discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo"):
         assert f"\n{name}: " in f"\n{out}"
     assert "--param broken=...  TEST ONLY" in out
+    assert "\n    isis (IsisConfig): batch_bytes, batch_delay, faults, retain_finals" in out
     assert "default faults: --drop 0.02, --delay 20, --crash h1@13, --partition h2@6-8" in out
 
 

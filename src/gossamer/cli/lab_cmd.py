@@ -10,7 +10,9 @@ stderr and exit 2 (``gossamer.cli.main``). See docs/lab.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from gossamer.errors import GossamerError
 from gossamer.faults import parse_crash, parse_partition
 from gossamer.lab import scenarios
 from gossamer.lab.plan import LabRequest
+from gossamer.lab.protocols import PROTOCOLS
 from gossamer.lab.runner import run_lab
 from gossamer.params import parse_assignments
 
@@ -99,7 +102,8 @@ def add_parser(commands: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a scenario parameter (repeatable; see gossamer lab list)",
+        help="a scenario parameter, or SECTION.FIELD of a protocol's config (repeatable; "
+        "see gossamer lab list and docs/lab.md)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of every node's RNGs (default 0)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="new output directory")
@@ -155,6 +159,16 @@ def list_scenarios() -> int:
         print(f"    checks: {', '.join(s.expected_checks(defaults))}")
         for param in s.params:
             print(f"    {param.describe()}")
+    print("protocol parameters: --param SECTION.FIELD=VALUE sets a field of the core's config")
+    print("on every node of the run (docs/lab.md, 'Parameters'):")
+    for section, protocol in PROTOCOLS.items():
+        names = sorted(
+            f.name
+            for f in dataclasses.fields(protocol.config)
+            if f.init and f.name not in protocol.managed
+        )
+        line = f"{section} ({protocol.config.__name__}): {', '.join(names)}"
+        print(textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="        "))
     return 0
 
 
