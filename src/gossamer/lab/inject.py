@@ -7,8 +7,8 @@
   datagrams themselves, from their ``[[faults.partition]]`` windows, and trace them.
 
 Per-datagram faults (drop, delay) are the nodes' own (``[faults]``); nothing here
-touches them. Contract: :func:`timeline` orders the actions (heals before cuts before
-crashes at the same second); :class:`Injector` performs one action when told, records
+touches them. Contract: :func:`timeline` orders the actions (heals, then crashes, then
+cuts at the same second); :class:`Injector` performs one action when told, records
 it in ``injected`` (what ``run.json`` reports) and never signals a process that is not
 one of the run's nodes.
 """
