@@ -17,8 +17,9 @@ digits, 32 raw bytes or a passphrase) replaces the key file's content.
 A section's ``enabled`` defaults to whether the section is present in the file (an
 environment override alone does not switch a service on). Each protocol section also
 takes every field of its core's config dataclass (``gossamer.lab.protocols``), kept
-typed and checked in the section's ``protocol`` mapping for the node to pass on. Relative paths (``trace``,
-``key_file``, ``db``) are relative to the configuration file's directory.
+typed and checked in the section's ``protocol`` mapping for the node to pass on.
+Relative paths (``trace``, ``key_file``, ``db``) are relative to the configuration
+file's directory.
 """
 
 from __future__ import annotations
