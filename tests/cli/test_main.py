@@ -33,7 +33,7 @@ def test_sim_list_shows_scenarios_and_parameters(capsys: pytest.CaptureFixture[s
         (["sim", "--scenario", "nope", "--out", "x"], "unknown scenario 'nope'"),
         (
             ["sim", "--scenario", "ping", "--param", "count=abc", "--out", "x"],
-            "bad value for parameter 'count'",
+            "--param count=abc: expected an integer",
         ),
         (["sim", "--scenario", "ping", "--param", "count", "--out", "x"], "is not KEY=VALUE"),
         (["sim", "--scenario", "ping", "--drop", "2", "--out", "x"], "drop must be a probability"),

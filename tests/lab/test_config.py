@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +18,9 @@ from gossamer.lab.config import (
     load_config,
     parse_config,
 )
+from gossamer.lab.protocols import PROTOCOLS, plain
+from gossamer.proto.isis.core import IsisConfig, Member
+from gossamer.proto.isis.retransmit import RetransmitSchedule
 
 MINIMAL = """
 [node]
@@ -107,18 +113,14 @@ def test_full_config(tmp_path: Path) -> None:
     assert config.peers[1].subnet == 1 and config.peers[0].ports.isis == 7113
     assert config.faults.drop == 0.05 and config.faults.partitions[0].peers == ("h1",)
     assert config.faults.partitions[0].start == 5.0 and config.faults.partitions[0].end == 10.0
-    discovery = config.discovery.config
-    assert discovery is not None and config.discovery.enabled
-    assert discovery.broadcast_address == "10.77.1.255" and config.discovery.seeds == ("h1",)
-    assert discovery.broadcast_interval == 1.0 and discovery.inactive_time == 3.0
-    # The node's own DiscoveryConfig: identity and ports from [node] and [ports].
-    assert discovery.address == (config.node.address, config.ports.discovery)
-    assert discovery.broadcast_port == config.ports.discovery_broadcast
+    assert config.discovery.enabled and config.discovery.broadcast_address == "10.77.1.255"
+    assert config.discovery.seeds == ("h1",)
+    timers = config.discovery.protocol
+    assert timers["broadcast_interval"] == 1.0 and timers["inactive_time"] == 3.0
     # A present section is enabled unless it says otherwise.
     assert config.gossip.enabled and config.node.key == b"k" * 32
     assert config.node.wire_config().sealed
-    assert config.gossip.config is not None and not config.gossip.config.multicast
-    assert config.gossip.rate == 3.0 and config.gossip.config.my_port == config.ports.gossip
+    assert config.gossip.rate == 3.0 and not config.gossip.protocol["multicast"]
     assert config.isis.enabled and config.isis.members == ("h1", "h2", "h3")
     assert config.isis.snapshots and not config.isis.broken_order
     assert config.link.push_to == ("h1",) and config.link.credit == 16
@@ -170,12 +172,13 @@ def test_node_config_can_be_built_in_code_and_written(tmp_path: Path) -> None:
         (MINIMAL + "wire = 'plain'\n", "node.wire: must be 'sealed' or 'original'"),
         (MINIMAL + "[gateway]\nclients = 2\n", "gateway.db: is required"),
         (MINIMAL + PEERS + "[link]\npush_to = ['h3']\n", "link.push_to: names this node"),
-        (MINIMAL + "[discovery]\nheartbeat_wait = 0\n",
-         "discovery.heartbeat_wait: heartbeat_wait must be a positive number of seconds"),
+        (
+            MINIMAL + "[discovery]\nheartbeat_wait = 0\n",
+            "discovery.heartbeat_wait: heartbeat_wait must be a positive",
+        ),
         # Every protocol parameter is a key, checked by the protocol's configuration.
         (MINIMAL + "[discovery]\nmax_missed = 0\n", "discovery.max_missed: max_missed must be"),
-        (MINIMAL + "[discovery]\nrebalance = 1\n", "discovery.rebalance: must be true or false"),
-        (MINIMAL + "[discovery]\naddress = 'x'\n", "discovery.address: unknown key"),
+        (MINIMAL + "[discovery]\naddress = 'x'\n", "discovery.address"),
         (KEYED + "[gossip]\nack_timeout = -1\n", "gossip.ack_timeout: ack_timeout must be"),
         (MINIMAL + "[bogus]\n", "bogus: unknown key"),
         (MINIMAL + "[node]\n", "not valid TOML"),
@@ -255,3 +258,64 @@ def test_key_from_the_environment(tmp_path: Path) -> None:
     assert config.node.key == bytes.fromhex("ab" * 32)
     assert f"{KEY_ENV}: passphrase must be at least 16 bytes" in error_of(
         tmp_path, MINIMAL + "[gossip]\n", env={KEY_ENV: "zz"})
+
+
+# -- every protocol parameter, generically (gossamer.lab.protocols) ------------------------
+
+
+def _settable(section: str) -> dict[str, Any]:
+    """Each settable field of the section's core config with its value on a probe."""
+    protocol = PROTOCOLS[section]
+    config = protocol.config(**protocol.probe)
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(protocol.config)
+        if f.init and f.name not in protocol.managed
+    }
+
+
+@pytest.mark.parametrize("section", sorted(PROTOCOLS))
+def test_every_protocol_field_is_a_key_of_its_section(tmp_path: Path, section: str) -> None:
+    # Each field, at the core's own default, written as TOML and read back: what the file
+    # says reaches the section's protocol settings with its type (enums, nested tables).
+    fields = _settable(section)
+    assert fields, section
+    table = {k: v for k, v in plain(fields).items() if v is not None}
+    doc = tomllib.loads(KEYED + PEERS)
+    doc[section] = {"enabled": False, **table}
+    config = parse_config(doc, base=tmp_path, env={KEY_ENV: "k" * 64})
+    settings = getattr(config, section).protocol
+    for name, value in fields.items():
+        if value is not None:
+            assert settings[name] == value, (section, name)
+    again = load_config(write(tmp_path, config.to_toml()), env={KEY_ENV: "k" * 64})
+    assert getattr(again, section).protocol == settings
+
+
+def test_protocol_settings_reach_the_core_config(tmp_path: Path) -> None:
+    text = KEYED + PEERS + "[isis]\nbatch_delay = 0.01\nretain_finals = 7\n"
+    text += "[isis.retransmit]\ninitial = 0.1\nmaximum = 2.0\n"
+    config = load_config(write(tmp_path, text), env={})
+    assert config.isis.protocol["batch_delay"] == 0.01
+    assert config.isis.protocol["retransmit"] == RetransmitSchedule(initial=0.1, maximum=2.0)
+    member = Member(id=1, name="h1", addr=("127.0.0.1", 7000))
+    core = IsisConfig(me=1, members=(member,), **config.isis.protocol)
+    assert core.retain_finals == 7 and core.retransmit.initial == 0.1
+    env = {"GOSSAMER__ISIS__RETAIN_FINALS": "9"}
+    assert load_config(write(tmp_path, text), env=env).isis.protocol["retain_finals"] == 9
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[isis]\nretain_finals = 'many'\n", "isis.retain_finals: expected an integer"),
+        ("[isis]\nme = 3\n", "isis.me: is set by the caller"),
+        ("[isis]\nbogus = 3\n", "isis.bogus: unknown key of IsisConfig (known: batch_bytes"),
+        ("[isis.retransmit]\nfactor = 'x'\n", "isis.retransmit.factor: expected a finite"),
+        ("[link]\ntransport = 'carrier-pigeon'\n", "link.transport: expected one of udp"),
+        ("[gateway]\nheartbeat_grace = 0.5\n", "gateway: heartbeat_interval_ms >= 1"),
+        ("[gossip]\nmulticast_port = 0\n", "gossip.multicast_port: multicast_port must be"),
+    ],
+)
+def test_protocol_settings_are_validated(tmp_path: Path, text: str, expected: str) -> None:
+    assert expected in error_of(tmp_path, KEYED + text)

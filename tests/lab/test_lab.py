@@ -18,10 +18,13 @@ import orjson
 import pytest
 
 from gossamer.cli import lab_cmd
+from gossamer.faults import Crash, Partition
+from gossamer.lab import LabError
 from gossamer.lab.config import load_config
+from gossamer.lab.plan import LabRequest
 from gossamer.lab.progress import Progress
-from gossamer.lab.runner import LabError, LabRequest, run_lab, write_config, write_secret
-from gossamer.lab.scenarios import Crash, Partition
+from gossamer.lab.rundir import write_config, write_secret
+from gossamer.lab.runner import run_lab
 
 HOST = "127.0.0.1"
 
@@ -109,6 +112,7 @@ def test_lab_list_shows_every_scenario(capsys: pytest.CaptureFixture[str]) -> No
     for name in ("discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo"):
         assert f"\n{name}: " in f"\n{out}"
     assert "--param broken=...  TEST ONLY" in out
+    assert "\n    isis (IsisConfig): batch_bytes, batch_delay, faults, retain_finals" in out
     assert "default faults: --drop 0.02, --delay 20, --crash h1@13, --partition h2@6-8" in out
 
 
@@ -123,6 +127,8 @@ def test_lab_list_shows_every_scenario(capsys: pytest.CaptureFixture[str]) -> No
         (["run", "--scenario", "isis", "--partition", "h1@3-2"], "FROM must be before TO"),
         (["run", "--scenario", "isis", "--param", "x"], "is not KEY=VALUE"),
         (["run", "--scenario", "isis", "--param", "rate=1"], "has no parameter 'rate'"),
+        (["run", "--scenario", "isis", "--param", "isis.rte=1"], "unknown key of IsisConfig"),
+        (["run", "--scenario", "isis", "--param", "isis.batch_delay=x"], "expected a number"),
         (["run", "--scenario", "isis", "--drop", "2"], "must be a probability"),
         (["run", "--scenario", "isis", "--hosts", "two"], "invalid int value"),
         (["run", "--scenario", "isis", "--netns", "--loopback"], "not allowed with"),
@@ -167,7 +173,15 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
         drop=0.05,
         crashes=(Crash(host="h3", at=3.0),),
         partitions=(Partition(hosts=("h2",), start=1.0, end=2.0),),
-        params={"duration": "5", "linger": "1", "isis_rate": "5"},
+        params={
+            "duration": "5",
+            "linger": "1",
+            "isis_rate": "5",
+            # Protocol fields reach every node's core (docs/lab.md, "Parameters").
+            "isis.batch_delay": "0.002",
+            "isis.retransmit.initial": "0.1",
+            "discovery.handshake_timeout": "1.5",
+        },
         seed=3,
         analyze=False,
     )
@@ -181,6 +195,11 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
     assert meta["scenario"] == "isis" and meta["nodes"] == 3 and meta["seed"] == 3
     assert meta["faults"]["crash"] == ["h3@3"] and meta["faults"]["partition"] == ["h2@1-2"]
     assert meta["lab"]["mode"] == "loopback"
+    assert meta["params"]["isis.batch_delay"] == 0.002
+    node_config = load_config(out / "config" / "h1.toml", env={})
+    assert node_config.isis.protocol["batch_delay"] == 0.002
+    assert node_config.isis.protocol["retransmit"].initial == 0.1
+    assert node_config.discovery.protocol["handshake_timeout"] == 1.5
     assert meta["lab"]["unexpected_exits"] == {}
     nodes = meta["summary"]["nodes"]
     assert nodes["h3"]["crashed"] and nodes["h3"]["exit_code"] == -9

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from gossamer.errors import ConfigError
+from gossamer.faults import Crash, Partition, parse_crash, parse_partition
 from gossamer.lab import hosts, scenarios
 from gossamer.lab.config import NodeConfig, load_config
 from gossamer.lab.netns import Topology
-from gossamer.lab.runner import write_config, write_secret
-from gossamer.lab.scenarios import Crash, FaultSchedule, Partition
+from gossamer.lab.plan import LabRequest, plan
+from gossamer.lab.rundir import write_config, write_secret
+from gossamer.lab.scenarios import FaultSchedule
 
 IDS6 = hosts.node_ids(6)
 
@@ -103,26 +105,26 @@ def test_a_default_host_must_exist() -> None:
 
 
 def test_parse_crash() -> None:
-    assert scenarios.parse_crash("h3@12") == Crash(host="h3", at=12.0)
-    assert scenarios.parse_crash(" h10 @ 0.5 ") == Crash(host="h10", at=0.5)
+    assert parse_crash("h3@12") == Crash(host="h3", at=12.0)
+    assert parse_crash(" h10 @ 0.5 ") == Crash(host="h10", at=0.5)
     assert str(Crash(host="h3", at=12.5)) == "h3@12.5"
     for bad in ("h3", "h3@", "@5", "h3@-1", "h3@x", "h3@1@2"):
         with pytest.raises(ConfigError, match="expected HOST@SECONDS"):
-            scenarios.parse_crash(bad)
+            parse_crash(bad)
 
 
 def test_parse_partition() -> None:
-    part = scenarios.parse_partition("h1,h2@5-10.5")
+    part = parse_partition("h1,h2@5-10.5")
     assert part == Partition(hosts=("h1", "h2"), start=5.0, end=10.5)
     assert str(part) == "h1,h2@5-10.5"
-    assert scenarios.parse_partition("h4@0-1").hosts == ("h4",)
+    assert parse_partition("h4@0-1").hosts == ("h4",)
     for bad in ("h1,h2", "h1@5", "h1@5-", "@1-2", "h1,h2@a-b"):
         with pytest.raises(ConfigError, match="expected A,B@FROM-TO"):
-            scenarios.parse_partition(bad)
+            parse_partition(bad)
     with pytest.raises(ConfigError, match="FROM must be before TO"):
-        scenarios.parse_partition("h1@5-5")
+        parse_partition("h1@5-5")
     with pytest.raises(ConfigError, match="distinct"):
-        scenarios.parse_partition("h1,h1@1-2")
+        parse_partition("h1,h1@1-2")
 
 
 @pytest.mark.parametrize(
@@ -219,10 +221,8 @@ def test_demo_configs_on_loopback(tmp_path: Path) -> None:
         assert (part.start, part.end) == (6.0, 8.0)
         other_side = set(placement.ids) - {"h2"} if node == "h2" else {"h2"}
         assert set(part.peers) == other_side
-        discovery, gossip = cfg.discovery.config, cfg.gossip.config
-        assert discovery is not None and gossip is not None
-        assert cfg.discovery.enabled and discovery.broadcast_address is None
-        assert cfg.gossip.enabled and not gossip.multicast  # never multicast on lo
+        assert cfg.discovery.enabled and cfg.discovery.broadcast_address is None
+        assert cfg.gossip.enabled and not cfg.gossip.protocol["multicast"]  # never multicast on lo
         assert cfg.node.key is not None and len(cfg.node.key) == 32
         assert cfg.node.wire_config().sealed
         assert cfg.isis.enabled and cfg.isis.snapshots
@@ -242,10 +242,8 @@ def test_configs_in_namespaces(tmp_path: Path) -> None:
         spec = placement.host(node)
         assert cfg.node.address == spec.address
         assert cfg.ports.as_dict() == hosts.DEFAULT_PORTS
-        discovery, gossip = cfg.discovery.config, cfg.gossip.config
-        assert discovery is not None and gossip is not None
-        assert discovery.broadcast_address == spec.broadcast
-        assert gossip.multicast  # between namespace hosts only
+        assert cfg.discovery.broadcast_address == spec.broadcast
+        assert cfg.gossip.protocol["multicast"]  # between namespace hosts only
         assert cfg.faults.partitions == ()  # the runner cuts the real links instead
         assert not cfg.isis.enabled and not cfg.link.enabled and not cfg.gateway.enabled
 
@@ -270,3 +268,46 @@ def test_parameters_reach_the_configs(tmp_path: Path) -> None:
     assert cfg.link.push_to == ("h1",)
     assert (cfg.node.duration, cfg.node.linger) == (9.0, 1.0)
     assert (cfg.faults.delay_ms, cfg.faults.delay_rate) == (5.0, 1.0)
+
+
+def test_protocol_parameters_reach_every_node(tmp_path: Path) -> None:
+    params = {
+        "isis_rate": "2",
+        "isis.batch_delay": "0.01",
+        "isis.retransmit.initial": "0.1",
+        "discovery.answer_rate": "8",
+        "link.max_message": "512",  # link is not a service of this scenario: ignored
+    }
+    the_plan = plan(LabRequest(scenario="isis", hosts=3, out=tmp_path / "run", params=params))
+    assert the_plan.values["isis_rate"] == 2.0
+    assert the_plan.protocol["isis"]["retransmit"] == {"initial": 0.1, "maximum": 4.0,
+                                                       "factor": 2.0}  # fmt: skip
+    placement = hosts.loopback_placement(3, base_port=32_000)
+    key = tmp_path / "cluster.key"
+    write_secret(key)
+    docs = scenarios.node_configs(
+        the_plan.scenario, the_plan.values, placement, the_plan.faults,
+        run="lab-test", out=tmp_path, key_file=key, start_at=time.monotonic() + 5, seed=7,
+        protocol=the_plan.protocol,
+    )  # fmt: skip
+    for node, doc in docs.items():
+        config = write_config(tmp_path / f"{node}.toml", doc)
+        assert config.isis.protocol["batch_delay"] == 0.01
+        assert config.isis.protocol["retransmit"].initial == 0.1
+        assert config.discovery.protocol["answer_rate"] == 8.0
+        assert config.discovery.protocol["broadcast_interval"] == 1.0  # the scenario's
+        assert not config.link.enabled and "max_message" not in config.link.protocol
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("isis.batch_delay", "soon", "--param isis.batch_delay=soon: expected a number"),
+        ("isis.me", "2", "--param isis.me=2: is set by the caller"),
+        ("chord.rate", "1", "--param chord.rate=1: no protocol 'chord' \\(known: discovery"),
+        ("discovery.max_missed", "0", "--param discovery.max_missed: max_missed must be at"),
+    ],
+)
+def test_bad_protocol_parameters_are_one_clear_error(name: str, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        plan(LabRequest(scenario="isis", hosts=3, out=Path("unused"), params={name: text}))

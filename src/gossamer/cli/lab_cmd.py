@@ -10,16 +10,22 @@ stderr and exit 2 (``gossamer.cli.main``). See docs/lab.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gossamer.errors import ConfigError, GossamerError
+from gossamer.errors import GossamerError
+from gossamer.faults import parse_crash, parse_partition
 from gossamer.lab import scenarios
-from gossamer.lab.runner import LabRequest, run_lab
+from gossamer.lab.plan import LabRequest
+from gossamer.lab.protocols import PROTOCOLS
+from gossamer.lab.runner import run_lab
+from gossamer.params import parse_assignments
 
-__all__ = ["add_parser", "list_scenarios", "main", "parse_params", "request_from_args", "run"]
+__all__ = ["add_parser", "list_scenarios", "main", "request_from_args", "run"]
 
 EXIT_INTERRUPTED = 130
 
@@ -96,7 +102,8 @@ def add_parser(commands: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a scenario parameter (repeatable; see gossamer lab list)",
+        help="a scenario parameter, or SECTION.FIELD of a protocol's config (repeatable; "
+        "see gossamer lab list and docs/lab.md)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of every node's RNGs (default 0)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="new output directory")
@@ -120,20 +127,6 @@ def _no_action(parser: argparse.ArgumentParser) -> Any:
     return handler
 
 
-def parse_params(items: Sequence[str]) -> dict[str, str]:
-    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; ``ConfigError`` on a bad item."""
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"--param {item!r} is not KEY=VALUE")
-        if key in params:
-            raise ConfigError(f"--param {key!r} is given twice")
-        params[key] = value
-    return params
-
-
 def request_from_args(args: argparse.Namespace) -> LabRequest:
     """The ``LabRequest`` of parsed ``lab run`` arguments (syntax checked here)."""
     return LabRequest(
@@ -143,9 +136,9 @@ def request_from_args(args: argparse.Namespace) -> LabRequest:
         mode=args.mode,
         drop=args.drop,
         delay_ms=args.delay,
-        crashes=tuple(scenarios.parse_crash(c) for c in args.crash),
-        partitions=tuple(scenarios.parse_partition(p) for p in args.partition),
-        params=parse_params(args.param),
+        crashes=tuple(parse_crash(c) for c in args.crash),
+        partitions=tuple(parse_partition(p) for p in args.partition),
+        params=parse_assignments(args.param),
         seed=args.seed,
         analyze=args.analyze,
     )
@@ -165,7 +158,17 @@ def list_scenarios() -> int:
             print(f"    default faults: --drop {faults.drop:g}, --delay {faults.delay_ms:g}{extra}")
         print(f"    checks: {', '.join(s.expected_checks(defaults))}")
         for param in s.params:
-            print(f"    --param {param.name}=...  {param.help} (default {param.shown_default})")
+            print(f"    {param.describe()}")
+    print("protocol parameters: --param SECTION.FIELD=VALUE sets a field of the core's config")
+    print("on every node of the run (docs/lab.md, 'Parameters'):")
+    for section, protocol in PROTOCOLS.items():
+        names = sorted(
+            f.name
+            for f in dataclasses.fields(protocol.config)
+            if f.init and f.name not in protocol.managed
+        )
+        line = f"{section} ({protocol.config.__name__}): {', '.join(names)}"
+        print(textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="        "))
     return 0
 
 

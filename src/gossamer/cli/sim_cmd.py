@@ -1,4 +1,9 @@
-"""``gossamer sim``: run a scenario in the deterministic simulator."""
+"""``gossamer sim``: run a scenario in the deterministic simulator.
+
+Run a scenario on a virtual clock. The same arguments give byte-identical output.
+``--param NAME=VALUE`` and the scheduled-fault syntax are those of ``gossamer lab``
+(``gossamer.params``, ``gossamer.faults``).
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,17 @@ from typing import Any
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
+from gossamer.params import parse_assignments
 from gossamer.sim import scenarios
 from gossamer.sim.run import SimRequest, run_simulation
 
+_HELP = "run a scenario in the deterministic simulator"
+_DESCRIPTION = "Run a scenario on a virtual clock. The same arguments give byte-identical output."
+
 
 def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "sim",
-        help="run a scenario in the deterministic simulator",
-        description="Run a scenario on a virtual clock. "
-        "The same arguments give byte-identical output.",
-    )
+    """Register ``sim`` on ``gossamer``'s subcommands."""
+    p = commands.add_parser("sim", help=_HELP, description=_DESCRIPTION)
     p.add_argument("--list", action="store_true", help="list the scenarios and their parameters")
     p.add_argument("--scenario", help="scenario name (see --list)")
     p.add_argument("--nodes", type=int, default=10, help="number of nodes (default 10)")
@@ -58,25 +63,12 @@ def add_parser(commands: Any) -> None:
     p.set_defaults(handler=run)
 
 
-def parse_params(items: list[str]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--param {item!r} is not KEY=VALUE")
-        if key in params:
-            raise ConfigError(f"--param {key!r} is given twice")
-        params[key] = value
-    return params
-
-
 def list_scenarios() -> int:
     for scenario in scenarios.scenarios():
         duration = f"default duration {scenario.default_duration:g} s"
         print(f"{scenario.name}: {scenario.description} ({duration})")
         for param in scenario.params:
-            default = param.shown or repr(param.default)
-            print(f"    --param {param.name}=...  {param.help} (default {default})")
+            print(f"    {param.describe()}")
     return 0
 
 
@@ -96,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             drop=args.drop, duplicate=args.dup, delay=args.delay / 1000.0, reorder=args.reorder
         ),
         duration=args.duration,
-        params=parse_params(args.param),
+        params=parse_assignments(args.param),
         run=args.run,
     )
     result = run_simulation(request)

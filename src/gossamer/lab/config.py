@@ -15,8 +15,11 @@ fails, taken as a plain string (``GOSSAMER__FAULTS__DROP=0.1``,
 digits, 32 raw bytes or a passphrase) replaces the key file's content.
 
 A section's ``enabled`` defaults to whether the section is present in the file (an
-environment override alone does not switch a service on). Relative paths (``trace``,
-``key_file``, ``db``) are relative to the configuration file's directory.
+environment override alone does not switch a service on). Each protocol section also
+takes every field of its core's config dataclass (``gossamer.lab.protocols``), kept
+typed and checked in the section's ``protocol`` mapping for the node to pass on.
+Relative paths (``trace``, ``key_file``, ``db``) are relative to the configuration
+file's directory.
 """
 
 from __future__ import annotations
@@ -32,8 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
-from gossamer.proto.discovery import DiscoveryConfig
-from gossamer.proto.gossip import GossipConfig
+from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
     KEY_ENV,
@@ -154,69 +156,48 @@ class FaultsSection:
         )
 
 
-#: What the lab sets itself in ``DiscoveryConfig`` (from ``[node]``, ``[ports]`` and the
-#: peers); every other parameter is a ``[discovery]`` key of the same name and unit.
-_DISCOVERY_SET_BY_LAB = frozenset({
-    "address", "port", "interface", "broadcast_port", "listen_port", "broadcast_targets",
-    "node_id", "start", "names", "wire",
-})
-#: The lab's timers, faster than the spec's so that a run takes seconds.
-_DISCOVERY_LAB_DEFAULTS: Mapping[str, Any] = {
-    "broadcast_interval": 1.0, "inactive_time": 3.0, "heartbeat_wait": 0.5,
-}
-#: What the lab sets itself in ``GossipConfig`` (from ``[node]``, ``[ports]`` and the key).
-_GOSSIP_SET_BY_LAB = frozenset({
-    "my_addr", "my_port", "key", "wire", "cluster", "key_id", "first_seqno",
-})
-#: Multicast is off unless asked for: loopback must never see it.
-_GOSSIP_LAB_DEFAULTS: Mapping[str, Any] = {
-    "multicast": False, "multicast_addr": "239.7.7.7", "multicast_port": 7199,
-}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Section:
+    """What every protocol section has: ``enabled`` and its core's settings, the fields of
+    the protocol's config dataclass given in the section (``gossamer.lab.protocols``)."""
+
+    enabled: bool = False
+    protocol: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiscoverySection:
-    """``[discovery]``: Prototari. ``seeds`` are peers behind a router (another broadcast
-    domain) that also get every broadcast, as unicast to their discovery port: how nodes
-    on two subnets find each other. Every other key is the ``DiscoveryConfig`` parameter
-    of the same name and unit (``broadcast_address``: the subnet's, on namespace hosts;
-    absent on loopback), with lab-speed timers by default; ``config`` is this node's."""
+class DiscoverySection(_Section):
+    """``[discovery]``: Prototari with lab-speed timers."""
 
-    enabled: bool = False
+    broadcast_address: str | None = None
+    #: Peers behind a router (another broadcast domain) that also get every broadcast,
+    #: as unicast to their discovery port: how nodes on two subnets find each other.
     seeds: tuple[str, ...] = ()
-    config: DiscoveryConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GossipSection:
-    """``[gossip]``: Chatter broadcasts (sealed with the node's key), ``rate`` per second
-    of ``size`` bytes. Every other key is the ``GossipConfig`` parameter of the same name
-    and unit (multicast off by default); ``config`` is this node's."""
+class GossipSection(_Section):
+    """``[gossip]``: Chatter broadcasts (sealed with the node's key)."""
 
-    enabled: bool = False
     rate: float = 2.0
     size: int = 200
-    config: GossipConfig | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IsisSection:
+class IsisSection(_Section):
     """``[isis]``: total-order multicast (with snapshots and the bank workload)."""
 
-    enabled: bool = False
     members: tuple[str, ...] = ()
     rate: float = 10.0
     snapshots: bool = True
     snapshot_every: float = 0.0
-    batch_delay: float = 0.0
     broken_order: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkSection:
+class LinkSection(_Section):
     """``[link]``: PUSH to ``push_to`` peers' PULL sockets over TCP links."""
 
-    enabled: bool = False
     push_to: tuple[str, ...] = ()
     rate: float = 50.0
     size: int = 100
@@ -224,10 +205,9 @@ class LinkSection:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GatewaySection:
+class GatewaySection(_Section):
     """``[gateway]``: a gateway with durable queues and in-process application clients."""
 
-    enabled: bool = False
     db: Path | None = None
     clients: int = 3
     rate: float = 5.0
@@ -282,61 +262,20 @@ class NodeConfig:
             lines.append("[[faults.partition]]")
             _pairs(lines, {"peers": list(part.peers), "from": part.start, "to": part.end})
             lines.append("")
-        d, g = self.discovery, self.gossip
-        _table(lines, "discovery", {"enabled": d.enabled, "seeds": list(d.seeds),
-                                    **_settable(d.config, _DISCOVERY_SET_BY_LAB)})
-        _table(lines, "gossip", {"enabled": g.enabled, "rate": g.rate, "size": g.size,
-                                 **_settable(g.config, _GOSSIP_SET_BY_LAB)})
-        i = self.isis
-        _table(lines, "isis", {**_fields(i), "members": list(i.members)})
-        k = self.link
-        _table(lines, "link", {**_fields(k), "push_to": list(k.push_to)})
+        _table(lines, "discovery", _fields(self.discovery))
+        _table(lines, "gossip", _fields(self.gossip))
+        _table(lines, "isis", _fields(self.isis))
+        _table(lines, "link", _fields(self.link))
         w = self.gateway
         _table(lines, "gateway", {**_fields(w), "db": None if w.db is None else str(w.db)})
         return "\n".join(lines)
 
 
-def _fields(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
-
-
-def _settable(config: Any, set_by_lab: frozenset[str]) -> dict[str, Any]:
-    """A protocol configuration's parameters that a section's keys set."""
-    if config is None:
-        return {}
-    return {name: value for name, value in _fields(config).items() if name not in set_by_lab}
-
-
-_C = TypeVar("_C")
-
-
-def _protocol(
-    t: _Table, cls: Callable[..., _C], set_by_lab: frozenset[str],
-    lab_defaults: Mapping[str, Any], **given: Any,
-) -> _C:
-    """``cls(**given, **parameters)``: one protocol's configuration, every parameter not
-    ``set_by_lab`` read from the section by its name and checked against its type; the
-    configuration's own checks are reported with the key path (``discovery.max_peers``)."""
-    values: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name in set_by_lab or f.name not in t.data:
-            continue
-        kind = str(f.type)
-        if kind == "bool":
-            values[f.name] = t.boolean(f.name)
-        elif kind in ("int", "int | None"):
-            values[f.name] = t.integer(f.name, low=None)
-        elif kind in ("float", "float | None"):
-            values[f.name] = t.number(f.name, low=None)
-        elif kind in ("str", "str | None"):
-            values[f.name] = t.string(f.name)
-        else:
-            raise _fail(t.key(f.name), "cannot be set from a configuration file")
-    try:
-        return cls(**{**lab_defaults, **values, **given})
-    except ConfigError as exc:
-        named = [name for name in exc.fields if name in values or name in lab_defaults]
-        raise _fail(t.key(named[0]) if named else t.path, exc.reason) from None
+def _fields(section: Any) -> dict[str, Any]:
+    """A section's keys: the lab's fields, then its protocol settings."""
+    values = {f.name: getattr(section, f.name) for f in fields(section) if f.name != "protocol"}
+    table: dict[str, Any] = plain({**values, **section.protocol})
+    return table
 
 
 def _value(value: Any) -> str:
@@ -453,6 +392,19 @@ class _Table:
         path = Path(value).expanduser()
         return path if path.is_absolute() else base / path
 
+    def protocol(self) -> dict[str, Any]:
+        """The keys not read yet, as the settings of this section's protocol
+        (``gossamer.lab.protocols``): typed, checked by the core, keyed ``section.field``."""
+        rest = {k: v for k, v in self.data.items() if k not in self.used}
+        self.used.update(rest)
+        try:
+            return PROTOCOLS[self.path].settings(rest, self.path)
+        except ConfigError as exc:
+            if getattr(exc, "key", None):
+                raise
+            key = exc.reason.partition(":")[0]
+            raise _fail(key, exc.reason.partition(": ")[2]) from exc
+
     def finish(self) -> None:
         unknown = sorted(set(self.data) - self.used)
         if unknown:
@@ -553,12 +505,9 @@ def parse_config(
     t, enabled = _section(data, "discovery", "discovery" in had)
     discovery = DiscoverySection(
         enabled=enabled,
+        broadcast_address=t.string("broadcast_address", None),
         seeds=tuple(t.strings("seeds", ())),
-        config=_protocol(
-            t, DiscoveryConfig, _DISCOVERY_SET_BY_LAB, _DISCOVERY_LAB_DEFAULTS,
-            address=(node.address, ports.discovery), broadcast_port=ports.discovery_broadcast,
-            node_id=node.id, wire=node.wire,
-        ),
+        protocol=t.protocol(),
     )
     check_ids("discovery.seeds", discovery.seeds, self_ok=False)
     t.finish()
@@ -568,10 +517,7 @@ def parse_config(
         enabled=enabled,
         rate=t.number("rate", 2.0),
         size=t.integer("size", 200, low=1, high=1 << 20),
-        config=_protocol(
-            t, GossipConfig, _GOSSIP_SET_BY_LAB, _GOSSIP_LAB_DEFAULTS,
-            my_addr=node.address, my_port=ports.gossip, wire=node.wire, cluster=node.cluster,
-        ),
+        protocol=t.protocol(),
     )
     t.finish()
 
@@ -585,8 +531,8 @@ def parse_config(
         rate=t.number("rate", 10.0),
         snapshots=t.boolean("snapshots", True),
         snapshot_every=t.number("snapshot_every", 0.0),
-        batch_delay=t.number("batch_delay", 0.0),
         broken_order=t.boolean("broken_order", False),
+        protocol=t.protocol(),
     )
     if enabled:
         check_ids("isis.members", members, self_ok=True)
@@ -603,6 +549,7 @@ def parse_config(
         rate=t.number("rate", 50.0),
         size=t.integer("size", 100, low=1, high=1 << 20),
         credit=t.integer("credit", 16, low=1, high=(1 << 31) - 1),
+        protocol=t.protocol(),
     )
     check_ids("link.push_to", link.push_to, self_ok=False)
     t.finish()
@@ -614,6 +561,7 @@ def parse_config(
         db=db,
         clients=t.integer("clients", 3, low=0, high=1000),
         rate=t.number("rate", 5.0),
+        protocol=t.protocol(),
     )
     if enabled and db is None:
         raise _fail("gateway.db", "is required when the gateway is enabled")

@@ -14,7 +14,7 @@ Two placements (docs/lab.md, "Loopback and network namespaces"):
 Node ids are ``h1`` .. ``hN`` (ISIS member ids 1..N follow the same order); node
 ``h<i>`` runs in the topology's host ``h<i-1>``.
 
-Nothing here starts a process; :mod:`gossamer.lab.runner` does.
+Nothing here starts a process; :mod:`gossamer.lab.processes` does.
 """
 
 from __future__ import annotations

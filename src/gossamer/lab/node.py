@@ -50,9 +50,9 @@ from gossamer.aio.link import Node, Socket, open_node
 from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
-from gossamer.proto.discovery import PeerDown, PeerUp
+from gossamer.proto.discovery import DiscoveryConfig, PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
-from gossamer.proto.gossip import text_handler
+from gossamer.proto.gossip import GossipConfig, text_handler
 from gossamer.proto.isis import Delivered, IsisConfig, Member
 from gossamer.proto.snapshot import Bank
 from gossamer.store.queues import SqliteQueueStore
@@ -310,10 +310,9 @@ class LabNode:
         if c.isis.enabled:
             await self._start_isis()
         if c.gossip.enabled:
-            assert c.gossip.config is not None
             self.gossip = await open_gossip(
-                c.gossip.config, wire=self.wire, handlers=[text_handler()], tracer=self.tracer,
-                rng=self.rng(3),
+                GossipConfig(my_addr=c.node.address, my_port=c.ports.gossip, **c.gossip.protocol),
+                wire=self.wire, handlers=[text_handler()], tracer=self.tracer, rng=self.rng(3),
             )
             self.spawn(self._count_gossip(self.gossip))
         if c.link.enabled:
@@ -323,27 +322,25 @@ class LabNode:
 
     async def _start_discovery(self) -> None:
         c, d = self.config, self.config.discovery
-        assert d.config is not None
         names = {
             (p.address, p.ports.discovery): p.id for p in c.peers
         }
-        if d.config.broadcast_address is not None:
+        if d.broadcast_address is not None:
             # Namespace hosts: a real subnet broadcast to the shared broadcast port, and
             # a unicast copy to each seed behind the router (which forwards no broadcast).
             seeds = tuple((p.address, p.ports.discovery) for p in c.peers if p.id in d.seeds)
-            targets = ((d.config.broadcast_address, c.ports.discovery_broadcast), *seeds)
-            config = dataclasses.replace(
-                d.config, names=names, broadcast_targets=targets if seeds else ()
-            )
+            broadcast = d.broadcast_address
+            targets = ((broadcast, c.ports.discovery_broadcast), *seeds) if seeds else ()
         else:
             # Loopback: nothing may be broadcast in the machine's own namespace, so each
             # "broadcast" goes as unicast to every peer's broadcast port.
-            config = dataclasses.replace(
-                d.config, broadcast_address=c.node.address, names=names,
-                broadcast_targets=tuple(
-                    (p.address, p.ports.discovery_broadcast) for p in c.peers
-                ),
-            )
+            broadcast = c.node.address
+            targets = tuple((p.address, p.ports.discovery_broadcast) for p in c.peers)
+        config = DiscoveryConfig(
+            address=(c.node.address, c.ports.discovery), broadcast_address=broadcast,
+            broadcast_port=c.ports.discovery_broadcast, broadcast_targets=targets,
+            names=names, node_id=c.node.id, **d.protocol,
+        )
         self.discovery = await open_discovery(
             config, wire=self.wire, tracer=self.tracer, rng=self.rng(1), faults=self.faults(11),
         )
@@ -392,7 +389,7 @@ class LabNode:
             workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
         self.isis = await open_isis(
             IsisConfig(
-                me=me, members=members, batch_delay=c.isis.batch_delay, wire=self.wire.mode
+                me=me, members=members, wire=self.wire.mode, **c.isis.protocol
             ),
             tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
             workload=workload, on_event=self._on_isis, event_queue=False,
@@ -417,8 +414,11 @@ class LabNode:
 
     async def _start_link(self) -> None:
         c = self.config
+        options = dict(c.link.protocol)
+        options["transport"] = options["transport"].value
         self.link_node = await open_node(
-            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire
+            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire,
+            **options,
         )
         self.pull = self.link_node.socket("pull", tag=LINK_TAG, capacity=c.link.credit)
         self.spawn(self._pull_loop(self.pull))
@@ -452,7 +452,8 @@ class LabNode:
         assert c.gateway.db is not None
         self.store = SqliteQueueStore(c.gateway.db)
         self.gateway = await open_gateway_server(
-            GatewayConfig(node_id=c.node.id), host=c.node.address, port=c.ports.gateway,
+            GatewayConfig(node_id=c.node.id, **c.gateway.protocol), host=c.node.address,
+            port=c.ports.gateway,
             store=self.store, tracer=self.tracer, rng=self.rng(5),
         )
         dsn = f"singyeong://{APPLICATION}@{format_address(self.gateway.address)}"

@@ -5,42 +5,41 @@ faults), the ``--param KEY=VALUE`` it accepts (each typed, bounded and documente
 the analysis checks it expects to exercise. :func:`node_configs` turns a scenario, its
 resolved parameters, a :class:`~gossamer.lab.hosts.Placement` and a
 :class:`FaultSchedule` into one node-config document per node, in the layout of the
-lab/node contract (``docs/node.md``; the TOML is written by :mod:`gossamer.lab.runner`).
+lab/node contract (``docs/node.md``; the TOML is written by :mod:`gossamer.lab.rundir`).
 
 Parameter names are flat and unique across services (``gossip_rate``, ``isis_rate``) so
 that the ``demo``, which runs every service, takes the same names as the single-service
 scenarios. Every scenario also takes ``duration``, ``linger`` and ``delay_rate``.
 
-Fault flags (``--crash HOST@SECONDS``, ``--partition A,B@FROM-TO``) are parsed here
-too (:func:`parse_crash`, :func:`parse_partition`), so that the CLI and the tests share
-one definition of their syntax and their validation.
+Parameters are :class:`gossamer.params.Param`, the simulator's too (one name, one unit,
+inclusive bounds, one error format). Crashes and partitions are
+:class:`gossamer.faults.Crash` and :class:`gossamer.faults.Partition`, parsed by
+:mod:`gossamer.faults` (the one grammar of ``HOST@SECONDS`` and ``A,B@FROM-TO``); what is
+lab-specific is :class:`FaultSchedule`'s validation against the run's hosts.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from gossamer.errors import ConfigError
+from gossamer.faults import Crash, Partition
 from gossamer.lab.hosts import Placement
+from gossamer.params import Param, boolean, integer, number, resolve
 
 __all__ = [
     "CHECKS_BY_SERVICE",
     "SCENARIOS",
     "SERVICES",
-    "Crash",
     "FaultSchedule",
-    "Param",
-    "Partition",
     "Scenario",
     "get",
+    "host",
     "node_configs",
-    "parse_crash",
-    "parse_partition",
     "scenarios",
 ]
 
@@ -68,92 +67,74 @@ CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
     "gateway": ("gateway.routing", "gateway.queues"),
 }
 
-Kind = Literal["float", "int", "bool", "host"]
 Value = float | int | bool | str | None
 
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-_FALSE: Final = frozenset({"0", "false", "no", "off"})
+
+def host(text: str) -> str | None:
+    """A host parameter's parser: a node id (checked against the run's hosts by
+    :meth:`Scenario.resolve`) or ``none``."""
+    return None if text.lower() in ("", "none") else text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Param:
-    """One ``--param NAME=VALUE`` of a scenario: its type, default, bounds and meaning.
-
-    ``kind`` ``host`` takes a node id of the run (``h1`` .. ``hN``) or ``none``; its
-    default ``None`` means "no host". Bounds are inclusive.
-    """
-
-    name: str
-    kind: Kind
-    default: Value
-    help: str
-    low: float | None = None
-    high: float | None = None
-
-    def parse(self, text: str, hosts: Sequence[str]) -> Value:
-        """The value of ``text``; ``ConfigError`` naming the parameter when it is invalid."""
-        where = f"--param {self.name}={text}"
-        raw = text.strip()
-        if self.kind == "bool":
-            if raw.lower() in _TRUE:
-                return True
-            if raw.lower() in _FALSE:
-                return False
-            raise ConfigError(f"{where}: expected on/off (true/false, yes/no, 1/0)")
-        if self.kind == "host":
-            if raw.lower() in ("", "none"):
-                return None
-            if raw not in hosts:
-                raise ConfigError(f"{where}: no such host (hosts are {', '.join(hosts)})")
-            return raw
-        number: float | int
-        try:
-            number = int(raw) if self.kind == "int" else float(raw)
-        except ValueError:
-            raise ConfigError(
-                f"{where}: expected {'an integer' if self.kind == 'int' else 'a number'}"
-            ) from None
-        if self.kind == "float" and not math.isfinite(number):
-            raise ConfigError(f"{where}: expected a finite number")
-        if self.low is not None and number < self.low:
-            raise ConfigError(f"{where}: must be at least {self.low:g}")
-        if self.high is not None and number > self.high:
-            raise ConfigError(f"{where}: must be at most {self.high:g}")
-        return number
-
-    @property
-    def shown_default(self) -> str:
-        if self.default is None:
-            return "none"
-        if isinstance(self.default, bool):
-            return "on" if self.default else "off"
-        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+_KINDS: Final[Mapping[str, Callable[[str], Value]]] = {
+    "float": number,
+    "int": integer,
+    "bool": boolean,
+    "host": host,
+}
 
 
-def _p(  # noqa: PLR0917 - a table of parameters reads best positionally
-    name: str,
-    kind: Kind,
-    default: Value,
-    help: str,
-    low: float | None = None,
-    high: float | None = None,
-) -> Param:
-    return Param(name=name, kind=kind, default=default, help=help, low=low, high=high)
+def _p(name: str, kind: str, default: Value, help: str, *bounds: float, unit: str = "") -> Param:
+    """One parameter of the tables below; ``bounds`` is ``low, high`` when given."""
+    low, high = bounds if bounds else (None, None)
+    return Param(
+        name=name, parse=_KINDS[kind], default=default, help=help, low=low, high=high, unit=unit
+    )
 
 
 def _common(duration: float, linger: float, delay_rate: float = 1.0) -> tuple[Param, ...]:
     return (
-        _p("duration", "float", duration, "workload seconds after the common start", 1, 600),
-        _p("linger", "float", linger, "seconds nodes keep serving after the workload", 0, 60),
+        _p(
+            "duration",
+            "float",
+            duration,
+            "workload seconds after the common start",
+            1,
+            600,
+            unit="s",
+        ),
+        _p(
+            "linger",
+            "float",
+            linger,
+            "seconds nodes keep serving after the workload",
+            0,
+            60,
+            unit="s",
+        ),
         _p("delay_rate", "float", delay_rate, "fraction of datagrams --delay applies to", 0, 1),
     )
 
 
 def _discovery(*, auxiliary: bool, wait: float = 0.5) -> tuple[Param, ...]:
     params = (
-        _p("broadcast_interval", "float", 1.0, "seconds between discovery broadcasts", 0.05, 60),
         _p(
-            "inactive_time", "float", 3.0, "silence before a peer is probed by heartbeats", 0.1, 600
+            "broadcast_interval",
+            "float",
+            1.0,
+            "seconds between discovery broadcasts",
+            0.05,
+            60,
+            unit="s",
+        ),
+        _p(
+            "inactive_time",
+            "float",
+            3.0,
+            "silence before a peer is probed by heartbeats",
+            0.1,
+            600,
+            unit="s",
         ),
         _p(
             "heartbeat_wait",
@@ -162,6 +143,7 @@ def _discovery(*, auxiliary: bool, wait: float = 0.5) -> tuple[Param, ...]:
             "seconds of each heartbeat wait (3 missed waits remove a peer)",
             0.01,
             60,
+            unit="s",
         ),
         _p("heartbeat_attempts", "int", 3, "hor? datagrams sent per heartbeat wait", 1, 100),
         _p("max_peers", "int", 64, "largest view a node keeps", 1, 10_000),
@@ -174,16 +156,24 @@ def _discovery(*, auxiliary: bool, wait: float = 0.5) -> tuple[Param, ...]:
 
 def _gossip(rate: float, size: int) -> tuple[Param, ...]:
     return (
-        _p("gossip_rate", "float", rate, "gossip broadcasts per second per node", 0, 1000),
-        _p("gossip_size", "int", size, "gossip payload bytes", 1, 60_000),
+        _p(
+            "gossip_rate",
+            "float",
+            rate,
+            "gossip broadcasts per second per node",
+            0,
+            1000,
+            unit="/s",
+        ),
+        _p("gossip_size", "int", size, "gossip payload bytes", 1, 60_000, unit="bytes"),
         _p("multicast", "bool", True, "Chatter's UDP multicast shortcut (netns only)"),
     )
 
 
 def _isis(rate: float) -> tuple[Param, ...]:
     return (
-        _p("isis_rate", "float", rate, "ISIS multicasts per second per node", 0, 1000),
-        _p("batch_delay", "float", 0.0, "ISIS batching delay in seconds", 0, 5),
+        _p("isis_rate", "float", rate, "ISIS multicasts per second per node", 0, 1000, unit="/s"),
+        _p("batch_delay", "float", 0.0, "ISIS batching delay in seconds", 0, 5, unit="s"),
         _p(
             "broken", "host", None, "TEST ONLY: this node delivers out of order (isis.broken_order)"
         ),
@@ -192,15 +182,23 @@ def _isis(rate: float) -> tuple[Param, ...]:
 
 def _snapshot(every: float) -> tuple[Param, ...]:
     return (
-        _p("snapshot_every", "float", every, "seconds between snapshots (0: none)", 0, 600),
+        _p(
+            "snapshot_every",
+            "float",
+            every,
+            "seconds between snapshots (0: none)",
+            0,
+            600,
+            unit="s",
+        ),
         _p("initiator", "host", "h1", "the node that initiates the snapshots"),
     )
 
 
 def _link(rate: float, size: int, credit: int) -> tuple[Param, ...]:
     return (
-        _p("link_rate", "float", rate, "link messages per second per node", 0, 10_000),
-        _p("link_size", "int", size, "link message bytes", 1, 60_000),
+        _p("link_rate", "float", rate, "link messages per second per node", 0, 10_000, unit="/s"),
+        _p("link_size", "int", size, "link message bytes", 1, 60_000, unit="bytes"),
         _p("credit", "int", credit, "receive window (credits) of each link", 1, 65_535),
     )
 
@@ -215,58 +213,9 @@ def _gateway(clients: int, rate: float) -> tuple[Param, ...]:
             "routed sends + queue pushes per second per node",
             0,
             1000,
+            unit="/s",
         ),
     )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Crash:
-    """``--crash HOST@SECONDS``: SIGKILL ``host`` ``at`` seconds after the common start."""
-
-    host: str
-    at: float
-
-    def __str__(self) -> str:
-        return f"{self.host}@{self.at:g}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Partition:
-    """``--partition A,B@FROM-TO``: ``hosts`` against the rest, in ``[start, end)`` seconds."""
-
-    hosts: tuple[str, ...]
-    start: float
-    end: float
-
-    def __str__(self) -> str:
-        return f"{','.join(self.hosts)}@{self.start:g}-{self.end:g}"
-
-
-_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
-_CRASH_RE: Final = re.compile(rf"^\s*([A-Za-z0-9_.-]+)\s*@\s*{_NUMBER}\s*$")
-_PARTITION_RE: Final = re.compile(rf"^\s*([A-Za-z0-9_.,\s-]+?)\s*@\s*{_NUMBER}\s*-\s*{_NUMBER}\s*$")
-
-
-def parse_crash(text: str) -> Crash:
-    """``h3@12.5`` -> ``Crash(host="h3", at=12.5)``; ``ConfigError`` on other syntax."""
-    match = _CRASH_RE.match(text)
-    if match is None:
-        raise ConfigError(f"--crash {text!r}: expected HOST@SECONDS, e.g. h3@12")
-    return Crash(host=match[1], at=float(match[2]))
-
-
-def parse_partition(text: str) -> Partition:
-    """``h1,h2@5-10`` -> ``Partition(hosts=("h1", "h2"), start=5, end=10)``."""
-    match = _PARTITION_RE.match(text)
-    if match is None:
-        raise ConfigError(f"--partition {text!r}: expected A,B@FROM-TO, e.g. h1,h2@5-10")
-    hosts = tuple(h.strip() for h in match[1].split(","))
-    if any(not h for h in hosts) or len(set(hosts)) != len(hosts):
-        raise ConfigError(f"--partition {text!r}: hosts must be distinct and non-empty")
-    start, end = float(match[2]), float(match[3])
-    if not end > start:
-        raise ConfigError(f"--partition {text!r}: FROM must be before TO")
-    return Partition(hosts=hosts, start=start, end=end)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -338,23 +287,19 @@ class Scenario:
     demo_crash_at: float | None = None  # demo: h1 crashes at this second
     demo_partition: tuple[float, float] | None = None  # demo: h2 is cut off in [from, to)
 
-    def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        known = ", ".join(p.name for p in self.params)
-        raise ConfigError(f"scenario {self.name} has no parameter {name!r} (known: {known})")
-
     def resolve(self, raw: Mapping[str, str], hosts: Sequence[str]) -> dict[str, Value]:
-        """Defaults overridden by ``raw`` (``--param``), every value validated."""
-        values: dict[str, Value] = {p.name: p.default for p in self.params}
-        for name, text in raw.items():
-            values[name] = self.param(name).parse(text, hosts)
+        """Defaults overridden by ``raw`` (``--param``), every value validated, host
+        parameters against ``hosts``."""
+        values: dict[str, Value] = resolve(self.params, raw, owner=f"scenario {self.name}")
         for p in self.params:
-            if p.kind == "host" and values[p.name] is not None and values[p.name] not in hosts:
+            value = values[p.name]
+            if p.parse is not host or value is None or value in hosts:
+                continue
+            if p.name in raw:
                 raise ConfigError(
-                    f"--param {p.name}: default host {values[p.name]} is not among the hosts"
+                    f"--param {p.name}={raw[p.name]}: no such host (hosts are {', '.join(hosts)})"
                 )
+            raise ConfigError(f"--param {p.name}: default host {value} is not among the hosts")
         return values
 
     def enabled(self, values: Mapping[str, Value]) -> tuple[str, ...]:
@@ -519,6 +464,7 @@ def node_configs(
     key_file: Path,
     start_at: float,
     seed: int,
+    protocol: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """One node-config document (nested dicts, the TOML tables) per node id.
 
@@ -527,7 +473,8 @@ def node_configs(
     do not exit on their own (``exit_when_done = false``): the runner SIGTERMs them all
     at the end, so that no node leaves while others still work. Loopback partitions go
     into each node's ``[[faults.partition]]`` (the peers on the other side); in
-    namespaces the runner cuts the real links instead.
+    namespaces the runner cuts the real links instead. ``protocol`` holds, per section,
+    protocol keys (``--param SECTION.FIELD``) added to every node's enabled section.
     """
     out = out.resolve()
     enabled = scenario.enabled(values)
@@ -586,6 +533,9 @@ def node_configs(
         doc["isis"] = _isis_section(scenario, values, host.id, ids, "isis" in enabled)
         doc["link"] = _link_section(values, ids, index, "link" in enabled)
         doc["gateway"] = _gateway_section(values, out, host.id, "gateway" in enabled)
+        for section, settings in (protocol or {}).items():
+            if doc[section]["enabled"]:
+                doc[section].update(settings)
         docs[host.id] = doc
     return docs
 

@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gossamer.errors import ConfigError
+from gossamer.faults import node_at_list, partition_spec
+from gossamer.params import Param, non_negative_float, positive_int, resolve
 from gossamer.sim.engine import Simulator
 
 __all__ = [
     "Param",
     "Scenario",
+    "check_nodes_exist",
     "get",
     "node_at_list",
+    "non_negative_float",
     "partition_spec",
+    "positive_int",
     "register",
     "scenarios",
 ]
@@ -34,20 +38,13 @@ Summarize = Callable[[], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Param:
-    """One scenario parameter: parsed from its ``--param KEY=VALUE`` text."""
-
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    help: str
-    #: How the default is shown in ``gossamer sim --list``.
-    shown: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
-    """A named simulation: parameters, a default duration and a setup function."""
+    """A named simulation: parameters, a default duration and a setup function.
+
+    Parameters are :class:`gossamer.params.Param`, the same as the lab's; their parsers
+    for scheduled faults (``node_at_list``, ``partition_spec``) come from
+    :mod:`gossamer.faults`, the one grammar of ``NODE@SECONDS`` and ``A,B@FROM-TO``.
+    """
 
     name: str
     description: str
@@ -57,25 +54,8 @@ class Scenario:
 
     def parse_params(self, raw: Mapping[str, str]) -> dict[str, Any]:
         """Typed parameter values: defaults overridden by ``raw``. One-line ``ConfigError``
-        for an unknown name or an unparsable value."""
-        known = {p.name: p for p in self.params}
-        for name in raw:
-            if name not in known:
-                names = ", ".join(known) or "none"
-                raise ConfigError(
-                    f"unknown parameter {name!r} for scenario {self.name!r} (known: {names})"
-                )
-        values: dict[str, Any] = {}
-        for param in self.params:
-            if param.name in raw:
-                try:
-                    values[param.name] = param.parse(raw[param.name])
-                except (ValueError, ConfigError) as exc:
-                    reason = exc.reason if isinstance(exc, ConfigError) else str(exc)
-                    raise ConfigError(f"bad value for parameter {param.name!r}: {reason}") from None
-            else:
-                values[param.name] = param.default
-        return values
+        naming the parameter for an unknown name or a bad value."""
+        return resolve(self.params, raw, owner=f"scenario {self.name}")
 
 
 _REGISTRY: dict[str, Scenario] = {}
@@ -115,48 +95,7 @@ def get(name: str) -> Scenario:
         ) from None
 
 
-# -- parameter parsers shared by scenarios ------------------------------------
-
-_NODE_AT = re.compile(r"^(?P<node>[A-Za-z0-9_.:-]+)@(?P<t>\d+(\.\d+)?)$")
-_PARTITION = re.compile(
-    r"^(?P<nodes>[A-Za-z0-9_.:,-]+)@(?P<start>\d+(\.\d+)?)-(?P<end>\d+(\.\d+)?)$"
-)
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise ValueError(f"{value} is not a positive integer")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:  # also rejects NaN
-        raise ValueError(f"{text} is not a non-negative number")
-    return value
-
-
-def node_at_list(text: str) -> list[tuple[str, float]]:
-    """``n3@5,n4@7.5`` -> ``[("n3", 5.0), ("n4", 7.5)]``."""
-    items = []
-    for part in text.split(","):
-        match = _NODE_AT.match(part.strip())
-        if match is None:
-            raise ValueError(f"{part!r} is not NODE@SECONDS")
-        items.append((match["node"], float(match["t"])))
-    return items
-
-
-def partition_spec(text: str) -> tuple[list[str], float, float]:
-    """``n1,n2@5-10`` -> the nodes cut off from the rest from 5 s to 10 s."""
-    match = _PARTITION.match(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not NODE,NODE@FROM-TO")
-    start, end = float(match["start"]), float(match["end"])
-    if end <= start:
-        raise ValueError("a partition must end after it starts")
-    return match["nodes"].split(","), start, end
+# -- checks shared by scenarios ------------------------------------------------
 
 
 def check_nodes_exist(sim: Simulator, names: list[str], what: str) -> None:
