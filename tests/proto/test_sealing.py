@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from gossamer.proto.isis import Delivered, IsisConfig, IsisCore, members_from
-from gossamer.proto.link.core import LinkNode, NodeConfig, Transport
+from gossamer.proto.link import LinkNode, NodeConfig, Transport
 from gossamer.proto.sealing import SealedDatagrams, SealedStream, StreamSeals
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import envelope

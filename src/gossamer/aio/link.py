@@ -42,7 +42,7 @@ from gossamer.aio.sockets import udp_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.link.channel import ChannelConfig
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     Connect,
     LinkDown,
     LinkError,

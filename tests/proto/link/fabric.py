@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gossamer._types import Address
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     Connect,
     Event,
     LinkNode,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
 from gossamer.proto.link.channel import ChannelConfig
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     LinkDown,
     LinkError,
     LinkNode,
