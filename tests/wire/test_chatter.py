@@ -305,11 +305,12 @@ def test_gossip_limits() -> None:
 def test_pull_and_push_gossip() -> None:
     (vector,) = [v for v in GOSSIPS if v["name"] == "upstream_unit_test"]
     encoded = bytes.fromhex(vector["encoded_hex"])
+    codec = chatter.ChatterCodec()
     buf = Buffer(b"head" + encoded, offset=4)
-    g = chatter.pull_gossip(buf)
+    g = codec.pull_gossip(buf)
     assert buf.eof()
     out = bytearray(b"head")
-    chatter.push_gossip(out, g)
+    codec.push_gossip(out, g)
     assert bytes(out) == b"head" + encoded
 
 
@@ -626,10 +627,11 @@ def test_message_limits() -> None:
 def test_pull_and_push_message() -> None:
     g = gossip_of(MESSAGES[0]["gossip"])
     padding = bytes.fromhex(MESSAGES[0]["padding_hex"])
+    codec = chatter.ChatterCodec()
     buf = bytearray(b"x")
-    chatter.push_message(buf, g, MINIMAL_KEY, padding=padding)
+    codec.push_message(buf, g, MINIMAL_KEY, padding=padding)
     assert bytes(buf[1:]) == MINIMAL_MESSAGE
-    assert chatter.pull_message(Buffer(bytes(buf), offset=1), MINIMAL_KEY) == g
+    assert codec.pull_message(Buffer(bytes(buf), offset=1), MINIMAL_KEY) == g
     assert chatter.decode_message(bytearray(MINIMAL_MESSAGE), MINIMAL_KEY) == g
 
 

@@ -41,7 +41,6 @@ from gossamer.aio.sealing import rejected_by, seal_core, stream_seals
 from gossamer.aio.sockets import udp_socket
 from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
 from gossamer.errors import ConfigError, LocalProtocolError
-from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link import (
     Connect,
     LinkDown,
@@ -60,6 +59,7 @@ from gossamer.proto.link import (
     Transport,
     Writable,
 )
+from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
 from gossamer.trace.sink import NullSink, Tracer

@@ -14,12 +14,14 @@ __all__ = [
     "Event",
     "LinkDown",
     "LinkError",
+    "LinkEvent",
     "LinkStatistics",
     "LinkUp",
     "Message",
     "Readable",
     "Receipt",
     "RequestFailed",
+    "SocketEvent",
     "SocketStatistics",
     "Writable",
 ]
@@ -36,47 +38,52 @@ class LinkError(LocalProtocolError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkUp:
-    """A link is established (both decisions positive)."""
+class SocketEvent:
+    """Something happened to the local socket ``tag``."""
 
     tag: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkEvent(SocketEvent):
+    """Something happened to the link of socket ``tag`` with socket ``peer_tag`` at
+    ``peer``."""
+
     peer: Address
     peer_tag: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkUp(LinkEvent):
+    """A link is established (both decisions positive)."""
+
     #: Credits we may spend on it (the peer's capacity).
     credits: int
     link: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkDown:
+class LinkDown(LinkEvent):
     """A link ended, or a link request failed (``established`` says which)."""
 
-    tag: int
-    peer: Address
-    peer_tag: int
     reason: str
     established: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Readable:
+class Readable(SocketEvent):
     """Socket ``tag`` has messages or receipts to take (edge: it was empty)."""
 
-    tag: int
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Writable:
+class Writable(SocketEvent):
     """Socket ``tag`` may be able to send again (a link gained credit or came up)."""
 
-    tag: int
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestFailed:
+class RequestFailed(SocketEvent):
     """A REQ socket's pending request can no longer be answered: its link went down."""
 
-    tag: int
     reason: str
 
 

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
-from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link import (
     LinkDown,
     LinkError,
@@ -45,6 +44,7 @@ from gossamer.proto.link import (
     Transport,
     Writable,
 )
+from gossamer.proto.link.channel import ChannelConfig
 from gossamer.sim.engine import NodeContext, Simulator
 from gossamer.sim.scenarios import (
     Param,

@@ -52,10 +52,6 @@ from gossamer.wire.chatter.codec import (
     decode_message,
     encode_gossip,
     encode_message,
-    pull_gossip,
-    pull_message,
-    push_gossip,
-    push_message,
 )
 from gossamer.wire.chatter.crypto import IV, KEY_SIZE, PADDING_SIZE, derive_key, keystream
 from gossamer.wire.chatter.ids import BroadcastID, NetID, type_tag
@@ -77,9 +73,5 @@ __all__ = [
     "encode_gossip",
     "encode_message",
     "keystream",
-    "pull_gossip",
-    "pull_message",
-    "push_gossip",
-    "push_message",
     "type_tag",
 ]

@@ -25,7 +25,6 @@ from gossamer.wire.chatter.crypto import (
     IV_AFTER_PADDING,
     PADDING_SIZE,
     KeyState,
-    KeyStates,
 )
 from gossamer.wire.chatter.ids import (
     NETID_SIZE,
@@ -48,10 +47,6 @@ __all__ = [
     "decode_message",
     "encode_gossip",
     "encode_message",
-    "pull_gossip",
-    "pull_message",
-    "push_gossip",
-    "push_message",
 ]
 
 #: Start-of-message byte (§3).
@@ -63,6 +58,7 @@ _SMALL = tuple(bytes((i,)) for i in range(128))
 _NETID_CACHE_MAX = 4096
 _TABLE_CACHE_MAX = 256
 _TAG_CACHE_MAX = 1024
+_KEY_CACHE_MAX = 16
 
 
 def _uint(n: int) -> bytes:
@@ -235,7 +231,8 @@ class ChatterCodec:
         # Decoded five-byte type tags by their exact encoding. A five-byte slice equal
         # to a key *is* that VarInt (four continuation bytes, then a final one).
         self._decoded_tags: dict[bytes, int] = {}
-        self._keys = KeyStates()
+        # The AES-CTR state of each key met (see ``_key``).
+        self._keys: dict[bytes, KeyState] = {}
 
     # -- gossip ----------------------------------------------------------------------
 
@@ -526,7 +523,8 @@ class ChatterCodec:
         limits: Limits = DEFAULT_LIMITS,
     ) -> bytes:
         """One complete wire message carrying ``g`` under ``key`` (see ``push_message``)."""
-        state = self._keys.get(key)
+        state = self._keys.get(key) if type(key) is bytes else None
+        state = state or self._key(key)
         gossip = bytearray()
         self.push_gossip(gossip, g, limits=limits)
         size = len(gossip)
@@ -555,7 +553,8 @@ class ChatterCodec:
 
     def pull_message(self, buf: Buffer, key: bytes, *, limits: Limits = DEFAULT_LIMITS) -> Gossip:
         """Read one message that fills the rest of ``buf`` (see ``decode_message``)."""
-        state = self._keys.get(key)
+        state = self._keys.get(key) if type(key) is bytes else None
+        state = state or self._key(key)
         return self._decode_message(buf.pull_rest(), state, limits)
 
 
@@ -569,9 +568,20 @@ class ChatterCodec:
         coalesced or truncated, corrupt, wrong key) and ``ConfigError`` on a missing or
         malformed key.
         """
-        state = self._keys.get(key)
+        state = self._keys.get(key) if type(key) is bytes else None
+        state = state or self._key(key)
         return self._decode_message(data if type(data) is bytes else bytes(data), state, limits)
 
+
+    def _key(self, key: bytes) -> KeyState:
+        """A new key's state (``ConfigError`` for a missing or malformed key), kept for
+        the next message; at most ``_KEY_CACHE_MAX`` keys, forgotten all at once when full."""
+        state = KeyState(key)
+        keys = self._keys
+        if len(keys) >= _KEY_CACHE_MAX:
+            keys.clear()
+        keys[bytes(key)] = state
+        return state
 
     def _decode_message(self, data: bytes, state: KeyState, limits: Limits) -> Gossip:
         total = len(data)
@@ -631,12 +641,7 @@ class ChatterCodec:
         return self._decode_gossip(gossip, limits)
 
 
-# -- one message at a time (a codec each) --------------------------------------------
-
-
-def push_gossip(buf: bytearray, g: Gossip, *, limits: Limits = DEFAULT_LIMITS) -> None:
-    """:meth:`ChatterCodec.push_gossip` for one gossip."""
-    ChatterCodec().push_gossip(buf, g, limits=limits)
+# -- one message at a time (a new codec each; keep a ChatterCodec for many) -----------
 
 
 def encode_gossip(g: Gossip, *, limits: Limits = DEFAULT_LIMITS) -> bytes:
@@ -644,28 +649,11 @@ def encode_gossip(g: Gossip, *, limits: Limits = DEFAULT_LIMITS) -> bytes:
     return ChatterCodec().encode_gossip(g, limits=limits)
 
 
-def pull_gossip(buf: Buffer, *, limits: Limits = DEFAULT_LIMITS) -> Gossip:
-    """:meth:`ChatterCodec.pull_gossip` for one gossip."""
-    return ChatterCodec().pull_gossip(buf, limits=limits)
-
-
 def decode_gossip(
     data: bytes | bytearray | memoryview, *, limits: Limits = DEFAULT_LIMITS
 ) -> Gossip:
     """:meth:`ChatterCodec.decode_gossip` for one gossip."""
     return ChatterCodec().decode_gossip(data, limits=limits)
-
-
-def push_message(
-    buf: bytearray,
-    g: Gossip,
-    key: bytes,
-    *,
-    padding: bytes | None = None,
-    limits: Limits = DEFAULT_LIMITS,
-) -> None:
-    """:meth:`ChatterCodec.push_message` for one message."""
-    ChatterCodec().push_message(buf, g, key, padding=padding, limits=limits)
 
 
 def encode_message(
@@ -677,11 +665,6 @@ def encode_message(
 ) -> bytes:
     """:meth:`ChatterCodec.encode_message` for one message."""
     return ChatterCodec().encode_message(g, key, padding=padding, limits=limits)
-
-
-def pull_message(buf: Buffer, key: bytes, *, limits: Limits = DEFAULT_LIMITS) -> Gossip:
-    """:meth:`ChatterCodec.pull_message` for one message."""
-    return ChatterCodec().pull_message(buf, key, limits=limits)
 
 
 def decode_message(

@@ -3,7 +3,7 @@
 Key and IV are fixed, so every message is XORed with the same keystream from the same
 counter. A :class:`KeyState` keeps AES-CTR contexts that are rewound with
 ``reset_nonce`` rather than created per message (creating one costs more than
-encrypting 4 KB with it); :class:`KeyStates` keeps one per key for a codec. Also
+encrypting 4 KB with it); a codec keeps one per key. Also
 measured, and slower above ~100 bytes: XOR with a cached keystream through
 ``int.from_bytes`` (~0.65 ns per byte per conversion).
 
@@ -23,7 +23,6 @@ __all__ = [
     "KEY_SIZE",
     "PADDING_SIZE",
     "KeyState",
-    "KeyStates",
     "derive_key",
     "keystream",
 ]
@@ -105,29 +104,6 @@ class KeyState:
         if self.rewindable and len(pool) < _CONTEXT_POOL_MAX:
             pool.append(context)
         return out
-
-
-class KeyStates:
-    """The :class:`KeyState` of each key a codec meets, at most ``size`` of them
-    (forgotten all at once when full, so that no input can grow it)."""
-
-    __slots__ = ("_states", "size")
-
-    def __init__(self, size: int = 16) -> None:
-        self.size = size
-        self._states: dict[bytes, KeyState] = {}
-
-    def get(self, key: bytes) -> KeyState:
-        """The state of ``key``; ``ConfigError`` for a missing or malformed key."""
-        state = self._states.get(key) if type(key) is bytes else None
-        if state is not None:
-            return state
-        state = KeyState(key)
-        states = self._states
-        if len(states) >= self.size:
-            states.clear()
-        states[bytes(key)] = state
-        return state
 
 
 def keystream(key: bytes, n: int) -> bytes:
