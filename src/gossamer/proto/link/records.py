@@ -5,7 +5,7 @@
 These are plain records shared by the node, its sockets and its transports; the rules
 that change them live with their owners: a socket keeps its ring, routes and queue
 (``socket``), the node drives the state machine (``node``), a transport keeps a peer's
-channel or connections (``udp``, ``sim_stream``, ``tcp``).
+channel (``udp``, ``sim_stream``) or connections (``tcp``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from gossamer.wire.exon import (
 if TYPE_CHECKING:
     from gossamer.proto.link.channel import Channel
     from gossamer.proto.link.socket import LinkSocket
-    from gossamer.proto.link.tcp import StreamEndpoint
 
 __all__ = ["Context", "Link", "Peer"]
 
@@ -40,7 +39,6 @@ class Peer:
     __slots__ = (
         "address",
         "channel",
-        "endpoints",
         "frames",
         "links",
         "name",
@@ -55,13 +53,11 @@ class Peer:
         self.links: dict[tuple[int, int], Link] = {}
         #: The peer's incoming byte stream, cut into frames.
         self.frames = FrameScanner(limits=limits)
-        #: TCP: bytes for the sending endpoint.
+        #: TCP: bytes for the sending connection.
         self.out = bytearray()
         #: UDP and simulated streams: the reliable channel, and the peer sessions retired.
         self.channel: Channel | None = None
         self.retired: set[int] = set()
-        #: TCP: the connections with the peer; the first one sends.
-        self.endpoints: list[StreamEndpoint] = []
 
 
 class Link:

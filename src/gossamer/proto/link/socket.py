@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
@@ -26,6 +26,7 @@ from gossamer.proto.link.config import (
     check_tag,
 )
 from gossamer.proto.link.events import LinkError, LinkStatistics, Message, Receipt, SocketStatistics
+from gossamer.proto.link.host import SocketHost
 from gossamer.proto.link.machine import LinkInput, LinkState
 from gossamer.proto.link.patterns import Pattern, pull_envelope, push_envelope
 from gossamer.proto.link.records import Context, Link
@@ -39,9 +40,6 @@ from gossamer.wire.exon import (
     Protocol,
 )
 
-if TYPE_CHECKING:
-    from gossamer.proto.link.node import LinkNode
-
 __all__ = ["LinkSocket"]
 
 _ESTABLISHED = LinkState.ESTABLISHED
@@ -52,12 +50,13 @@ _SOCKETS, _DATA = int(Protocol.SOCKETS), int(MessageType.DATA)
 class LinkSocket:
     """One socket of a node: its links, its incoming queue and its pattern.
 
-    Created by :meth:`LinkNode.open_socket`. Every method takes ``now`` and never
-    blocks; see :mod:`gossamer.proto.link.node` for how drivers wait.
+    Created by :meth:`LinkNode.open_socket`, which is the socket's ``node`` (what the
+    socket asks of it is :class:`~.host.SocketHost`). Every method takes ``now`` and
+    never blocks; see :mod:`gossamer.proto.link.node` for how drivers wait.
     """
 
     def __init__(
-        self, node: LinkNode, tag: int, pattern: Pattern, options: SocketOptions, clock: int
+        self, node: SocketHost, tag: int, pattern: Pattern, options: SocketOptions, clock: int
     ) -> None:
         self.node = node
         self.tag = tag

@@ -9,19 +9,15 @@ ends name a peer by the address it listens on. Output for a peer collects in its
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from gossamer._types import Address
 from gossamer.errors import DecodeError
 from gossamer.proto.link.config import CONTROL_HELLO, URGENT_BYTES
 from gossamer.proto.link.events import Connect, Event
+from gossamer.proto.link.host import TransportHost
 from gossamer.proto.link.records import Peer
 from gossamer.proto.link.transport import LinkTransport
 from gossamer.wire import exon
 from gossamer.wire.exon import NO_CLOCK, ControlBody, SocketMessage
-
-if TYPE_CHECKING:
-    from gossamer.proto.link.node import LinkNode
 
 __all__ = ["StreamEndpoint", "TcpTransport"]
 
@@ -29,11 +25,13 @@ __all__ = ["StreamEndpoint", "TcpTransport"]
 class TcpTransport(LinkTransport):
     """A node's TCP connections: which endpoint carries each peer's output."""
 
-    def __init__(self, node: LinkNode) -> None:
+    def __init__(self, node: TransportHost) -> None:
         self.node = node
+        #: The connections with each peer; the first one sends.
+        self._endpoints: dict[Address, list[StreamEndpoint]] = {}
 
     def send_frame(self, peer: Peer, frame: bytes) -> None:
-        if not peer.endpoints and not peer.out:
+        if not self._endpoints.get(peer.address) and not peer.out:
             self.node.post(Connect(peer=peer.address))
         peer.out += frame
 
@@ -52,7 +50,7 @@ class TcpTransport(LinkTransport):
         """``endpoint`` now carries the node at ``address``."""
         node = self.node
         peer = node.peer(address)
-        peer.endpoints.append(endpoint)
+        self._endpoints.setdefault(address, []).append(endpoint)
         if peer.out:
             node.dirty[address] = peer
         return peer
@@ -60,14 +58,15 @@ class TcpTransport(LinkTransport):
     def detach(self, endpoint: StreamEndpoint, reason: str, now: float) -> None:
         """``endpoint`` is gone: every link with its peer goes down with ``reason``."""
         peer = endpoint.peer
-        if peer is None or endpoint not in peer.endpoints:
+        endpoints = None if peer is None else self._endpoints.get(peer.address)
+        if peer is None or endpoints is None or endpoint not in endpoints:
             return
-        peer.endpoints.remove(endpoint)
+        endpoints.remove(endpoint)
         # Either direction of the pair may have lost bytes with this connection: every
         # link with the peer goes down, loudly (the application may link again).
-        for other in list(peer.endpoints):
+        for other in endpoints:
             other.closing = True
-        peer.endpoints.clear()
+        endpoints.clear()
         peer.out.clear()
         peer.frames.reset()
         self.node.transport_lost(peer, reason, now)
@@ -75,7 +74,7 @@ class TcpTransport(LinkTransport):
     def take_output(self, endpoint: StreamEndpoint) -> bytes:
         """The bytes ``endpoint`` should write now: its peer's output, if it sends it."""
         peer = endpoint.peer
-        if peer is None or not peer.endpoints or peer.endpoints[0] is not endpoint:
+        if peer is None or self._sender(peer) is not endpoint:
             return b""
         if not peer.out:
             return b""
@@ -87,7 +86,12 @@ class TcpTransport(LinkTransport):
         """The sending endpoints that have bytes waiting (drivers flush them)."""
         node = self.node
         dirty, node.dirty = node.dirty, {}
-        return [peer.endpoints[0] for peer in dirty.values() if peer.endpoints and peer.out]
+        sending = [(self._sender(peer), peer) for peer in dirty.values()]
+        return [endpoint for endpoint, peer in sending if endpoint is not None and peer.out]
+
+    def _sender(self, peer: Peer) -> StreamEndpoint | None:
+        endpoints = self._endpoints.get(peer.address)
+        return endpoints[0] if endpoints else None
 
 
 class StreamEndpoint:
@@ -99,7 +103,9 @@ class StreamEndpoint:
     endpoint has no deadline of its own.
     """
 
-    def __init__(self, node: LinkNode, transport: TcpTransport, peer: Address | None) -> None:
+    def __init__(
+        self, node: TransportHost, transport: TcpTransport, peer: Address | None
+    ) -> None:
         self.node = node
         self.transport = transport
         self.peer: Peer | None = None

@@ -1,8 +1,7 @@
-"""The interface between a link node and its transports (``udp``, ``sim_stream``,
-``tcp``): the node hands a transport frames for a peer, marks the peer ``dirty`` and
-asks for deadlines; a transport gives the node the bytes that arrive
-(``LinkNode.receive_frames``) and says when a peer's transport is lost
-(``LinkNode.transport_lost``)."""
+"""What a link node asks of its transport (``udp``, ``sim_stream``, ``tcp``): the node
+hands it frames for a peer, marks the peer ``dirty`` and asks for deadlines. What a
+transport asks of the node is :class:`~.host.TransportHost`: it gives the node the
+bytes that arrive and says when a peer's transport is lost."""
 
 from __future__ import annotations
 

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 from gossamer._types import Address, Datagram
 from gossamer.errors import DecodeError
 from gossamer.proto.link.channel import Channel, ChannelMode, pull_header
+from gossamer.proto.link.host import TransportHost
 from gossamer.proto.link.records import Peer
 from gossamer.proto.link.transport import LinkTransport
 
 if TYPE_CHECKING:
     from random import Random
-
-    from gossamer.proto.link.node import LinkNode
 
 __all__ = ["UdpTransport"]
 
@@ -27,7 +26,7 @@ class UdpTransport(LinkTransport):
     #: How the channel carries frames.
     mode = ChannelMode.DATAGRAM
 
-    def __init__(self, node: LinkNode, rng: Random) -> None:
+    def __init__(self, node: TransportHost, rng: Random) -> None:
         self.node = node
         self._rng = rng
         self._outbox: list[Datagram] = []
