@@ -368,7 +368,7 @@ def test_frame_scanner_groups_data_of_one_link_into_runs() -> None:
     assert isinstance(first, exon.DataRun)
     assert (first.src_tag, first.dst_tag, first.clock, first.payloads) == (1, 2, 7, [b"a", b"bb"])
     assert [first.message(0), first.message(1)] == msgs[:2]
-    assert items[2] == exon.Frame(flow, len(exon.encode(flow)))
+    assert items[2] == exon.Frame(message=flow, size=len(exon.encode(flow)))
     assert scanner.buffered == 0 and scanner.lost is None
 
 

@@ -552,6 +552,8 @@ class DataRun:
     """Consecutive DATA messages of one link incarnation (same tags, same clock), in
     stream order: the unit in which a receiver queues DATA without decoding each one.
     Each payload is the message's body; the frame around it was ``HEADER_SIZE`` longer.
+    (Made once per run on the hot path, so neither frozen nor keyword-only: a frozen
+    dataclass costs several times as much to make.)
     """
 
     src_tag: int
@@ -569,7 +571,7 @@ class DataRun:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Frame:
     """One decoded message other than DATA, and its frame's size in bytes."""
 
@@ -577,7 +579,7 @@ class Frame:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Malformed:
     """Bytes that did not decode: one whole frame (the stream goes on after it) or, as
     :attr:`FrameScanner.lost`, everything from a bad fixed header on (it cannot)."""
@@ -657,7 +659,7 @@ class FrameScanner:
                     error = DecodeError("bad frame header")
                 except DecodeError as exc:
                     error = exc
-                self.lost = Malformed(error, size - pos)
+                self.lost = Malformed(error=error, size=size - pos)
                 return
             if end > size:
                 break
@@ -675,10 +677,12 @@ class FrameScanner:
                 run = None
             frame = view[pos:end]
             pos = end
+            item: Frame | Malformed
             try:
-                yield Frame(decode(frame, limits=limits), len(frame))
+                item = Frame(message=decode(frame, limits=limits), size=len(frame))
             except DecodeError as exc:
-                yield Malformed(exc, len(frame))
+                item = Malformed(error=exc, size=len(frame))
+            yield item
         if run is not None:
             yield run
         if pos < size:
