@@ -170,6 +170,8 @@ class LinkNode:
             self.transport = self._udp = SimStreamTransport(self, rng)
         else:
             self.transport = self._udp = UdpTransport(self, rng)
+        # Bound once: every DATA goes through it.
+        self._send_data_out = self.transport.send_data
         #: A socket may write DATA straight into the peer's output (TCP, no data traces)
         #: instead of calling :meth:`send_data`: its hot path.
         self.direct_data = self._tcp is not None and not self.trace_data
@@ -374,7 +376,7 @@ class LinkNode:
         header = _PACK_DATA_HEADER(VERSION, _SOCKETS, _DATA, EXTENDED_HEADER_SIZE + len(payload),
                                    sock.tag, link.peer_tag, link.clock)
         peer = link.peer
-        self.transport.send_data(peer, header, payload)
+        self._send_data_out(peer, header, payload)
         self.dirty[peer.address] = peer
         if cookie is not None:
             link.cookies.append((index, cookie))
