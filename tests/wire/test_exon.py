@@ -368,7 +368,7 @@ def test_frame_scanner_groups_data_of_one_link_into_runs() -> None:
     assert isinstance(first, exon.DataRun)
     assert (first.src_tag, first.dst_tag, first.clock, first.payloads) == (1, 2, 7, [b"a", b"bb"])
     assert [first.message(0), first.message(1)] == msgs[:2]
-    assert items[2] == exon.Frame(message=flow, size=len(exon.encode(flow)))
+    assert items[2] == exon.Frame(decoded=flow, size=len(exon.encode(flow)))
     assert scanner.buffered == 0 and scanner.lost is None
 
 
@@ -376,8 +376,9 @@ def test_frame_scanner_reports_a_malformed_frame_and_goes_on() -> None:
     bad = frame(0x01, b"\x09" + bytes(4))  # unknown error code, framed correctly
     good = exon.encode(_data(1, 2, 0, b"x"))
     items = list(exon.FrameScanner().feed(bad + good))
-    assert isinstance(items[0], exon.Malformed) and items[0].size == len(bad)
-    assert "error code" in items[0].error.reason
+    assert isinstance(items[0], exon.Frame) and items[0].size == len(bad)
+    assert isinstance(items[0].decoded, DecodeError)
+    assert "error code" in items[0].decoded.reason
     assert isinstance(items[1], exon.DataRun) and items[1].payloads == [b"x"]
 
 
@@ -388,8 +389,8 @@ def test_frame_scanner_stops_where_framing_is_lost_until_reset() -> None:
     items = list(scanner.feed(good + garbage + good))
     assert [type(item).__name__ for item in items] == ["DataRun"]
     assert scanner.lost is not None
-    assert scanner.lost.size == len(garbage + good)
-    assert "version" in scanner.lost.error.reason
+    assert scanner.unread == len(garbage + good)
+    assert "version" in scanner.lost.reason
     assert list(scanner.feed(good)) == []  # a lost stream yields nothing more
     scanner.reset()
     assert len(list(scanner.feed(good))) == 1

@@ -89,7 +89,6 @@ __all__ = [
     "LinkBody",
     "LinkDecision",
     "LinkMetadata",
-    "Malformed",
     "MessageType",
     "Protocol",
     "SocketMessage",
@@ -573,24 +572,16 @@ class DataRun:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Frame:
-    """One decoded message other than DATA, and its frame's size in bytes."""
+    """One frame other than DATA: what it decoded to, a message or the ``DecodeError``
+    saying why not (the stream goes on after it), and its size in bytes."""
 
-    message: SocketMessage
-    size: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Malformed:
-    """Bytes that did not decode: one whole frame (the stream goes on after it) or, as
-    :attr:`FrameScanner.lost`, everything from a bad fixed header on (it cannot)."""
-
-    error: DecodeError
+    decoded: SocketMessage | DecodeError
     size: int
 
 
 class FrameScanner:
     """The one Exon stream parser: splits a byte stream (coalesced or cut anywhere)
-    into :class:`DataRun`, :class:`Frame` and :class:`Malformed` items, in order.
+    into :class:`DataRun` and :class:`Frame` items, in order.
 
     DATA is the hot path of every receiver (docs/performance-baselines.md: the parser is
     where an asyncio receiver spends its time): its frames are checked exactly as
@@ -601,16 +592,19 @@ class FrameScanner:
 
     ``feed`` is a generator: consume it whole before feeding again. When a fixed header
     is bad the stream has lost its framing: the items before it come out, then
-    :attr:`lost` says why and the scanner yields nothing more until :meth:`reset`.
+    :attr:`lost` says why (and :attr:`unread` how many bytes were left) and the scanner
+    yields nothing more until :meth:`reset`.
     """
 
-    __slots__ = ("_buffer", "limits", "lost")
+    __slots__ = ("_buffer", "limits", "lost", "unread")
 
     def __init__(self, *, limits: ExonLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._buffer = b""
-        #: Why the framing was lost, and how many bytes were left unread then.
-        self.lost: Malformed | None = None
+        #: Why the framing was lost.
+        self.lost: DecodeError | None = None
+        #: Bytes left unread when the framing was lost, from the bad header on.
+        self.unread = 0
 
     @property
     def buffered(self) -> int:
@@ -621,8 +615,9 @@ class FrameScanner:
         """Forget buffered bytes and a lost framing (a new stream starts)."""
         self._buffer = b""
         self.lost = None
+        self.unread = 0
 
-    def feed(self, data: bytes) -> Iterator[DataRun | Frame | Malformed]:
+    def feed(self, data: bytes) -> Iterator[DataRun | Frame]:
         if self.lost is not None:
             return
         if self._buffer:
@@ -659,7 +654,7 @@ class FrameScanner:
                     error = DecodeError("bad frame header")
                 except DecodeError as exc:
                     error = exc
-                self.lost = Malformed(error=error, size=size - pos)
+                self.lost, self.unread = error, size - pos
                 return
             if end > size:
                 break
@@ -677,12 +672,12 @@ class FrameScanner:
                 run = None
             frame = view[pos:end]
             pos = end
-            item: Frame | Malformed
+            decoded: SocketMessage | DecodeError
             try:
-                item = Frame(message=decode(frame, limits=limits), size=len(frame))
+                decoded = decode(frame, limits=limits)
             except DecodeError as exc:
-                item = Malformed(error=exc, size=len(frame))
-            yield item
+                decoded = exc
+            yield Frame(decoded=decoded, size=len(frame))
         if run is not None:
             yield run
         if pos < size:
@@ -718,10 +713,10 @@ class FrameReader:
         for item in scanner.feed(data):
             if isinstance(item, DataRun):
                 messages += (item.message(i) for i in range(len(item.payloads)))
-            elif isinstance(item, Frame):
-                messages.append(item.message)
+            elif isinstance(item.decoded, SocketMessage):
+                messages.append(item.decoded)
             else:
-                raise item.error
+                raise item.decoded
         if scanner.lost is not None:
-            raise scanner.lost.error
+            raise scanner.lost
         return messages

@@ -46,18 +46,18 @@ MAX_TAG = (1 << 32) - 1
 URGENT_BYTES = 64 * 1024
 
 
-def check_tag(tag: int) -> None:
-    """Raise ``ConfigError`` unless ``tag`` may name a socket (tag 0 is the node's)."""
-    if not 1 <= tag <= MAX_TAG:
-        raise ConfigError("socket tags are 1..2**32-1 (0 is reserved for the node)", tag=tag)
-
-
 class Transport(Enum):
     """How a node's frames travel: see ``udp``, ``sim_stream`` and ``tcp`` beside this."""
 
     UDP = "udp"
     SIM_STREAM = "sim-stream"
     TCP = "tcp"
+
+
+def check_tag(tag: int) -> None:
+    """Raise ``ConfigError`` unless ``tag`` may name a socket (tag 0 is the node's)."""
+    if not 1 <= tag <= MAX_TAG:
+        raise ConfigError("socket tags are 1..2**32-1 (0 is reserved for the node)", tag=tag)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -97,7 +97,6 @@ from gossamer.wire.exon import (
     ErrorBody,
     ErrorCode,
     FlowBody,
-    Frame,
     LinkAckBody,
     LinkBody,
     LinkDecision,
@@ -327,20 +326,21 @@ class LinkNode:
             if isinstance(item, DataRun):
                 frames += len(item.payloads)
                 self._data_run(peer, item, now)
-            elif isinstance(item, Frame):
-                frames += 1
-                self._handle(peer, item.message, item.size, now)
+                continue
+            frames += 1
+            decoded = item.decoded
+            if isinstance(decoded, SocketMessage):
+                self._handle(peer, decoded, item.size, now)
             else:
-                frames += 1
                 self.counters["malformed"] += 1
                 self.trace(now, "drop", peer=peer.name, size=item.size,
-                           attrs={"reason": f"malformed: {item.error.reason}"})
+                           attrs={"reason": f"malformed: {decoded.reason}"})
         lost = scanner.lost
         if lost is not None:
-            scanner.reset()
             self.counters["malformed"] += 1
-            self.trace(now, "drop", peer=peer.name, size=lost.size,
-                       attrs={"reason": f"framing lost: {lost.error.reason}"})
+            self.trace(now, "drop", peer=peer.name, size=scanner.unread,
+                       attrs={"reason": f"framing lost: {lost.reason}"})
+            scanner.reset()
             return False
         self.counters["frames_in"] += frames
         return True
