@@ -132,7 +132,8 @@ class LinkNode:
 
     The driver's interface is the ``DatagramCore`` (UDP, simulated streams) or the
     stream endpoints (TCP) with the methods that follow them; sockets, endpoints and
-    transports use the node through the methods under "for sockets and transports".
+    transports use the node through the methods under "for sockets and transports",
+    as :mod:`~.host` describes them (``SocketHost``, ``TransportHost``).
     """
 
     def __init__(self, config: NodeConfig, *, tracer: Tracer, rng: Random) -> None:
