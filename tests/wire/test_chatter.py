@@ -375,6 +375,29 @@ def test_keystream_without_reset_nonce_matches() -> None:
     assert fresh.xor(chatter.IV, bytes(64)) == chatter.keystream(KEY, 64)
 
 
+def test_no_module_state_caches_belong_to_a_codec() -> None:
+    # What the codec remembers lives in a ChatterCodec, never in a module: no module of
+    # the package holds a mutable container, so two codecs (or two tests) share nothing.
+    import types
+
+    from gossamer.wire.chatter import codec, ids
+
+    for module in (chatter, ids, crypto, codec):
+        mutable = sorted(
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("__") and not isinstance(value, types.ModuleType)
+            and isinstance(value, dict | list | set | bytearray)
+        )
+        assert mutable == [], f"{module.__name__} keeps state: {mutable}"
+    first, second = chatter.ChatterCodec(), chatter.ChatterCodec()
+    g = gossip_of(MESSAGES[0]["gossip"])
+    padding = bytes.fromhex(MESSAGES[0]["padding_hex"])
+    assert first.encode_message(g, MINIMAL_KEY, padding=padding) == MINIMAL_MESSAGE
+    assert second.encode_message(g, MINIMAL_KEY, padding=padding) == MINIMAL_MESSAGE
+    assert second.decode_message(MINIMAL_MESSAGE, MINIMAL_KEY) == g
+
+
 def test_concurrent_threads_share_a_key_safely() -> None:
     # The pooled AES contexts are rewound per message; threads must never share one.
     gossips = [gossip_of(v["gossip"]) for v in MESSAGES]
