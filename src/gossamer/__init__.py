@@ -40,6 +40,7 @@ _LAZY = {
     "GossipConfig": "gossamer.proto.gossip.config",
     "IsisConfig": "gossamer.proto.isis.core",
     "GatewayConfig": "gossamer.proto.gateway.core",
+    "LinkConfig": "gossamer.proto.link",
     # The wire and its key.
     "Wire": "gossamer.wire.mode",
     "WireMode": "gossamer.wire.mode",
@@ -52,6 +53,7 @@ __all__ = [
     "GatewayConfig",
     "GossipConfig",
     "IsisConfig",
+    "LinkConfig",
     "Wire",
     "WireMode",
     "__version__",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     from gossamer.proto.gateway.core import GatewayConfig
     from gossamer.proto.gossip.config import GossipConfig
     from gossamer.proto.isis.core import IsisConfig
+    from gossamer.proto.link import LinkConfig
     from gossamer.wire.mode import Wire, WireMode
 
 

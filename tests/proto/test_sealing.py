@@ -6,7 +6,7 @@ import random
 from typing import Any
 
 from gossamer.proto.isis import Delivered, IsisConfig, IsisCore, members_from
-from gossamer.proto.link.core import LinkNode, NodeConfig, Transport
+from gossamer.proto.link import LinkConfig, LinkNode, Transport
 from gossamer.proto.sealing import SealedDatagrams, SealedStream, StreamSeals
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import envelope
@@ -101,7 +101,7 @@ def stream_pair(
     for i, ring in ((1, keyring()), (2, c_ring or keyring())):
         addr = (f"10.0.0.{i}", 7000)
         tracer = Tracer(sink, run="t", node=f"n{i}")
-        nodes.append(LinkNode(NodeConfig(address=addr, transport=Transport.TCP), tracer=tracer,
+        nodes.append(LinkNode(LinkConfig(address=addr, transport=Transport.TCP), tracer=tracer,
                               rng=random.Random(i)))  # fmt: skip
         seals.append(StreamSeals(
             keyring=ring, me=f"10.0.0.{i}:7000", tracer=tracer, layer="link",
@@ -117,7 +117,7 @@ def test_a_sealed_stream_carries_the_link_and_learns_its_peer() -> None:
     a, b, _, node_b = stream_pair()
     hello = a.data_to_send()
     plain = LinkNode(
-        NodeConfig(address=("10.0.0.1", 7000), transport=Transport.TCP),
+        LinkConfig(address=("10.0.0.1", 7000), transport=Transport.TCP),
         tracer=Tracer(MemorySink(), run="t", node="x"), rng=random.Random(9),
     ).stream_endpoint(("10.0.0.2", 7000)).data_to_send()  # the same HELLO, unsealed
     assert plain and plain not in hello and plain[8:] not in hello
@@ -136,7 +136,7 @@ def test_a_record_for_another_node_or_altered_ends_the_connection() -> None:
     # A record sealed for 10.0.0.2 offered to a node that is someone else.
     a2, _, _, _ = stream_pair()
     c = SealedStream(
-        LinkNode(NodeConfig(address=("10.0.0.3", 7000), transport=Transport.TCP),
+        LinkNode(LinkConfig(address=("10.0.0.3", 7000), transport=Transport.TCP),
                  tracer=Tracer(MemorySink(), run="t", node="n3"),
                  rng=random.Random(3)).stream_endpoint(None),
         StreamSeals(keyring=keyring(), me="10.0.0.3:7000", tracer=Tracer(MemorySink(), run="t",

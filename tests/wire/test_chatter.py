@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gossamer.errors import ConfigError, DecodeError
 from gossamer.wire import chatter, snappy, varint
 from gossamer.wire.buffer import Buffer
-from gossamer.wire.chatter import BroadcastID, Gossip, Limits, NetID
+from gossamer.wire.chatter import BroadcastID, Gossip, Limits, NetID, crypto
 
 # Golden vectors copied from shared/vectors/chatter (produced by the real Chatter code).
 VECTORS = Path(__file__).resolve().parent / "vectors" / "chatter"
@@ -305,11 +305,12 @@ def test_gossip_limits() -> None:
 def test_pull_and_push_gossip() -> None:
     (vector,) = [v for v in GOSSIPS if v["name"] == "upstream_unit_test"]
     encoded = bytes.fromhex(vector["encoded_hex"])
+    codec = chatter.ChatterCodec()
     buf = Buffer(b"head" + encoded, offset=4)
-    g = chatter.pull_gossip(buf)
+    g = codec.pull_gossip(buf)
     assert buf.eof()
     out = bytearray(b"head")
-    chatter.push_gossip(out, g)
+    codec.push_gossip(out, g)
     assert bytes(out) == b"head" + encoded
 
 
@@ -362,16 +363,39 @@ def test_keystream_vector_and_independent_aes() -> None:
 def test_keystream_without_reset_nonce_matches() -> None:
     # cryptography < 43 has no CipherContext.reset_nonce; the codec then creates a
     # context per message. Both ways must give the same bytes.
-    rewound = chatter._KeyState(KEY)
-    fresh = chatter._KeyState(KEY)
+    rewound = crypto.KeyState(KEY)
+    fresh = crypto.KeyState(KEY)
     fresh.rewindable = False
     fresh.pool.clear()
     data = bytes(range(256)) * 20
-    for counter in (chatter.IV, chatter._IV_AFTER_PADDING):
+    for counter in (chatter.IV, crypto.IV_AFTER_PADDING):
         for size in (0, 1, 17, 200, 5000):
             assert rewound.xor(counter, data[:size]) == fresh.xor(counter, data[:size])
     assert not fresh.pool
     assert fresh.xor(chatter.IV, bytes(64)) == chatter.keystream(KEY, 64)
+
+
+def test_no_module_state_caches_belong_to_a_codec() -> None:
+    # What the codec remembers lives in a ChatterCodec, never in a module: no module of
+    # the package holds a mutable container, so two codecs (or two tests) share nothing.
+    import types
+
+    from gossamer.wire.chatter import codec, ids
+
+    for module in (chatter, ids, crypto, codec):
+        mutable = sorted(
+            name
+            for name, value in vars(module).items()
+            if not name.startswith("__") and not isinstance(value, types.ModuleType)
+            and isinstance(value, dict | list | set | bytearray)
+        )
+        assert mutable == [], f"{module.__name__} keeps state: {mutable}"
+    first, second = chatter.ChatterCodec(), chatter.ChatterCodec()
+    g = gossip_of(MESSAGES[0]["gossip"])
+    padding = bytes.fromhex(MESSAGES[0]["padding_hex"])
+    assert first.encode_message(g, MINIMAL_KEY, padding=padding) == MINIMAL_MESSAGE
+    assert second.encode_message(g, MINIMAL_KEY, padding=padding) == MINIMAL_MESSAGE
+    assert second.decode_message(MINIMAL_MESSAGE, MINIMAL_KEY) == g
 
 
 def test_concurrent_threads_share_a_key_safely() -> None:
@@ -626,10 +650,11 @@ def test_message_limits() -> None:
 def test_pull_and_push_message() -> None:
     g = gossip_of(MESSAGES[0]["gossip"])
     padding = bytes.fromhex(MESSAGES[0]["padding_hex"])
+    codec = chatter.ChatterCodec()
     buf = bytearray(b"x")
-    chatter.push_message(buf, g, MINIMAL_KEY, padding=padding)
+    codec.push_message(buf, g, MINIMAL_KEY, padding=padding)
     assert bytes(buf[1:]) == MINIMAL_MESSAGE
-    assert chatter.pull_message(Buffer(bytes(buf), offset=1), MINIMAL_KEY) == g
+    assert codec.pull_message(Buffer(bytes(buf), offset=1), MINIMAL_KEY) == g
     assert chatter.decode_message(bytearray(MINIMAL_MESSAGE), MINIMAL_KEY) == g
 
 

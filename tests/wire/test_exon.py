@@ -345,6 +345,57 @@ def test_frame_reader_rejects_garbage_and_oversized_frames_early() -> None:
         exon.FrameReader().feed(b"GET / HTTP/1.1\r\n")
 
 
+def _data(src: int, dst: int, clock: int, payload: bytes) -> SocketMessage:
+    return SocketMessage(src_tag=src, dst_tag=dst, clock=clock, body=DataBody(payload=payload))
+
+
+def test_frame_scanner_groups_data_of_one_link_into_runs() -> None:
+    flow = SocketMessage(src_tag=1, dst_tag=2, clock=7, body=FlowBody(credits=3))
+    msgs = [
+        _data(1, 2, 7, b"a"),
+        _data(1, 2, 7, b"bb"),
+        _data(1, 2, 8, b"c"),  # another incarnation: another run
+        flow,
+        _data(1, 2, 8, b"d"),
+    ]
+    stream = b"".join(exon.encode(msg) for msg in msgs)
+    scanner = exon.FrameScanner()
+    items = list(scanner.feed(stream[:-1])) + list(scanner.feed(stream[-1:]))
+    assert [type(item).__name__ for item in items] == [
+        "DataRun", "DataRun", "Frame", "DataRun",
+    ]
+    first = items[0]
+    assert isinstance(first, exon.DataRun)
+    assert (first.src_tag, first.dst_tag, first.clock, first.payloads) == (1, 2, 7, [b"a", b"bb"])
+    assert [first.message(0), first.message(1)] == msgs[:2]
+    assert items[2] == exon.Frame(decoded=flow, size=len(exon.encode(flow)))
+    assert scanner.buffered == 0 and scanner.lost is None
+
+
+def test_frame_scanner_reports_a_malformed_frame_and_goes_on() -> None:
+    bad = frame(0x01, b"\x09" + bytes(4))  # unknown error code, framed correctly
+    good = exon.encode(_data(1, 2, 0, b"x"))
+    items = list(exon.FrameScanner().feed(bad + good))
+    assert isinstance(items[0], exon.Frame) and items[0].size == len(bad)
+    assert isinstance(items[0].decoded, DecodeError)
+    assert "error code" in items[0].decoded.reason
+    assert isinstance(items[1], exon.DataRun) and items[1].payloads == [b"x"]
+
+
+def test_frame_scanner_stops_where_framing_is_lost_until_reset() -> None:
+    good = exon.encode(_data(1, 2, 0, b"x"))
+    garbage = b"GET / HTTP/1.1\r\n"
+    scanner = exon.FrameScanner()
+    items = list(scanner.feed(good + garbage + good))
+    assert [type(item).__name__ for item in items] == ["DataRun"]
+    assert scanner.lost is not None
+    assert scanner.unread == len(garbage + good)
+    assert "version" in scanner.lost.reason
+    assert list(scanner.feed(good)) == []  # a lost stream yields nothing more
+    scanner.reset()
+    assert len(list(scanner.feed(good))) == 1
+
+
 def test_pull_leaves_following_bytes() -> None:
     one = exon.encode(SocketMessage(src_tag=1, dst_tag=2, clock=0, body=UnlinkBody(sent=3)))
     buf = Buffer(one + b"next")

@@ -15,7 +15,7 @@ their tags, as in the notes); ``open_socket()`` without ``node=`` opens a privat
 for the socket. A node speaks TCP (default: one connection per pair of nodes, frames
 written in batches, one ``write`` per loop iteration) or UDP (the reliable channel:
 exactly once under loss). All protocol decisions are in the sans-I/O
-:class:`gossamer.proto.link.core.LinkNode`; this module pumps it through the one driver
+:class:`gossamer.proto.link.LinkNode`; this module pumps it through the one driver
 runtime, ``gossamer.aio._pump.Pump`` (timer at the core's deadline, flush after every
 input, ``time.monotonic()``): over TCP a ``Pump`` with hooks drives the node's core and
 one stream driver per connection carries its bytes; over UDP the datagram driver does.
@@ -53,15 +53,14 @@ from gossamer.errors import (
     NetworkError,
     NoRouteError,
 )
-from gossamer.proto.link.channel import ChannelConfig
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     Connect,
+    LinkConfig,
     LinkDown,
     LinkNode,
     LinkSocket,
     LinkUp,
     Message,
-    NodeConfig,
     Readable,
     Receipt,
     RequestFailed,
@@ -71,7 +70,8 @@ from gossamer.proto.link.core import (
     Transport,
     Writable,
 )
-from gossamer.proto.link.core import LinkError as CoreLinkError
+from gossamer.proto.link import LinkError as CoreLinkError
+from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
 from gossamer.trace.sink import NullSink, Tracer
@@ -169,7 +169,7 @@ class Node:
         rng = random.Random(seed)
 
         def make_core(address: Address) -> LinkNode:
-            config = NodeConfig(
+            config = LinkConfig(
                 address=address,
                 node_id=self._tracer.node if self._tracer.node != "-" else None,
                 transport=self.transport,
@@ -245,7 +245,7 @@ class Node:
     def socket(self, kind: str, *, tag: Tag, **options: Any) -> Socket:
         """A socket of ``kind`` (``push``, ``pull``, ``req``, ``rep``, ``dealer``,
         ``router``, ``pub``, ``sub``, ``pair``) with ``tag`` on this node; ``options``
-        are :class:`~gossamer.proto.link.core.SocketOptions` fields (``capacity``,
+        are :class:`~gossamer.proto.link.SocketOptions` fields (``capacity``,
         ``batch``, ``max_links``, ``receipts``, ...)."""
         if self._closed:
             raise ClosedError("the node is closed")
@@ -720,7 +720,7 @@ def open_socket(
 
     On ``node``, or on a private node opened on ``host:port`` with ``transport`` and
     ``wire`` (required then; the node closes with the socket). ``options`` are the
-    :class:`~gossamer.proto.link.core.SocketOptions` fields (``capacity``, ``batch``,
+    :class:`~gossamer.proto.link.SocketOptions` fields (``capacity``, ``batch``,
     ``receipts``, ...).
     """
     if node is None and wire is None:

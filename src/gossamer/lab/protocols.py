@@ -5,7 +5,7 @@ hold two kinds of keys: the lab's own (``enabled``, the workload: ``rate``, ``si
 ``members``, ``push_to``, ...) and the protocol's, whose names, types and units are the
 fields of the core's config dataclass (:class:`~gossamer.proto.discovery.core.DiscoveryConfig`,
 :class:`~gossamer.proto.gossip.config.GossipConfig`, :class:`~gossamer.proto.isis.core.IsisConfig`,
-the link :class:`~gossamer.proto.link.core.NodeConfig`,
+the link :class:`~gossamer.proto.link.LinkConfig`,
 :class:`~gossamer.proto.gateway.core.GatewayConfig`). Every such field can be set, except
 the ``managed`` ones the node derives from the rest of the file (addresses, ports, member
 lists, the key and the wire). A nested dataclass field is a sub-table
@@ -30,8 +30,7 @@ from gossamer.proto.discovery.core import DiscoveryConfig
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip.config import GossipConfig
 from gossamer.proto.isis.core import IsisConfig, Member
-from gossamer.proto.link.core import NodeConfig as LinkConfig
-from gossamer.proto.link.core import Transport
+from gossamer.proto.link import LinkConfig, Transport
 
 __all__ = ["PROTOCOLS", "Protocol", "plain"]
 

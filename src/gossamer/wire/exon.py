@@ -56,7 +56,7 @@ open points (clock ids, LINKACK decision codes, metadata encoding) and documents
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -65,19 +65,26 @@ from gossamer.wire.buffer import Buffer
 
 __all__ = [
     "CONTROL_MIN",
+    "DATA_HEADER",
     "DEFAULT_LIMITS",
+    "EXTENDED_HEADER_SIZE",
+    "FIXED_HEADER",
     "FIXED_HEADER_SIZE",
     "HEADER_SIZE",
     "NO_CLOCK",
+    "SOCKET_HEADER",
     "VERSION",
     "Body",
     "ControlBody",
     "DataBody",
+    "DataRun",
     "ErrorBody",
     "ErrorCode",
     "ExonLimits",
     "FlowBody",
+    "Frame",
     "FrameReader",
+    "FrameScanner",
     "LinkAckBody",
     "LinkBody",
     "LinkDecision",
@@ -103,8 +110,12 @@ NO_CLOCK = 0xFFFF_FFFF
 #: Message types from here up are custom control messages (Java ``MsgType``: below 0x33 reserved).
 CONTROL_MIN = 0x33
 
-_FIXED = struct.Struct(">HBBI")
-_EXTENDED = struct.Struct(">III")
+#: The fixed header: version, protocol, type, remaining length.
+FIXED_HEADER = struct.Struct(">HBBI")
+#: The socket extended header: source tag, destination tag, clock.
+SOCKET_HEADER = struct.Struct(">III")
+#: Both headers of a message at once (the DATA fast paths pack and unpack them together).
+DATA_HEADER = struct.Struct(">HBBIIII")
 _I32 = struct.Struct(">i")
 _U32_MAX = (1 << 32) - 1
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
@@ -361,7 +372,7 @@ def push_socket_message(
     kind = msg.body.kind if isinstance(msg.body, ControlBody) else msg.type
     start = len(buf)
     buf += bytes(FIXED_HEADER_SIZE)  # patched below once the length is known
-    buf += _EXTENDED.pack(msg.src_tag, msg.dst_tag, msg.clock)
+    buf += SOCKET_HEADER.pack(msg.src_tag, msg.dst_tag, msg.clock)
     try:
         _push_body(buf, msg.body, limits)
         size = len(buf) - start
@@ -370,7 +381,7 @@ def push_socket_message(
     except ValueError:
         del buf[start:]
         raise
-    _FIXED.pack_into(buf, start, VERSION, Protocol.SOCKETS, kind, size - FIXED_HEADER_SIZE)
+    FIXED_HEADER.pack_into(buf, start, VERSION, Protocol.SOCKETS, kind, size - FIXED_HEADER_SIZE)
 
 
 def encode(msg: SocketMessage, *, limits: ExonLimits = DEFAULT_LIMITS) -> bytes:
@@ -494,7 +505,7 @@ def frame_length(prefix: bytes | bytearray, *, limits: ExonLimits = DEFAULT_LIMI
     instead of waiting for a bogus length. Raises only ``DecodeError``."""
     if len(prefix) < FIXED_HEADER_SIZE:
         return None
-    version, protocol, _, remaining = _FIXED.unpack_from(prefix)
+    version, protocol, _, remaining = FIXED_HEADER.unpack_from(prefix)
     _check_fixed(version, protocol, remaining, limits)
     return int(FIXED_HEADER_SIZE + remaining)
 
@@ -502,7 +513,7 @@ def frame_length(prefix: bytes | bytearray, *, limits: ExonLimits = DEFAULT_LIMI
 def pull_socket_message(buf: Buffer, *, limits: ExonLimits = DEFAULT_LIMITS) -> SocketMessage:
     """Read one message from ``buf`` (which may hold more after it). Raises only ``DecodeError``."""
     start = buf.position
-    version, protocol, raw_type, remaining = _FIXED.unpack(buf.pull_bytes(8, "fixed header"))
+    version, protocol, raw_type, remaining = FIXED_HEADER.unpack(buf.pull_bytes(8, "fixed header"))
     _check_fixed(version, protocol, remaining, limits, start)
     kind = _message_type(raw_type, start + 3)
     rest = buf.pull_bytes(remaining, "message after the fixed header")
@@ -510,7 +521,7 @@ def pull_socket_message(buf: Buffer, *, limits: ExonLimits = DEFAULT_LIMITS) -> 
     # length; its offsets are shifted back to positions in ``buf`` when it fails.
     body_buf = Buffer(rest)
     try:
-        src_tag, dst_tag, clock = _EXTENDED.unpack(body_buf.pull_bytes(12, "socket header"))
+        src_tag, dst_tag, clock = SOCKET_HEADER.unpack(body_buf.pull_bytes(12, "socket header"))
         body = _pull_body(body_buf, kind, raw_type, limits)
         body_buf.expect_end(f"{kind.name} body")
     except DecodeError as exc:
@@ -535,6 +546,144 @@ def decode(data: bytes, *, limits: ExonLimits = DEFAULT_LIMITS) -> SocketMessage
     return pull_socket_message(buf, limits=limits)
 
 
+@dataclass(slots=True)
+class DataRun:
+    """Consecutive DATA messages of one link incarnation (same tags, same clock), in
+    stream order: the unit in which a receiver queues DATA without decoding each one.
+    Each payload is the message's body; the frame around it was ``HEADER_SIZE`` longer.
+    (Made once per run on the hot path, so neither frozen nor keyword-only: a frozen
+    dataclass costs several times as much to make.)
+    """
+
+    src_tag: int
+    dst_tag: int
+    clock: int
+    payloads: list[bytes]
+
+    def message(self, index: int) -> SocketMessage:
+        """Payload ``index`` as the message :func:`decode` returns for its frame."""
+        return SocketMessage(
+            src_tag=self.src_tag,
+            dst_tag=self.dst_tag,
+            clock=self.clock,
+            body=DataBody(payload=self.payloads[index]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One frame other than DATA: what it decoded to, a message or the ``DecodeError``
+    saying why not (the stream goes on after it), and its size in bytes."""
+
+    decoded: SocketMessage | DecodeError
+    size: int
+
+
+class FrameScanner:
+    """The one Exon stream parser: splits a byte stream (coalesced or cut anywhere)
+    into :class:`DataRun` and :class:`Frame` items, in order.
+
+    DATA is the hot path of every receiver (docs/performance-baselines.md: the parser is
+    where an asyncio receiver spends its time): its frames are checked exactly as
+    :func:`decode` checks them, but only cut, not decoded, and consecutive ones of one
+    link come out as one :class:`DataRun`. Every other message is decoded by
+    :func:`decode`. The fixed header is checked as soon as it is complete, so the
+    scanner holds at most one partial frame between calls.
+
+    ``feed`` is a generator: consume it whole before feeding again. When a fixed header
+    is bad the stream has lost its framing: the items before it come out, then
+    :attr:`lost` says why (and :attr:`unread` how many bytes were left) and the scanner
+    yields nothing more until :meth:`reset`.
+    """
+
+    __slots__ = ("_buffer", "limits", "lost", "unread")
+
+    def __init__(self, *, limits: ExonLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._buffer = b""
+        #: Why the framing was lost.
+        self.lost: DecodeError | None = None
+        #: Bytes left unread when the framing was lost, from the bad header on.
+        self.unread = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete message."""
+        return len(self._buffer)
+
+    def reset(self) -> None:
+        """Forget buffered bytes and a lost framing (a new stream starts)."""
+        self._buffer = b""
+        self.lost = None
+        self.unread = 0
+
+    def feed(self, data: bytes) -> Iterator[DataRun | Frame]:
+        if self.lost is not None:
+            return
+        if self._buffer:
+            view = self._buffer + data
+            self._buffer = b""
+        else:
+            view = data
+        size = len(view)
+        pos = 0
+        limits = self.limits
+        max_frame = limits.max_frame
+        run: DataRun | None = None
+        payloads: list[bytes] = []
+        unpack = DATA_HEADER.unpack_from
+        header_size, ext_size = HEADER_SIZE, EXTENDED_HEADER_SIZE
+        version_ok, sockets, data_kind = VERSION, int(Protocol.SOCKETS), int(MessageType.DATA)
+        while size - pos >= FIXED_HEADER_SIZE:
+            if size - pos >= header_size:
+                version, protocol, kind, remaining, src, dst, clock = unpack(view, pos)
+            else:
+                version, protocol, kind, remaining = FIXED_HEADER.unpack_from(view, pos)
+                src = dst = clock = -1
+            end = pos + FIXED_HEADER_SIZE + remaining
+            if (
+                version != version_ok
+                or protocol != sockets
+                or remaining < ext_size
+                or end - pos > max_frame
+            ):
+                if run is not None:
+                    yield run
+                try:
+                    _check_fixed(version, protocol, remaining, limits)
+                    error = DecodeError("bad frame header")
+                except DecodeError as exc:
+                    error = exc
+                self.lost, self.unread = error, size - pos
+                return
+            if end > size:
+                break
+            if kind == data_kind:
+                if run is None or src != run.src_tag or dst != run.dst_tag or clock != run.clock:
+                    if run is not None:
+                        yield run
+                    payloads = []
+                    run = DataRun(src, dst, clock, payloads)
+                payloads.append(view[pos + header_size : end])
+                pos = end
+                continue
+            if run is not None:
+                yield run
+                run = None
+            frame = view[pos:end]
+            pos = end
+            decoded: SocketMessage | DecodeError
+            try:
+                decoded = decode(frame, limits=limits)
+            except DecodeError as exc:
+                decoded = exc
+            yield Frame(decoded=decoded, size=len(frame))
+        if run is not None:
+            yield run
+        if pos < size:
+            self._buffer = bytes(view[pos:])
+
+
 class FrameReader:
     """Splits a byte stream (coalesced or split arbitrarily) into messages.
 
@@ -548,31 +697,26 @@ class FrameReader:
     not acknowledged anyway.
     """
 
-    __slots__ = ("_buffer", "_limits")
+    __slots__ = ("_scanner",)
 
     def __init__(self, *, limits: ExonLimits = DEFAULT_LIMITS) -> None:
-        self._buffer = bytearray()
-        self._limits = limits
+        self._scanner = FrameScanner(limits=limits)
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete message."""
-        return len(self._buffer)
+        return self._scanner.buffered
 
     def feed(self, data: bytes) -> list[SocketMessage]:
-        self._buffer += data
+        scanner = self._scanner
         messages: list[SocketMessage] = []
-        pos = 0
-        try:
-            while True:
-                length = frame_length(
-                    self._buffer[pos : pos + FIXED_HEADER_SIZE], limits=self._limits
-                )
-                if length is None or len(self._buffer) - pos < length:
-                    break
-                frame = bytes(self._buffer[pos : pos + length])
-                messages.append(decode(frame, limits=self._limits))
-                pos += length
-        finally:
-            del self._buffer[:pos]
+        for item in scanner.feed(data):
+            if isinstance(item, DataRun):
+                messages += (item.message(i) for i in range(len(item.payloads)))
+            elif isinstance(item.decoded, SocketMessage):
+                messages.append(item.decoded)
+            else:
+                raise item.decoded
+        if scanner.lost is not None:
+            raise scanner.lost
         return messages

@@ -21,6 +21,7 @@ from gossamer.proto.gossip import Delivered, GossipConfig, GossipCore, MessageHa
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire import chatter as cw
 from gossamer.wire.chatter import NetID
+from gossamer.wire.varint import encode_uint
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "messages.json").read_text())["messages"]
 
@@ -34,7 +35,7 @@ def handlers() -> list[MessageHandler]:
 
     def encode_bid(p: object, ids: Mapping[NetID, int]) -> bytes:
         assert isinstance(p, tuple)
-        return cw.encode_uint(ids[p[1]]) + cw.encode_uint(p[2])  # type: ignore[attr-defined]
+        return encode_uint(ids[p[1]]) + encode_uint(p[2])
 
     def decode_bid(b: bytes, table: Mapping[int, NetID]) -> object:
         # {:broadcast_id, origin, seqno}: the origin as a table index, then the seqno.

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gossamer._types import Address
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     Connect,
     Event,
+    LinkConfig,
     LinkNode,
     LinkSocket,
-    NodeConfig,
     SocketOptions,
     StreamEndpoint,
     Transport,
@@ -62,7 +62,7 @@ class Fabric:
             self.addr[name] = address
             self.events[name] = []
             self.nodes[name] = LinkNode(
-                NodeConfig(
+                LinkConfig(
                     address=address,
                     node_id=name,
                     transport=Transport.TCP,

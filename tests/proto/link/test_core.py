@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
     LinkDown,
     LinkError,
     LinkUp,

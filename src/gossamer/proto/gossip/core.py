@@ -278,6 +278,7 @@ class GossipCore:
         self._compat = config.wire is WireMode.ORIGINAL
         self._group_label = f"{config.multicast_addr}:{config.multicast_port}"
         self._udp_limits = Limits(max_message_size=65_536)
+        self._chatter = cw.ChatterCodec()  # its caches: tables, NetIDs, tags, key state
         self._tcp_limits = Limits(
             max_message_size=config.max_message_size, max_gossip_size=config.max_message_size
         )
@@ -530,7 +531,7 @@ class GossipCore:
         limits = self._tcp_limits if via == TCP else self._udp_limits
         if self._compat:
             try:
-                gossip = cw.decode_message(data, self._chatter_key, limits=limits)
+                gossip = self._chatter.decode_message(data, self._chatter_key, limits=limits)
             except DecodeError as exc:
                 self._drop(now, exc.reason, size=len(data), via=via)
                 return None
@@ -561,7 +562,7 @@ class GossipCore:
             self._drop(now, "our own message", size=len(data), via=via)
             return None
         try:
-            message = decode_payload(opened.payload, limits=limits)
+            message = decode_payload(opened.payload, limits=limits, codec=self._chatter)
         except DecodeError as exc:
             self._drop(now, exc.reason, peer=sender, size=len(data), via=via)
             return None
@@ -793,12 +794,14 @@ class GossipCore:
             gossip = self._gossip(send, trimmed, others, listed)
             if self._compat:
                 try:
-                    data = cw.encode_message(gossip, self._chatter_key, limits=self._udp_limits)
+                    data = self._chatter.encode_message(
+                        gossip, self._chatter_key, limits=self._udp_limits
+                    )
                 except ValueError:
                     data = b""
                 size = len(data) if data else limit + 1
             else:
-                body = gossip_header(send.hop or 1, sizes) + cw.encode_gossip(gossip)
+                body = gossip_header(send.hop or 1, sizes) + self._chatter.encode_gossip(gossip)
                 size = len(body) + envelope.overhead(self.node_id)
             if size <= limit:
                 break
@@ -862,12 +865,14 @@ class GossipCore:
         gossip = self._gossip(send, seen, others, members)
         try:
             if self._compat:
-                data = cw.encode_message(gossip, self._chatter_key, limits=self._tcp_limits)
+                data = self._chatter.encode_message(
+                    gossip, self._chatter_key, limits=self._tcp_limits
+                )
                 key = (hop.head, next(self._hold_ids))
                 state = HopState.HELD
             else:
                 sizes = tuple(len(group) for group in hop.rest) if len(hop.rest) > 1 else ()
-                body = gossip_header(send.hop or 1, sizes) + cw.encode_gossip(
+                body = gossip_header(send.hop or 1, sizes) + self._chatter.encode_gossip(
                     gossip, limits=self._tcp_limits
                 )
                 data = frame_message(

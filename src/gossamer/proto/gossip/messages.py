@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gossamer.errors import DecodeError
-from gossamer.wire.chatter import DEFAULT_LIMITS, Gossip, Limits, NetID, decode_gossip
+from gossamer.wire.chatter import DEFAULT_LIMITS, ChatterCodec, Gossip, Limits, NetID
 from gossamer.wire.varint import decode_uint, encode_uint
 
 __all__ = [
@@ -84,8 +84,11 @@ def encode_ack(seq: int, seen: Sequence[NetID] = ()) -> bytes:
     )
 
 
-def decode_payload(data: bytes, *, limits: Limits = DEFAULT_LIMITS) -> GossipPayload | AckPayload:
-    """Decode an envelope payload. Raises only ``DecodeError``."""
+def decode_payload(
+    data: bytes, *, limits: Limits = DEFAULT_LIMITS, codec: ChatterCodec | None = None
+) -> GossipPayload | AckPayload:
+    """Decode an envelope payload with ``codec`` (a new one by default). Raises only
+    ``DecodeError``."""
     if not data:
         raise DecodeError("empty gossip payload")
     kind = data[0]
@@ -116,7 +119,7 @@ def decode_payload(data: bytes, *, limits: Limits = DEFAULT_LIMITS) -> GossipPay
         if size == 0:
             raise DecodeError("empty group in the grouping", offset=pos)
         sizes.append(size)
-    gossip = decode_gossip(memoryview(data)[pos:], limits=limits)
+    gossip = (codec or ChatterCodec()).decode_gossip(memoryview(data)[pos:], limits=limits)
     if sizes and sum(sizes) != len(gossip.distribution):
         raise DecodeError(
             "group sizes do not add up to the distribution list",

@@ -203,6 +203,11 @@ def _base(state: LinkState) -> dict[LinkInput, Transition]:
 
 def _table() -> dict[tuple[LinkState, LinkInput], Transition]:
     rows: dict[LinkState, dict[LinkInput, Transition]] = {s: _base(s) for s in LinkState}
+    # A peer's UNLINK proves its positive decision, as its DATA does: establish, then
+    # drain what it sent (in DECIDED and in CANCEL_DECIDED alike).
+    unlinked_by_peer = _t(
+        S.DRAINING, A.ESTABLISH, A.RECORD_PEER_SENT, A.SEND_UNLINK, A.CHECK_DRAINED
+    )
 
     # IDLE: nothing known about the peer socket.
     rows[S.IDLE].update(
@@ -287,13 +292,7 @@ def _table() -> dict[tuple[LinkState, LinkInput], Transition]:
             # peer has established, so it proves the peer's positive decision.
             I.DATA: _t(S.ESTABLISHED, A.ESTABLISH, A.DELIVER),
             I.FLOW: _t(S.ESTABLISHED, A.ESTABLISH, A.APPLY_FLOW),
-            I.UNLINK_MSG: _t(
-                S.DRAINING,
-                A.ESTABLISH,
-                A.RECORD_PEER_SENT,
-                A.SEND_UNLINK,
-                A.CHECK_DRAINED,
-            ),
+            I.UNLINK_MSG: unlinked_by_peer,
             I.ERR_NOT_FOUND: _t(S.RETRY_WAIT, A.SCHEDULE_RETRY),
             I.ERR_NOT_LINKED: _t(S.IDLE, A.CLOSE),
         }
@@ -362,13 +361,7 @@ def _table() -> dict[tuple[LinkState, LinkInput], Transition]:
             I.ACK_TRANSIENT: _t(S.IDLE, A.CLOSE),
             I.DATA: _t(S.UNLINKING, A.ESTABLISH, A.DELIVER, A.SEND_UNLINK),
             I.FLOW: _t(S.UNLINKING, A.ESTABLISH, A.APPLY_FLOW, A.SEND_UNLINK),
-            I.UNLINK_MSG: _t(
-                S.DRAINING,
-                A.ESTABLISH,
-                A.RECORD_PEER_SENT,
-                A.SEND_UNLINK,
-                A.CHECK_DRAINED,
-            ),
+            I.UNLINK_MSG: unlinked_by_peer,
             I.ERR_NOT_FOUND: _t(S.IDLE, A.CLOSE),
             I.ERR_NOT_LINKED: _t(S.IDLE, A.CLOSE),
         }

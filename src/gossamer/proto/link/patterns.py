@@ -73,30 +73,21 @@ def _p(kind: int, name: str, compatible: Sequence[int], **kw: object) -> Pattern
     return Pattern(kind=kind, name=name, compatible=frozenset(compatible), **kw)  # type: ignore[arg-type]
 
 
+def _request_reply(kind: int, name: str, compatible: Sequence[int]) -> Pattern:
+    """The request-reply family: each sends and receives, every payload enveloped."""
+    return _p(kind, name, compatible, sends=True, receives=True, enveloped=True)
+
+
 T = SocketType
 PATTERNS: dict[int, Pattern] = {
     p.kind: p
     for p in (
         _p(T.PUSH, "push", [T.PULL], sends=True, receives=False),
         _p(T.PULL, "pull", [T.PUSH], sends=False, receives=True),
-        _p(T.REQ, "req", [T.REP, T.ROUTER], sends=True, receives=True, enveloped=True),
-        _p(T.REP, "rep", [T.REQ, T.DEALER], sends=True, receives=True, enveloped=True),
-        _p(
-            T.ROUTER,
-            "router",
-            [T.REQ, T.DEALER, T.ROUTER],
-            sends=True,
-            receives=True,
-            enveloped=True,
-        ),
-        _p(
-            T.DEALER,
-            "dealer",
-            [T.REP, T.DEALER, T.ROUTER],
-            sends=True,
-            receives=True,
-            enveloped=True,
-        ),
+        _request_reply(T.REQ, "req", [T.REP, T.ROUTER]),
+        _request_reply(T.REP, "rep", [T.REQ, T.DEALER]),
+        _request_reply(T.ROUTER, "router", [T.REQ, T.DEALER, T.ROUTER]),
+        _request_reply(T.DEALER, "dealer", [T.REP, T.DEALER, T.ROUTER]),
         _p(T.PUB, "pub", [T.SUB, T.XSUB], sends=True, receives=False),
         _p(T.SUB, "sub", [T.PUB, T.XPUB], sends=False, receives=True),
         _p(PAIR, "pair", [PAIR], sends=True, receives=True, link_limit=1),

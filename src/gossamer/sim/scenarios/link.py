@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
-from gossamer.proto.link.channel import ChannelConfig
-from gossamer.proto.link.core import (
+from gossamer.proto.link import (
+    LinkConfig,
     LinkDown,
     LinkError,
     LinkNode,
     LinkSocket,
     LinkUp,
-    NodeConfig,
     Readable,
     Receipt,
     RequestFailed,
@@ -45,6 +44,7 @@ from gossamer.proto.link.core import (
     Transport,
     Writable,
 )
+from gossamer.proto.link.channel import ChannelConfig
 from gossamer.sim.engine import NodeContext, Simulator
 from gossamer.sim.scenarios import (
     Param,
@@ -312,7 +312,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     def factory_for(i: int) -> Any:
         def factory(ctx: NodeContext) -> LinkApp:
             node = LinkNode(
-                NodeConfig(address=(ctx.host.ip, ctx.port), node_id=ctx.node_id,
+                LinkConfig(address=(ctx.host.ip, ctx.port), node_id=ctx.node_id,
                            transport=transport, channel=channel, max_message=size,
                            names=names),
                 tracer=ctx.tracer,
