@@ -146,18 +146,20 @@ class PingCore:
             self._trace(now, LAYER, "drop", size=len(data), attrs={"reason": exc.reason})
             return
         self.counters.received += 1
-        if msg.type is wire.PingType.PING:
-            msg_id = f"{msg.sender}/{msg.seq}"  # a ping and its pong carry the pinger's id
-            self._trace(
-                now,
-                LAYER,
-                "recv",
-                msg=msg_id,
-                peer=msg.sender,
-                seq=msg.seq,
-                size=len(data),
-                attrs={"type": "ping"},
-            )
+        is_ping = msg.type is wire.PingType.PING
+        # A ping and its pong carry the pinger's id.
+        msg_id = f"{msg.sender if is_ping else self.config.node_id}/{msg.seq}"
+        self._trace(
+            now,
+            LAYER,
+            "recv",
+            msg=msg_id,
+            peer=msg.sender,
+            seq=msg.seq,
+            size=len(data),
+            attrs={"type": "ping" if is_ping else "pong"},
+        )
+        if is_ping:
             self._send(
                 wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq, sender=self.config.node_id),
                 addr,
@@ -166,17 +168,6 @@ class PingCore:
                 msg_id=msg_id,
             )
             return
-        own_id = f"{self.config.node_id}/{msg.seq}"
-        self._trace(
-            now,
-            LAYER,
-            "recv",
-            msg=own_id,
-            peer=msg.sender,
-            seq=msg.seq,
-            size=len(data),
-            attrs={"type": "pong"},
-        )
         pending = answered(self._pending, self._completed, msg.seq, self.counters)
         if pending is None:
             return
@@ -185,7 +176,7 @@ class PingCore:
             now,
             LAYER,
             "deliver",
-            msg=own_id,
+            msg=msg_id,
             peer=pending.peer,
             seq=msg.seq,
             attrs={"rtt": f"{rtt:.6f}", "retries": str(pending.retries)},
