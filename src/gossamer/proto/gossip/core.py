@@ -929,26 +929,23 @@ class GossipCore:
         db = self.peers_db
         db.mark_failed(pending.head, now, self.config.suspect_time)
         self.counters.replanned += 1
-        if not pending.rest:
-            self.counters.lost_leaves += 1
-            self._trace(
-                now,
-                LAYER,
-                "replan",
-                msg=pending.send.msg,
-                peer=str(pending.head),
-                attrs={"reason": event.value, "next": ""},
-            )
-            return
-        hop = next_hop(pending.rest, self._rng, suspect=lambda n: db.is_suspect(n, now))
+        hop = (
+            next_hop(pending.rest, self._rng, suspect=lambda n: db.is_suspect(n, now))
+            if pending.rest
+            else None
+        )
         self._trace(
             now,
             LAYER,
             "replan",
             msg=pending.send.msg,
             peer=str(pending.head),
-            attrs={"reason": event.value, "next": str(hop.head)},
+            attrs={"reason": event.value, "next": "" if hop is None else str(hop.head)},
         )
+        if hop is None:
+            # No member of the chunk is left to carry it.
+            self.counters.lost_leaves += 1
+            return
         self._send_hop(
             pending.send,
             hop,
