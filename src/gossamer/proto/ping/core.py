@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError
 from gossamer.proto.backoff import NO_JITTER, Backoff
+from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
 from gossamer.wire import ping as wire
 
@@ -114,15 +115,14 @@ def answered(
     return found
 
 
-class PingCore:
+class PingCore(DatagramOutputs[PongReceived | PingLost]):
     """Sans-I/O ping/pong node. See the module docstring for the protocol."""
 
     def __init__(self, config: PingConfig, *, tracer: Tracer, rng: Random) -> None:
+        super().__init__()
         self.config = config
         self.counters = PingCounters()
         self._trace = tracer
-        self._outbox: list[Datagram] = []
-        self._events: list[PongReceived | PingLost] = []
         self._pending: dict[int, _Pending] = {}
         self._completed: set[int] = set()
         self._next_seq = 0
@@ -230,15 +230,7 @@ class PingCore:
                 msg_id=msg_id,
             )
 
-    # -- outputs --------------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
-
-    def events_received(self) -> list[PongReceived | PingLost]:
-        out, self._events = self._events, []
-        return out
+    # -- outputs (and datagrams_to_send, events_received: DatagramOutputs) -----
 
     def next_deadline(self) -> float | None:
         deadlines = [p.due for p in self._pending.values()]
