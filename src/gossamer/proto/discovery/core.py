@@ -793,22 +793,12 @@ class DiscoveryCore(DatagramOutputs[DiscoveryEvent]):
                 self._send_control(_CK.HEARTBEAT_REPLY, addr, now)
             case Action.SEND_DISCONNECT:
                 self._send_control(_CK.DISCONNECT, addr, now)
-            case Action.DROP_REFUSED:
-                if reason == "full":
-                    self.counters.refused_full += 1
-                elif reason == "reservations":
-                    self.counters.refused_reservations += 1
-                else:
-                    self.counters.rate_limited += 1
-                self._drop(now, addr, reason or "refused")
-            case Action.DROP_UNSOLICITED:
-                if reason == "full":
-                    self.counters.refused_full += 1
-                elif reason == "rate_limited":
-                    self.counters.rate_limited += 1
-                else:
-                    self.counters.unsolicited += 1
-                self._drop(now, addr, reason or "unsolicited")
+            case Action.DROP_REFUSED | Action.DROP_UNSOLICITED:
+                # ``_classify`` names every refusal; only a CONFIRM we never asked for
+                # comes without a reason.
+                why = reason or "unsolicited"
+                self._count_refusal(why)
+                self._drop(now, addr, why)
             case Action.DROP_NON_PEER:
                 self.counters.non_peer += 1
                 if reason == "rate_limited":
@@ -823,6 +813,20 @@ class DiscoveryCore(DatagramOutputs[DiscoveryEvent]):
             case Action.IGNORE_PEER_BROADCAST:
                 self.counters.peer_broadcasts += 1
         return entry
+
+    def _count_refusal(self, reason: str) -> None:
+        """Count a message refused or dropped for ``reason``: ``full``, ``reservations``,
+        ``rate_limited`` or ``unsolicited``."""
+        counters = self.counters
+        match reason:
+            case "full":
+                counters.refused_full += 1
+            case "reservations":
+                counters.refused_reservations += 1
+            case "rate_limited":
+                counters.rate_limited += 1
+            case _:
+                counters.unsolicited += 1
 
     # -- state bookkeeping ----------------------------------------------------------------
 
