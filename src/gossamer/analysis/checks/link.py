@@ -15,7 +15,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, location, position
+from gossamer.analysis.checks.common import (
+    attr,
+    correct_nodes,
+    layer_events,
+    location,
+    message_events,
+    position,
+)
 
 __all__ = ["LAYER", "credit", "delivery"]
 
@@ -31,20 +38,15 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     sender, receiver, count, at, detail``.
     """
     sends = (
-        layer_events(events, LAYER, "send")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "send")
         .groupBy("msg", F.col("node").alias("sender"), F.col("peer").alias("receiver"))
         .agg(F.min(position()).alias("p"))
     )
-    delivs = (
-        layer_events(events, LAYER, "deliver")
-        .where(F.col("msg").isNotNull())
-        .select(
-            "msg",
-            F.col("node").alias("receiver"),
-            F.col("peer").alias("sender"),
-            position().alias("p"),
-        )
+    delivs = message_events(events, LAYER, "deliver").select(
+        "msg",
+        F.col("node").alias("receiver"),
+        F.col("peer").alias("sender"),
+        position().alias("p"),
     )
     correct = correct_nodes(events, nodes)
     ok_sender = correct.select(F.col("node").alias("sender"))
