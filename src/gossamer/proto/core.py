@@ -53,6 +53,7 @@ __all__ = [
     "ConnectionsCore",
     "DatagramCore",
     "DatagramLayer",
+    "DatagramOutputs",
     "Layer",
     "OpenIds",
     "StreamCore",
@@ -117,6 +118,25 @@ class OpenIds:
 
 T = TypeVar("T", bound=TimedCore)
 C = TypeVar("C", bound=DatagramCore)
+E = TypeVar("E")
+
+
+class DatagramOutputs(Generic[E]):
+    """The outputs of a datagram core, for it to inherit: the core appends to ``_outbox``
+    and ``_events`` as it works, and ``datagrams_to_send`` and ``events_received`` hand
+    them to the driver, each call taking what was queued since the last one."""
+
+    def __init__(self) -> None:
+        self._outbox: list[Datagram] = []
+        self._events: list[E] = []
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        out, self._outbox = self._outbox, []
+        return out
+
+    def events_received(self) -> list[E]:
+        out, self._events = self._events, []
+        return out
 
 
 class Layer(Generic[T]):

@@ -27,6 +27,7 @@ __all__ = [
     "faults",
     "layer_events",
     "location",
+    "message_events",
     "outages",
     "population",
     "position",
@@ -62,6 +63,11 @@ def layer_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
     if kinds:
         cond = cond & F.col("kind").isin(*kinds)
     return events.where(cond)
+
+
+def message_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
+    """``layer_events`` that name a message (``msg`` set): what per-message checks read."""
+    return layer_events(events, layer, *kinds).where(F.col("msg").isNotNull())
 
 
 def faults(events: DataFrame) -> DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events
+from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, message_events
 
 __all__ = ["LAYER", "pings"]
 
@@ -32,7 +32,7 @@ def pings(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         .select("node", "msg")
         .distinct()
     )
-    ends = layer_events(events, LAYER, "deliver", "lost").where(F.col("msg").isNotNull())
+    ends = message_events(events, LAYER, "deliver", "lost")
     per = ends.groupBy("node", "msg").agg(
         F.count("*").alias("count"),
         F.sum(F.when(F.col("kind") == "deliver", 1).otherwise(0)).alias("delivered"),

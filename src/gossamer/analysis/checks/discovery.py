@@ -9,7 +9,7 @@ peer already in view (or ``peer_down`` for one not in it) changes nothing.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from gossamer.analysis.checks.common import (
@@ -112,29 +112,36 @@ def full_view(
     when a bound is given. Columns: ``node, target, largest, seconds, detail``.
     """
     times = full_view_times(events, nodes=nodes, max_peers=max_peers)
-    late = F.lit(False) if within is None else F.col("seconds") > F.lit(within)
-    return times.where(F.col("full_at").isNull() | late).select(
+    return _never_or_late(times, "full_at", within).select(
         "node",
         "target",
         "largest",
         "seconds",
-        F.when(
-            F.col("full_at").isNull(),
-            F.format_string(
+        _verdict(
+            "full_at",
+            within,
+            never=F.format_string(
                 "%s never had a full view: at most %d of %d peers", "node", "largest", "target"
             ),
-        )
-        .otherwise(
-            F.format_string(
-                "%s took %.3f s to see %d peers (bound %.3f s)",
-                "node",
-                "seconds",
-                "target",
-                F.lit(within if within is not None else 0.0),
-            )
-        )
-        .alias("detail"),
+            late=("%s took %.3f s to see %d peers", "node", "seconds", "target"),
+        ),
     )
+
+
+def _never_or_late(rows: DataFrame, done: str, within: float | None) -> DataFrame:
+    """The ``rows`` whose ``done`` time is null (it never happened) or whose ``seconds``
+    exceed the bound ``within`` (``None``: no bound)."""
+    late = F.lit(False) if within is None else F.col("seconds") > F.lit(within)
+    return rows.where(F.col(done).isNull() | late)
+
+
+def _verdict(done: str, within: float | None, *, never: Column, late: tuple[str, ...]) -> Column:
+    """The ``detail`` of a ``_never_or_late`` row: ``never`` when ``done`` is null, else
+    the format and columns ``late`` followed by the bound."""
+    fmt, *columns = late
+    bound = F.lit(within if within is not None else 0.0)
+    late_detail = F.format_string(f"{fmt} (bound %.3f s)", *columns, bound)
+    return F.when(F.col(done).isNull(), never).otherwise(late_detail).alias("detail")
 
 
 def detections(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
@@ -189,29 +196,25 @@ def crash_detection(
     crashed_at, seconds, detail``.
     """
     d = detections(events, nodes=nodes)
-    late = F.lit(False) if within is None else F.col("seconds") > F.lit(within)
-    return d.where(F.col("removed_at").isNull() | late).select(
+    return _never_or_late(d, "removed_at", within).select(
         "crashed",
         "observer",
         "crashed_at",
         "seconds",
-        F.when(
-            F.col("removed_at").isNull(),
-            F.format_string(
+        _verdict(
+            "removed_at",
+            within,
+            never=F.format_string(
                 "%s crashed at t=%.3f and %s never removed it", "crashed", "crashed_at", "observer"
             ),
-        )
-        .otherwise(
-            F.format_string(
-                "%s crashed at t=%.3f and %s removed it %.3f s later (bound %.3f s)",
+            late=(
+                "%s crashed at t=%.3f and %s removed it %.3f s later",
                 "crashed",
                 "crashed_at",
                 "observer",
                 "seconds",
-                F.lit(within if within is not None else 0.0),
-            )
-        )
-        .alias("detail"),
+            ),
+        ),
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, layer_events, location, position
+from gossamer.analysis.checks.common import attr, layer_events, location, message_events, position
 
 __all__ = ["LAYER", "queues", "routing"]
 
@@ -32,25 +32,19 @@ def routing(events: DataFrame) -> DataFrame:
     receives it (at least one matched client does, when ``attrs.targets`` is absent).
     Columns: ``problem, msg, client, at, detail``.
     """
-    routes = (
-        layer_events(events, LAYER, "route")
-        .where(F.col("msg").isNotNull())
-        .select(
-            "msg",
-            _ids(attr("matched")).alias("matched"),
-            F.when(attr("targets").isNotNull(), _ids(attr("targets"))).alias("targets"),
-            location(),
-        )
+    routes = message_events(events, LAYER, "route").select(
+        "msg",
+        _ids(attr("matched")).alias("matched"),
+        F.when(attr("targets").isNotNull(), _ids(attr("targets"))).alias("targets"),
+        location(),
     )
     allowed = routes.groupBy("msg").agg(
         F.array_distinct(F.flatten(F.collect_list(F.coalesce("targets", "matched")))).alias(
             "allowed"
         )
     )
-    delivs = (
-        layer_events(events, LAYER, "deliver")
-        .where(F.col("msg").isNotNull())
-        .select("msg", F.col("peer").alias("client"), "file", "line")
+    delivs = message_events(events, LAYER, "deliver").select(
+        "msg", F.col("peer").alias("client"), "file", "line"
     )
     stray = (
         delivs.join(allowed, "msg")
@@ -104,8 +98,7 @@ def queues(events: DataFrame) -> DataFrame:
     Columns: ``problem, msg, queue, at, detail``.
     """
     enq = (
-        layer_events(events, LAYER, "enqueue")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "enqueue")
         .groupBy("msg")
         .agg(
             F.first(attr("queue"), ignorenulls=True).alias("queue"),
@@ -113,8 +106,7 @@ def queues(events: DataFrame) -> DataFrame:
         )
     )
     acks = (
-        layer_events(events, LAYER, "ack")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "ack")
         .groupBy("msg")
         .agg(F.min_by("node", position()).alias("ack_node"), F.min(position()).alias("ack"))
     )
@@ -137,8 +129,7 @@ def queues(events: DataFrame) -> DataFrame:
         )
     )
     again = (
-        layer_events(events, LAYER, "deliver", "redeliver")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "deliver", "redeliver")
         .select("msg", "node", "kind", position().alias("p"))
         .join(acks, "msg")
     )

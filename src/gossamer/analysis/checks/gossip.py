@@ -18,6 +18,7 @@ from gossamer.analysis.checks.common import (
     correct_nodes,
     delivery_integrity,
     layer_events,
+    message_events,
     outages,
 )
 
@@ -37,8 +38,7 @@ LAYER = "gossip"
 def broadcasts(events: DataFrame) -> DataFrame:
     """``msg, origin, t, dests``: each broadcast at its origin (``dests`` null = everyone)."""
     return (
-        layer_events(events, LAYER, "broadcast")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "broadcast")
         .groupBy("msg")
         .agg(
             F.min_by("node", "t").alias("origin"),
@@ -129,8 +129,7 @@ def coverage(
 def first_hops(events: DataFrame) -> DataFrame:
     """``msg, node, hop, receptions``: each node's first (smallest) hop count per broadcast."""
     return (
-        layer_events(events, LAYER, "recv")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "recv")
         .select("msg", "node", attr("hop").cast("long").alias("hop"))
         .groupBy("msg", "node")
         .agg(F.min("hop").alias("hop"), F.count("*").alias("receptions"))
@@ -172,7 +171,7 @@ def integrity(events: DataFrame) -> DataFrame:
     Property: each node delivers each broadcast at most once, and only broadcasts
     some node made. Columns: ``problem, node, msg, count, at, detail``.
     """
-    delivered = layer_events(events, LAYER, "deliver").where(F.col("msg").isNotNull())
+    delivered = message_events(events, LAYER, "deliver")
     return delivery_integrity(delivered, broadcasts(events), verb="broadcast")
 
 
@@ -192,8 +191,7 @@ def redundancy(events: DataFrame) -> DataFrame:
         )
     )
     sends = (
-        layer_events(events, LAYER, "send")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "send")
         .groupBy("msg")
         .agg(
             F.count(F.when(F.coalesce(attr("via"), F.lit("tcp")) == "tcp", 1)).alias("tcp_sends"),

@@ -19,8 +19,8 @@ from gossamer.analysis.checks.common import (
     correct_nodes,
     crashed_nodes,
     delivery_integrity,
-    layer_events,
     location,
+    message_events,
     position,
 )
 
@@ -42,20 +42,14 @@ LAYER = "isis"
 
 def deliveries(events: DataFrame) -> DataFrame:
     """``node, msg, seq, proposer, t, file, line`` of every ISIS delivery."""
-    return (
-        layer_events(events, LAYER, "deliver")
-        .where(F.col("msg").isNotNull())
-        .select("node", "msg", "seq", attr("proposer").alias("proposer"), "t", "file", "line")
+    return message_events(events, LAYER, "deliver").select(
+        "node", "msg", "seq", attr("proposer").alias("proposer"), "t", "file", "line"
     )
 
 
 def multicasts(events: DataFrame) -> DataFrame:
     """``node, msg, t, file, line`` of every ISIS multicast (at its sender)."""
-    return (
-        layer_events(events, LAYER, "multicast")
-        .where(F.col("msg").isNotNull())
-        .select("node", "msg", "t", "file", "line")
-    )
+    return message_events(events, LAYER, "multicast").select("node", "msg", "t", "file", "line")
 
 
 def _correct_deliveries(events: DataFrame, nodes: DataFrame | None) -> DataFrame:

@@ -12,10 +12,17 @@ receiver lowered its capacity).
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, correct_nodes, layer_events, location, position
+from gossamer.analysis.checks.common import (
+    attr,
+    correct_nodes,
+    layer_events,
+    location,
+    message_events,
+    position,
+)
 
 __all__ = ["LAYER", "credit", "delivery"]
 
@@ -31,82 +38,71 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     sender, receiver, count, at, detail``.
     """
     sends = (
-        layer_events(events, LAYER, "send")
-        .where(F.col("msg").isNotNull())
+        message_events(events, LAYER, "send")
         .groupBy("msg", F.col("node").alias("sender"), F.col("peer").alias("receiver"))
         .agg(F.min(position()).alias("p"))
     )
-    delivs = (
-        layer_events(events, LAYER, "deliver")
-        .where(F.col("msg").isNotNull())
-        .select(
-            "msg",
-            F.col("node").alias("receiver"),
-            F.col("peer").alias("sender"),
-            position().alias("p"),
-        )
+    delivs = message_events(events, LAYER, "deliver").select(
+        "msg",
+        F.col("node").alias("receiver"),
+        F.col("peer").alias("sender"),
+        position().alias("p"),
     )
     correct = correct_nodes(events, nodes)
     ok_sender = correct.select(F.col("node").alias("sender"))
     ok_receiver = correct.select(F.col("node").alias("receiver"))
-    lost = (
+    lost = _problems(
         sends.join(F.broadcast(ok_sender), "sender", "left_semi")
         .join(F.broadcast(ok_receiver), "receiver", "left_semi")
-        .join(delivs.select("msg", "receiver"), ["msg", "receiver"], "left_anti")
-        .select(
-            F.lit("lost").alias("problem"),
-            "msg",
+        .join(delivs.select("msg", "receiver"), ["msg", "receiver"], "left_anti"),
+        "lost",
+        F.lit(0).cast("long"),
+        F.format_string(
+            "%s sent %s to %s (%s:%d) and it was never delivered",
             "sender",
+            "msg",
             "receiver",
-            F.lit(0).cast("long").alias("count"),
-            location("p."),
-            F.format_string(
-                "%s sent %s to %s (%s:%d) and it was never delivered",
-                "sender",
-                "msg",
-                "receiver",
-                "p.file",
-                "p.line",
-            ).alias("detail"),
-        )
+            "p.file",
+            "p.line",
+        ),
     )
-    dups = (
+    dups = _problems(
         delivs.groupBy("msg", "receiver")
         .agg(
             F.count("*").alias("count"),
             F.first("sender").alias("sender"),
             F.max("p").alias("p"),
         )
-        .where(F.col("count") > 1)
-        .select(
-            F.lit("duplicate").alias("problem"),
-            "msg",
-            "sender",
-            "receiver",
-            "count",
-            location("p."),
-            F.format_string(
-                "%s delivered %s %d times (last %s:%d)",
-                "receiver",
-                "msg",
-                "count",
-                "p.file",
-                "p.line",
-            ).alias("detail"),
-        )
+        .where(F.col("count") > 1),
+        "duplicate",
+        F.col("count"),
+        F.format_string(
+            "%s delivered %s %d times (last %s:%d)", "receiver", "msg", "count", "p.file", "p.line"
+        ),
     )
-    invented = delivs.join(sends.select("msg"), "msg", "left_anti").select(
-        F.lit("never sent").alias("problem"),
+    invented = _problems(
+        delivs.join(sends.select("msg"), "msg", "left_anti"),
+        "never sent",
+        F.lit(1).cast("long"),
+        F.format_string(
+            "%s delivered %s (%s:%d) but nobody sent it", "receiver", "msg", "p.file", "p.line"
+        ),
+    )
+    return lost.unionByName(dups).unionByName(invented)
+
+
+def _problems(rows: DataFrame, problem: str, count: Column, detail: Column) -> DataFrame:
+    """``rows`` (``msg, sender, receiver, p`` and what ``count`` and ``detail`` use) as
+    ``delivery`` results: ``problem, msg, sender, receiver, count, at, detail``."""
+    return rows.select(
+        F.lit(problem).alias("problem"),
         "msg",
         "sender",
         "receiver",
-        F.lit(1).cast("long").alias("count"),
+        count.alias("count"),
         location("p."),
-        F.format_string(
-            "%s delivered %s (%s:%d) but nobody sent it", "receiver", "msg", "p.file", "p.line"
-        ).alias("detail"),
+        detail.alias("detail"),
     )
-    return lost.unionByName(dups).unionByName(invented)
 
 
 def credit(events: DataFrame) -> DataFrame:

@@ -23,6 +23,7 @@ from gossamer.analysis.checks.common import (
     correct_nodes,
     crashed_nodes,
     layer_events,
+    message_events,
     position,
 )
 
@@ -46,16 +47,12 @@ def cuts(events: DataFrame) -> DataFrame:
 
 
 def _messages(events: DataFrame, kind: str, side: str) -> DataFrame:
-    return (
-        layer_events(events, LAYER, kind)
-        .where(F.col("msg").isNotNull())
-        .select(
-            "msg",
-            F.col("node").alias(side),
-            F.col("peer").alias(f"{side}_peer"),
-            position().alias(f"{side}_pos"),
-            attr("amount").cast("double").alias(f"{side}_amount"),
-        )
+    return message_events(events, LAYER, kind).select(
+        "msg",
+        F.col("node").alias(side),
+        F.col("peer").alias(f"{side}_peer"),
+        position().alias(f"{side}_pos"),
+        attr("amount").cast("double").alias(f"{side}_amount"),
     )
 
 

@@ -73,9 +73,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, cast
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.addresses import AddressLike, parse_address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import Action, Input, PeerState, transition
 from gossamer.trace.sink import Tracer
@@ -356,10 +357,11 @@ class _Entry:
     scheduled: float | None = None
 
 
-class DiscoveryCore:
+class DiscoveryCore(DatagramOutputs[DiscoveryEvent]):
     """Sans-I/O Prototari node. See the module docstring for the protocol."""
 
     def __init__(self, config: DiscoveryConfig, *, tracer: Tracer, rng: Random) -> None:
+        super().__init__()
         self.config = config
         self.counters = DiscoveryCounters()
         self._trace = tracer
@@ -367,8 +369,6 @@ class DiscoveryCore:
             raise ConfigError("the broadcast address is not known yet (resolve the interface)")
         self._broadcast_to: Address = (config.broadcast_address, config.broadcast_port)
         self._self = config.identity
-        self._outbox: list[Datagram] = []
-        self._events: list[DiscoveryEvent] = []
         self._entries: dict[Address, _Entry] = {}
         self._n_peers = 0
         self._n_reserved = 0
@@ -537,15 +537,7 @@ class DiscoveryCore:
         self._next_broadcast = None
         self._heap.clear()
 
-    # -- outputs -------------------------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
-
-    def events_received(self) -> list[DiscoveryEvent]:
-        out, self._events = self._events, []
-        return out
+    # -- outputs (and datagrams_to_send, events_received: DatagramOutputs) ----------------
 
     def next_deadline(self) -> float | None:
         if self._stopped:
@@ -801,22 +793,12 @@ class DiscoveryCore:
                 self._send_control(_CK.HEARTBEAT_REPLY, addr, now)
             case Action.SEND_DISCONNECT:
                 self._send_control(_CK.DISCONNECT, addr, now)
-            case Action.DROP_REFUSED:
-                if reason == "full":
-                    self.counters.refused_full += 1
-                elif reason == "reservations":
-                    self.counters.refused_reservations += 1
-                else:
-                    self.counters.rate_limited += 1
-                self._drop(now, addr, reason or "refused")
-            case Action.DROP_UNSOLICITED:
-                if reason == "full":
-                    self.counters.refused_full += 1
-                elif reason == "rate_limited":
-                    self.counters.rate_limited += 1
-                else:
-                    self.counters.unsolicited += 1
-                self._drop(now, addr, reason or "unsolicited")
+            case Action.DROP_REFUSED | Action.DROP_UNSOLICITED:
+                # ``_classify`` names every refusal; only a CONFIRM we never asked for
+                # comes without a reason.
+                why = reason or "unsolicited"
+                self._count_refusal(why)
+                self._drop(now, addr, why)
             case Action.DROP_NON_PEER:
                 self.counters.non_peer += 1
                 if reason == "rate_limited":
@@ -831,6 +813,20 @@ class DiscoveryCore:
             case Action.IGNORE_PEER_BROADCAST:
                 self.counters.peer_broadcasts += 1
         return entry
+
+    def _count_refusal(self, reason: str) -> None:
+        """Count a message refused or dropped for ``reason``: ``full``, ``reservations``,
+        ``rate_limited`` or ``unsolicited``."""
+        counters = self.counters
+        match reason:
+            case "full":
+                counters.refused_full += 1
+            case "reservations":
+                counters.refused_reservations += 1
+            case "rate_limited":
+                counters.rate_limited += 1
+            case _:
+                counters.unsolicited += 1
 
     # -- state bookkeeping ----------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from gossamer.errors import LocalProtocolError
+from gossamer.proto.transitions import lookup
 
 __all__ = ["TRANSITIONS", "Action", "Input", "PeerState", "transition"]
 
@@ -178,9 +178,4 @@ def transition(state: PeerState, event: Input) -> _Row:
     core asked for something impossible (for example a heartbeat timer for an
     address that is not registered), which is a bug on this side.
     """
-    try:
-        return TRANSITIONS[(state, event)]
-    except KeyError:
-        raise LocalProtocolError(
-            "no transition for this input in this state", state=state.value, input=event.value
-        ) from None
+    return lookup(TRANSITIONS, state, event)

@@ -238,47 +238,18 @@ _D, _H, _W, _R, _X = (
 )
 _In = ClientInput
 
-#: ``(state, input) -> next state``. Frames received while DISCONNECTED cannot happen
-#: (no connection) and are ignored; a frame out of order (ready before hello...) is
-#: treated as a broken connection: close and reconnect.
+#: ``(state, input) -> next state``. Every input leaves the state as it is except the
+#: few below: connecting, the hello and ready steps of the handshake, the transport
+#: ending and ``close``. Frames received while DISCONNECTED cannot happen (no connection)
+#: and are ignored; a frame out of order (ready before hello...) is treated as a broken
+#: connection: close and reconnect.
 TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
+    **{(s, i): s for s in ClientState for i in ClientInput},
     (_D, _In.CONNECTED): _H,
-    **{(_D, i): _D for i in ClientInput if i not in (_In.CONNECTED, _In.CLOSE)},
-    (_D, _In.CLOSE): _X,
-    (_H, _In.CONNECTED): _H,
     (_H, _In.HELLO): _W,
-    (_H, _In.READY): _H,
-    (_H, _In.HEARTBEAT_ACK): _H,
-    (_H, _In.DISPATCH): _H,
-    (_H, _In.INVALID): _H,
-    (_H, _In.ERROR): _H,
-    (_H, _In.GOODBYE): _H,
-    (_H, _In.BAD_FRAME): _H,
-    (_H, _In.TRANSPORT_CLOSED): _D,
-    (_H, _In.CLOSE): _X,
-    (_W, _In.CONNECTED): _W,
-    (_W, _In.HELLO): _W,
     (_W, _In.READY): _R,
-    (_W, _In.HEARTBEAT_ACK): _W,
-    (_W, _In.DISPATCH): _W,
-    (_W, _In.INVALID): _W,
-    (_W, _In.ERROR): _W,
-    (_W, _In.GOODBYE): _W,
-    (_W, _In.BAD_FRAME): _W,
-    (_W, _In.TRANSPORT_CLOSED): _D,
-    (_W, _In.CLOSE): _X,
-    (_R, _In.CONNECTED): _R,
-    (_R, _In.HELLO): _R,
-    (_R, _In.READY): _R,
-    (_R, _In.HEARTBEAT_ACK): _R,
-    (_R, _In.DISPATCH): _R,
-    (_R, _In.INVALID): _R,
-    (_R, _In.ERROR): _R,
-    (_R, _In.GOODBYE): _R,
-    (_R, _In.BAD_FRAME): _R,
-    (_R, _In.TRANSPORT_CLOSED): _D,
-    (_R, _In.CLOSE): _X,
-    **{(_X, i): _X for i in ClientInput},
+    **{(s, _In.TRANSPORT_CLOSED): _D for s in (_H, _W, _R)},
+    **{(s, _In.CLOSE): _X for s in ClientState},
 }
 
 

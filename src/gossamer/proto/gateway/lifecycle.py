@@ -17,7 +17,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Final
 
-from gossamer.errors import LocalProtocolError
+from gossamer.proto.transitions import lookup
 
 __all__ = ["TRANSITIONS", "ConnInput", "ConnState", "next_state"]
 
@@ -80,9 +80,4 @@ TRANSITIONS: Final[dict[tuple[ConnState, ConnInput], ConnState]] = {
 
 def next_state(state: ConnState, event: ConnInput) -> ConnState:
     """The state after ``event`` in ``state``; ``LocalProtocolError`` if undefined."""
-    try:
-        return TRANSITIONS[(state, event)]
-    except KeyError:
-        raise LocalProtocolError(
-            "no transition", state=state.value, input=event.value
-        ) from None
+    return lookup(TRANSITIONS, state, event)

@@ -56,6 +56,7 @@ __all__ = [
     "DeadLettered",
     "Delivered",
     "Enqueued",
+    "MessageOp",
     "QueueBook",
     "QueueConfig",
     "QueueRecord",
@@ -107,33 +108,35 @@ class Enqueued:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Delivered:
-    """A delivery attempt was made: persist the attempt count."""
+class MessageOp:
+    """A change to the stored message ``id`` (the base of every op but ``Enqueued``)."""
 
     id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivered(MessageOp):
+    """A delivery attempt was made: persist the attempt count."""
+
     attempts: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Acked:
+class Acked(MessageOp):
     """The message is done: delete it."""
-
-    id: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLettered:
+class DeadLettered(MessageOp):
     """The message moved to the dead-letter queue."""
 
-    id: str
     reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Replayed:
+class Replayed(MessageOp):
     """A dead letter went back to the queue, at ``seq``, with its attempts reset."""
 
-    id: str
     seq: int
 
 

@@ -380,13 +380,10 @@ class GossipCore:
         """
         self._maybe_sweep(now)
         via = MULTICAST if multicast else UNICAST
-        opened = self._open(data, via, now)
+        opened = self._open_gossip(data, via, now)
         if opened is None:
             return
         sender, _seq, message = opened
-        if isinstance(message, AckPayload):
-            self._drop(now, "ack outside a TCP connection", peer=sender, size=len(data), via=via)
-            return
         if multicast and addr[0] != sender.host:
             self._drop(
                 now,
@@ -568,14 +565,27 @@ class GossipCore:
             return None
         return sender, opened.seq, message
 
+    def _open_gossip(
+        self, data: bytes, via: str, now: float
+    ) -> tuple[NetID, int | None, GossipPayload] | None:
+        """``_open`` for what only gossip may arrive on: a datagram or an inbound
+        connection. An ACK belongs on the connection we opened to the peer we gave a chunk
+        (``receive_reply``); anywhere else it is a traced drop (``None``)."""
+        opened = self._open(data, via, now)
+        if opened is None:
+            return None
+        sender, seq, message = opened
+        if isinstance(message, AckPayload):
+            where = "on an inbound connection" if via == TCP else "outside a TCP connection"
+            self._drop(now, f"ACK {where}", peer=sender, size=len(data), via=via)
+            return None
+        return sender, seq, message
+
     def _receive_tcp(self, frame: bytes, conn: int, now: float) -> None:
-        opened = self._open(frame, TCP, now)
+        opened = self._open_gossip(frame, TCP, now)
         if opened is None:
             return
         sender, env_seq, message = opened
-        if isinstance(message, AckPayload):
-            self._drop(now, "ACK on an inbound connection", peer=sender, size=len(frame), via=TCP)
-            return
         # Bytes on the wire, as the sender's trace counts them: the frame's prefix included.
         size = len(frame) if self._compat else len(frame) + HEADER_SIZE
         self._handle(sender, message, TCP, size, now, conn=conn, env_seq=env_seq)
@@ -924,26 +934,23 @@ class GossipCore:
         db = self.peers_db
         db.mark_failed(pending.head, now, self.config.suspect_time)
         self.counters.replanned += 1
-        if not pending.rest:
-            self.counters.lost_leaves += 1
-            self._trace(
-                now,
-                LAYER,
-                "replan",
-                msg=pending.send.msg,
-                peer=str(pending.head),
-                attrs={"reason": event.value, "next": ""},
-            )
-            return
-        hop = next_hop(pending.rest, self._rng, suspect=lambda n: db.is_suspect(n, now))
+        hop = (
+            next_hop(pending.rest, self._rng, suspect=lambda n: db.is_suspect(n, now))
+            if pending.rest
+            else None
+        )
         self._trace(
             now,
             LAYER,
             "replan",
             msg=pending.send.msg,
             peer=str(pending.head),
-            attrs={"reason": event.value, "next": str(hop.head)},
+            attrs={"reason": event.value, "next": "" if hop is None else str(hop.head)},
         )
+        if hop is None:
+            # No member of the chunk is left to carry it.
+            self.counters.lost_leaves += 1
+            return
         self._send_hop(
             pending.send,
             hop,

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from enum import Enum
+from typing import TypeVar
 
 from gossamer.errors import ConfigError
 
@@ -35,6 +37,27 @@ class Freshness(Enum):
     NEW = "new"
     DUPLICATE = "duplicate"
     TOO_OLD = "too_old"
+
+
+_V = TypeVar("_V")
+
+
+def _drop_idle(
+    entries: OrderedDict[bytes, _V], oldest: float, last_used: Callable[[_V], float]
+) -> int:
+    """Drop the entries last used before ``oldest``; return how many.
+
+    ``entries`` is kept in order of use (least recent first: every use moves its entry to
+    the end), so the idle ones are a prefix and the scan stops at the first recent one.
+    """
+    removed = 0
+    while entries:
+        key, value = next(iter(entries.items()))
+        if last_used(value) >= oldest:
+            break
+        del entries[key]
+        removed += 1
+    return removed
 
 
 class _Window:
@@ -91,15 +114,7 @@ class DuplicateWindow:
 
     def sweep(self, now: float) -> int:
         """Forget origins idle for ``ttl`` seconds; return how many."""
-        oldest = now - self.ttl
-        removed = 0
-        while self._windows:
-            origin, window = next(iter(self._windows.items()))
-            if window.last >= oldest:
-                break
-            del self._windows[origin]
-            removed += 1
-        return removed
+        return _drop_idle(self._windows, now - self.ttl, lambda window: window.last)
 
 
 def payload_digest(tag: int, content: bytes) -> bytes:
@@ -135,12 +150,4 @@ class DigestWindow:
 
     def sweep(self, now: float) -> int:
         """Forget digests older than ``ttl``; return how many."""
-        oldest = now - self.ttl
-        removed = 0
-        while self._seen:
-            digest, when = next(iter(self._seen.items()))
-            if when >= oldest:
-                break
-            del self._seen[digest]
-            removed += 1
-        return removed
+        return _drop_idle(self._seen, now - self.ttl, lambda when: when)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from gossamer.errors import LocalProtocolError
+from gossamer.proto.transitions import lookup
 
 __all__ = ["TERMINAL", "TRANSITIONS", "HopAction", "HopInput", "HopState", "transition"]
 
@@ -77,9 +77,4 @@ TERMINAL = frozenset({HopState.ACKED, HopState.GONE})
 
 def transition(state: HopState, event: HopInput) -> tuple[HopState, HopAction]:
     """The next state and the action for ``event`` in ``state``."""
-    try:
-        return TRANSITIONS[(state, event)]
-    except KeyError:
-        raise LocalProtocolError(
-            "no hop transition for this state and input", state=state.value, input=event.value
-        ) from None
+    return lookup(TRANSITIONS, state, event)

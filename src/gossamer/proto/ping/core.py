@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError
 from gossamer.proto.backoff import NO_JITTER, Backoff
+from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
 from gossamer.wire import ping as wire
 
@@ -114,15 +115,14 @@ def answered(
     return found
 
 
-class PingCore:
+class PingCore(DatagramOutputs[PongReceived | PingLost]):
     """Sans-I/O ping/pong node. See the module docstring for the protocol."""
 
     def __init__(self, config: PingConfig, *, tracer: Tracer, rng: Random) -> None:
+        super().__init__()
         self.config = config
         self.counters = PingCounters()
         self._trace = tracer
-        self._outbox: list[Datagram] = []
-        self._events: list[PongReceived | PingLost] = []
         self._pending: dict[int, _Pending] = {}
         self._completed: set[int] = set()
         self._next_seq = 0
@@ -146,18 +146,20 @@ class PingCore:
             self._trace(now, LAYER, "drop", size=len(data), attrs={"reason": exc.reason})
             return
         self.counters.received += 1
-        if msg.type is wire.PingType.PING:
-            msg_id = f"{msg.sender}/{msg.seq}"  # a ping and its pong carry the pinger's id
-            self._trace(
-                now,
-                LAYER,
-                "recv",
-                msg=msg_id,
-                peer=msg.sender,
-                seq=msg.seq,
-                size=len(data),
-                attrs={"type": "ping"},
-            )
+        is_ping = msg.type is wire.PingType.PING
+        # A ping and its pong carry the pinger's id.
+        msg_id = f"{msg.sender if is_ping else self.config.node_id}/{msg.seq}"
+        self._trace(
+            now,
+            LAYER,
+            "recv",
+            msg=msg_id,
+            peer=msg.sender,
+            seq=msg.seq,
+            size=len(data),
+            attrs={"type": "ping" if is_ping else "pong"},
+        )
+        if is_ping:
             self._send(
                 wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq, sender=self.config.node_id),
                 addr,
@@ -166,17 +168,6 @@ class PingCore:
                 msg_id=msg_id,
             )
             return
-        own_id = f"{self.config.node_id}/{msg.seq}"
-        self._trace(
-            now,
-            LAYER,
-            "recv",
-            msg=own_id,
-            peer=msg.sender,
-            seq=msg.seq,
-            size=len(data),
-            attrs={"type": "pong"},
-        )
         pending = answered(self._pending, self._completed, msg.seq, self.counters)
         if pending is None:
             return
@@ -185,7 +176,7 @@ class PingCore:
             now,
             LAYER,
             "deliver",
-            msg=own_id,
+            msg=msg_id,
             peer=pending.peer,
             seq=msg.seq,
             attrs={"rtt": f"{rtt:.6f}", "retries": str(pending.retries)},
@@ -239,15 +230,7 @@ class PingCore:
                 msg_id=msg_id,
             )
 
-    # -- outputs --------------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
-
-    def events_received(self) -> list[PongReceived | PingLost]:
-        out, self._events = self._events, []
-        return out
+    # -- outputs (and datagrams_to_send, events_received: DatagramOutputs) -----
 
     def next_deadline(self) -> float | None:
         deadlines = [p.due for p in self._pending.values()]

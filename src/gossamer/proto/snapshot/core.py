@@ -51,8 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
 
@@ -167,7 +168,7 @@ Value = Callable[[Mapping[str, Any]], float]
 ChannelValue = Callable[[Mapping[str, Any]], float]
 
 
-class SnapshotCore:
+class SnapshotCore(DatagramOutputs[SnapshotDone]):
     """One member's side of every snapshot. See the module docstring."""
 
     def __init__(
@@ -187,6 +188,7 @@ class SnapshotCore:
     ) -> None:
         if me in peers:
             raise ConfigError("peers must not include this member", me=me)
+        super().__init__()
         self.config = config or SnapshotConfig()
         self._me = me
         self._name = name
@@ -204,8 +206,6 @@ class SnapshotCore:
         self._counter = 0
         self._snapshots: dict[int, _Snapshot] = {}
         self._completed: set[int] = set()
-        self._outbox: list[Datagram] = []
-        self._events: list[SnapshotDone] = []
         self._heap: list[tuple[float, int, int]] = []  # (due, sid, peer), lazily invalidated
         #: Markers dropped by the injected receive drop rate.
         self.injected_drops = 0
@@ -322,15 +322,7 @@ class SnapshotCore:
             self._send_marker(sid, peer, now, retransmission=snap.unacked[peer])
             self._arm(snap, peer, now)
 
-    # -- outputs --------------------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
-
-    def events_received(self) -> list[SnapshotDone]:
-        out, self._events = self._events, []
-        return out
+    # -- outputs (and datagrams_to_send, events_received: DatagramOutputs) -----------
 
     def next_deadline(self) -> float | None:
         heap = self._heap
