@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gossamer.errors import ConfigError
+from gossamer.proto.isis import tunable_defaults
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
     KEY_ENV,
@@ -60,6 +61,8 @@ __all__ = [
 ]
 
 _ENV_PREFIX = "GOSSAMER__"
+#: ``IsisConfig``'s tunables and their defaults: the ``[isis]`` keys of the same names.
+_ISIS = tunable_defaults()
 
 PORT_NAMES = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
 
@@ -182,15 +185,30 @@ class GossipSection:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IsisSection:
-    """``[isis]``: total-order multicast (with snapshots and the bank workload)."""
+    """``[isis]``: total-order multicast (with snapshots and the bank workload).
+
+    Besides the workload's keys, every tunable of ``gossamer.proto.isis.IsisConfig``
+    (``retransmit_initial``, ``retransmit_max``, ``drop_rate``, ``ack_delay``,
+    ``batch_delay``, ``batch_bytes``), same names, units and defaults; ``IsisConfig``
+    checks them when the node starts ISIS.
+    """
 
     enabled: bool = False
     members: tuple[str, ...] = ()
     rate: float = 10.0
     snapshots: bool = True
     snapshot_every: float = 0.0
-    batch_delay: float = 0.0
     broken_order: bool = False
+    retransmit_initial: float = _ISIS["retransmit_initial"]
+    retransmit_max: float = _ISIS["retransmit_max"]
+    drop_rate: float = _ISIS["drop_rate"]
+    ack_delay: float = _ISIS["ack_delay"]
+    batch_delay: float = _ISIS["batch_delay"]
+    batch_bytes: int = int(_ISIS["batch_bytes"])
+
+    def tunables(self) -> dict[str, Any]:
+        """The ``IsisConfig`` keyword arguments this section sets."""
+        return {name: getattr(self, name) for name in _ISIS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -525,8 +543,11 @@ def parse_config(
         rate=t.number("rate", 10.0),
         snapshots=t.boolean("snapshots", True),
         snapshot_every=t.number("snapshot_every", 0.0),
-        batch_delay=t.number("batch_delay", 0.0),
         broken_order=t.boolean("broken_order", False),
+        **{
+            name: t.integer(name, default) if isinstance(default, int) else t.number(name, default)
+            for name, default in _ISIS.items()
+        },
     )
     if enabled:
         check_ids("isis.members", members, self_ok=True)

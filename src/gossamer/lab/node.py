@@ -46,7 +46,7 @@ from gossamer.aio.gateway_server import GatewayServer
 from gossamer.aio.gossip import GossipNode
 from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.link import LinkError, Node, Socket, open_node
-from gossamer.errors import GossamerError
+from gossamer.errors import ClosedError, GossamerError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import PeerDown, PeerUp
@@ -404,11 +404,9 @@ class LabNode:
             )
             workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
         self.isis = await open_isis(
-            IsisConfig(
-                me=me, members=members, batch_delay=c.isis.batch_delay, wire=self.wire.mode
-            ),
+            IsisConfig(me=me, members=members, wire=self.wire.mode, **c.isis.tunables()),
             tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
-            workload=workload, on_event=self._on_isis, event_queue=False,
+            workload=workload, on_event=self._on_isis,
             snapshots=c.isis.snapshots, wire=self.wire,
         )
 
@@ -509,13 +507,16 @@ class LabNode:
 
     async def _isis_send(self, k: int) -> None:
         assert self.isis is not None
+        data: bytes | int = k + 1
         if self.bank is not None:
-            data = self.bank.next_transfer()
-            if data is None:
+            transfer = self.bank.next_transfer()
+            if transfer is None:
                 return
-        else:
-            data = k + 1
-        self.isis.multicast(data)
+            data = transfer
+        try:
+            await self.isis.send(data)  # waits while a snapshot holds multicasts back
+        except ClosedError:
+            return  # stopped while held back: never sent
         self.counts.sent += 1
 
     async def _snapshot(self, k: int) -> None:
@@ -598,7 +599,7 @@ class LabNode:
         if self.discovery is not None:
             self.discovery.abort()
         if self.isis is not None:
-            self.isis.close()
+            self.isis.abort()
         if self.store is not None:
             self.store.close()
         self.sink.close()
@@ -619,7 +620,7 @@ class LabNode:
         if self.discovery is not None:
             await self.discovery.stop()  # agur! to every peer
         if self.isis is not None:
-            await self.isis.aclose()
+            await self.isis.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link_node is not None:

@@ -53,7 +53,7 @@ def test_ephemeral_source_ports_are_the_same_member() -> None:
                 moved = True
         for member, core in cores.items():
             delivered[member] += [
-                (e.sender, e.msg_id) for e in core.events_received() if isinstance(e, Delivered)
+                (e.sender_id, e.msg_id) for e in core.events_received() if isinstance(e, Delivered)
             ]
         if not moved:
             break
@@ -65,7 +65,9 @@ def test_ephemeral_source_ports_are_the_same_member() -> None:
 def test_a_stranger_ip_is_still_dropped() -> None:
     _, cores, sink = group(3)
     cores[1].receive_datagram(
-        wire.encode(wire.DataMessage(sender=2, msg_id=1, data=5)), ("10.0.0.99", 41000), 0.0
+        wire.encode(wire.DataMessage(sender=2, msg_id=1, data=(5).to_bytes(4, "big"))),
+        ("10.0.0.99", 41000),
+        0.0,
     )
     assert cores[1].counters.unknown_sender == 1
     assert [e.attrs["reason"] for e in sink.events if e.kind == "drop"] == ["unknown sender"]
