@@ -24,7 +24,13 @@ from gossamer.aio import loop as aio_loop
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.isis import Delivered, IsisService, find_me, open_isis, resolve_members
 from gossamer.aio.sockets import udp_socket
-from gossamer.errors import ConfigError, NetworkError
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LocalProtocolError,
+    NetworkError,
+    TimedOutError,
+)
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import (
     IsisConfig,
@@ -339,3 +345,99 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
     assert all("snapshot done: id=" in out for out, _ in outputs)
     traces = sorted(p.name for p in (tmp_path / "out").glob("*.jsonl"))
     assert traces == sorted(f"{n}.jsonl" for n in names)
+
+
+# -- the API contract (docs/api.md) -------------------------------------------------------
+
+
+def localhost_group(n: int) -> tuple[list[socket.socket], tuple[Member, ...]]:
+    """``n`` members written as an application would: ``localhost`` and a port."""
+    socks = [udp_socket("127.0.0.1", 0) for _ in range(n)]
+    members = members_from(
+        [(f"m{i}", ("localhost", s.getsockname()[1])) for i, s in enumerate(socks, 1)]
+    )
+    return socks, members
+
+
+def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: Runner) -> None:
+    async def main() -> None:
+        socks, members = localhost_group(3)
+        wire = sealed_wire()
+        opened = [
+            open_isis(IsisConfig(me=m.id, members=members, **FAST), wire=wire, sock=sock)
+            for m, sock in zip(members, socks, strict=True)
+        ]
+        async with opened[0] as a, opened[1] as b, opened[2] as c:
+            assert a.address == socks[0].getsockname() and not a.closed
+            sizes = [0, 1, 4, 100, MAX_DATA_SIZE]
+            ids = [await a.send(bytes([n % 251]) * n) for n in sizes]
+            assert ids == [1, 2, 3, 4, 5]
+            assert await b.send(b"from b") == 1
+            orders = []
+            for service in (a, b, c):
+                got = [await service.receive(timeout=10) for _ in range(6)]
+                orders.append([(d.sender, d.msg_id, d.data) for d in got])
+            assert orders[0] == orders[1] == orders[2]
+            assert sorted(len(data) for _, _, data in orders[0]) == sorted([*sizes, 6])
+            assert ("m2", 1, b"from b") in orders[0]
+            with pytest.raises(LocalProtocolError, match="at most 512 bytes"):
+                await a.send(b"x" * (MAX_DATA_SIZE + 1))
+            with pytest.raises(LocalProtocolError):
+                await a.send("text")  # type: ignore[arg-type]
+            with pytest.raises(TimedOutError) as waited:
+                await a.receive(timeout=0.05)
+            assert isinstance(waited.value, TimeoutError)
+            assert isinstance(waited.value.__cause__, TimeoutError)
+            await c.send(b"last")
+            await until(lambda: not a._deliveries.empty())
+            await a.close()
+            await a.close()  # idempotent
+            assert a.closed
+            # What had arrived is still received, then the service says it is closed.
+            assert (await a.receive()).data == b"last"
+            with pytest.raises(ClosedError):
+                await a.receive()
+            with pytest.raises(ClosedError):
+                await a.send(b"late")
+            with pytest.raises(ClosedError):
+                a.initiate_snapshot()
+            assert [d async for d in a] == []  # iteration ends
+            assert [e async for e in a.events()] == []
+        assert b.closed and c.closed  # closed on the way out of ``async with``
+
+    run(main())
+
+
+def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> None:
+    async def main() -> None:
+        g = Group(3)
+        await g.start()
+        a = g.services[1]
+        sid = a.initiate_snapshot()
+        assert a.node is not None and a.node.snapshot.active
+        # The snapshot holds new multicasts back: send waits, then has its id.
+        assert await asyncio.wait_for(a.send(b"held"), 10) == 1
+        await until(lambda: len(g.snapshots().get(sid, {})) == 3)
+        await until(lambda: all(len(g.delivered(m)) == 1 for m in (1, 2, 3)))
+        assert all(g.delivered(m)[0].data == b"held" for m in (1, 2, 3))
+        dones = [e for e in g.events[2] if isinstance(e, SnapshotDone)]
+        assert [d.snapshot_id for d in dones] == [sid]  # from events(), not receive()
+        await g.close()
+
+    run(main())
+
+
+def test_opening_failures_are_network_errors_with_their_cause(run: Runner) -> None:
+    async def main() -> None:
+        taken = udp_socket("127.0.0.1", 0)
+        port = taken.getsockname()[1]
+        members = members_from([("a", ("127.0.0.1", port)), ("b", ("127.0.0.1", port + 1))])
+        with pytest.raises(NetworkError) as caught:
+            await open_isis(IsisConfig(me=1, members=members), wire=sealed_wire())
+        assert isinstance(caught.value.__cause__, OSError) and isinstance(caught.value, OSError)
+        taken.close()
+        nowhere = members_from([("a", ("no-such-host.invalid", 7001)), ("b", ("127.0.0.1", 1))])
+        with pytest.raises(NetworkError):
+            await open_isis(IsisConfig(me=1, members=nowhere), wire=sealed_wire())
+
+    run(main())

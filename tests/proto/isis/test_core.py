@@ -22,6 +22,7 @@ from gossamer.proto.isis import (
     Member,
     MemberRemoved,
     members_from,
+    payload_digest,
 )
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import isis as wire
@@ -652,3 +653,63 @@ def test_batches_are_bounded_and_a_bad_batch_is_dropped_whole() -> None:
     assert plain.cores[2].pending == 2 and len(plain.cores[2].datagrams_to_send()) == 2
     with pytest.raises(ConfigError):
         IsisConfig(me=1, members=g.members, batch_bytes=10)
+
+
+# -- bytes payloads ---------------------------------------------------------------------
+
+
+def test_bytes_payloads_of_every_size_are_delivered_as_sent() -> None:
+    g = Group(3)
+    sizes = [0, 1, 3, 4, 5, 200, wire.MAX_DATA_SIZE]
+    for n in sizes:
+        g.multicast(1 + n % 3, bytes([n % 256]) * n)
+    g.settle()
+    delivered = [[e for e in g.events[i] if isinstance(e, Delivered)] for i in (1, 2, 3)]
+    orders = [[(e.sender, e.msg_id, e.data) for e in d] for d in delivered]
+    assert orders[0] == orders[1] == orders[2]
+    assert sorted(len(e.data) for e in delivered[0]) == sizes
+    assert all(e.data == bytes([len(e.data) % 256]) * len(e.data) for e in delivered[0])
+    assert {e.sender for e in delivered[0]} <= {"n1", "n2", "n3"}
+    # Traces: the payload by size and digest, never its bytes.
+    deliver = next(e for e in g.sink.events if e.kind == "deliver" and e.size == 200)
+    assert deliver.attrs["digest"] == payload_digest(bytes([200]) * 200)
+    assert "data" not in deliver.attrs
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"x" * (wire.MAX_DATA_SIZE + 1), "at most 512 bytes"),
+        ("text", "carries bytes"),
+        (1.5, "carries bytes"),
+        (1 << 32, "uint32"),
+        (-1, "uint32"),
+    ],
+)
+def test_payloads_that_do_not_fit_are_refused_before_the_wire(data: object, match: str) -> None:
+    g = Group(3)
+    with pytest.raises(LocalProtocolError, match=match):
+        g.cores[1].multicast(data, 0.0)  # type: ignore[arg-type]
+    assert g.cores[1].counters.multicasts == 0 and g.cores[1].datagrams_to_send() == []
+
+
+def test_several_byte_messages_share_one_batch_datagram() -> None:
+    g = batched_group(3)
+    for i in range(6):
+        g.cores[1].multicast(f"job-{i}".encode() * 20, 0.0)  # 100-byte payloads
+    g.cores[1].handle_timer(0.001)
+    g.pump()
+    # Six 116-byte type 7 messages to each member: one datagram each (696 <= 1,400).
+    assert [(s, d, len(b)) for s, d, b in g.wire] == [(1, 2, 696), (1, 3, 696)]
+    assert [len(m.data) for m in _all(g.wire[0][2])] == [100] * 6  # type: ignore[union-attr]
+    g.settle()
+    orders = {i: [e.data for e in g.events[i] if isinstance(e, Delivered)] for i in (1, 2, 3)}
+    assert orders[1] == orders[2] == orders[3] and len(orders[1]) == 6
+
+
+def _all(datagram: bytes) -> list[wire.IsisMessage]:
+    buf = Buffer(datagram)
+    messages = []
+    while not buf.eof():
+        messages.append(wire.pull_isis(buf))
+    return messages
