@@ -54,22 +54,21 @@ from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
 from gossamer.proto.snapshot.original import ORIGINAL_SNAPSHOT_ID, OriginalSnapshotNode
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire import isis as wire_isis
-from gossamer.wire.mode import Wire, WireMode
+from gossamer.wire.mode import Wire
 
 __all__ = ["Delivered", "IsisService", "find_me", "open_isis", "resolve_members"]
 
 
-async def resolve_members(
-    members: Sequence[Member | HostEntry], *, mode: WireMode = WireMode.SEALED
-) -> tuple[Member, ...]:
+async def resolve_members(members: Sequence[Member | HostEntry]) -> tuple[Member, ...]:
     """The members with literal addresses: each host name (``localhost`` too) resolved once,
-    here (I/O), to IPv4 on the original wire (its messages name IPv4 hosts) and to IPv4 or
-    IPv6 on the sealed wire. A hostfile's entries are numbered members already. Raises
-    ``NetworkError`` (cause: the resolver's error) for a name that does not resolve."""
+    here (I/O), to its IPv4 address. ISIS is IPv4 on both wires: the original's wire names
+    IPv4 hosts, and a group shares one address family. A hostfile's entries are numbered
+    members already. Raises ``NetworkError`` (cause: the resolver's error) for a name that
+    does not resolve, and for an IPv6 address."""
     resolved = []
     for m in members:
         host, port = (m.host, m.port) if isinstance(m, HostEntry) else m.addr
-        addr = await resolve((host, port), ipv6=mode is not WireMode.ORIGINAL)
+        addr = await resolve((host, port), ipv6=False)
         resolved.append(Member(id=m.id, name=m.name, addr=addr))
     return tuple(resolved)
 
@@ -515,19 +514,10 @@ class IsisService:
 
 
 def _bind(addr: Address) -> socket.socket:
-    """A UDP socket bound to this member's address (IPv4, or IPv6 on the sealed wire)."""
+    """A UDP socket bound to this member's address."""
     host, port = addr
     try:
-        if ":" not in host:
-            return udp_socket(host, port)
-        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-        try:
-            sock.bind((host, port))
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        return sock
+        return udp_socket(host, port)
     except OSError as exc:
         raise NetworkError(
             f"cannot bind UDP {host}:{port}: {exc.strerror or exc}", host=host, port=port
@@ -602,7 +592,7 @@ async def _start(
             wire=wire.mode.value,
             config=config.wire.value,
         )
-    members = await resolve_members(config.members, mode=config.wire)
+    members = await resolve_members(config.members)
     if members != config.members:
         config = dataclasses.replace(config, members=members)
     me = next(m for m in config.members if m.id == config.me)

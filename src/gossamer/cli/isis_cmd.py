@@ -243,7 +243,7 @@ async def _main(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot read the hostfile: {exc}") from None
     wire = wire_from_args(args)
-    members = await resolve_members(parse_hostfile(text), mode=wire.mode)
+    members = await resolve_members(parse_hostfile(text))
     me = find_me(members, args.me)
     names = {m.name for m in members}
     senders = [s for s in args.senders.split(",") if s]
