@@ -320,6 +320,7 @@ class IsisService:
         self._held: deque[asyncio.Future[int]] = deque()
         self._closing = False
         self._ended = False
+        self._failure: BaseException | None = None  # why the driver stopped, if it failed
         self._close_task: asyncio.Task[None] | None = None
         self._watch = asyncio.get_running_loop().create_task(self._watch_driver())
 
@@ -496,8 +497,6 @@ class IsisService:
                 future.set_exception(self._closed_error("closed before a snapshot released it"))
 
     # -- internals ------------------------------------------------------------------------
-
-    _failure: BaseException | None = None
 
     def _closed_error(self, reason: str) -> ClosedError:
         error = ClosedError(reason)

@@ -89,14 +89,18 @@ def _add_tunables(p: argparse.ArgumentParser) -> None:
     for name, default in tunable_defaults().items():
         flag = "--" + name.replace("_", "-")
         kind = type(default)
-        p.add_argument(flag, type=kind, default=default, dest=name,
+        # The unit, as TUNABLES states it first: "seconds ...", "bytes: ...", "probability".
+        unit = TUNABLES[name].split()[0].rstrip(":").upper()
+        p.add_argument(flag, type=kind, default=default, dest=name, metavar=unit,
                        help=f"{TUNABLES[name]} (default {default})")  # fmt: skip
         original = _ORIGINAL_SPELLINGS.get(name)
         if original is not None:
             spelling, factor = original
-            unit = " in milliseconds" if factor != 1.0 else ""
+            in_ms = factor != 1.0
             p.add_argument(spelling, type=_scaled(factor), dest=name,
-                           help=f"the original's spelling of {flag}{unit}")  # fmt: skip
+                           metavar="MS" if in_ms else unit,
+                           help=f"the original's spelling of {flag}"
+                           + (", in milliseconds" if in_ms else ""))  # fmt: skip
 
 
 def add_parser(commands: Any) -> None:
