@@ -167,6 +167,9 @@ class Member:
     addr: Address
 
 
+#: An answer from a member that already answered (the SENDER table's duplicate inputs).
+_DUPLICATE = {SendInput.ACK: SendInput.ACK_DUP, SendInput.SEQ_ACK: SendInput.SEQ_ACK_DUP}
+
 #: The fraction of Acks and SeqAcks ``ack_delay`` holds back: one half, as the original.
 ACK_DELAY_FRACTION = 0.5
 
@@ -882,25 +885,52 @@ class IsisCore:
     # -- sender side (SENDER table) -----------------------------------------------------
 
     def _on_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        out = self._first_answer(msg, src, now, SendInput.ACK, SendAction.RECORD_PROPOSAL)
+        if out is not None:
+            out.proposals[src] = msg.proposed_seq
+            self._answered(out, src, "data", now)
+
+    def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
+        out = self._first_answer(msg, src, now, SendInput.SEQ_ACK, SendAction.STOP_SEQ)
+        if out is not None:
+            self._answered(out, src, "seq", now)
+
+    def _first_answer(
+        self,
+        msg: wire.AckMessage | wire.SeqAckMessage,
+        src: int,
+        now: float,
+        answer: SendInput,
+        expected: SendAction,
+    ) -> _Outgoing | None:
+        """Our message that ``msg`` answers, when it is ``src``'s first answer to it in
+        this phase; ``None`` for any other answer, which is counted: a duplicate or late
+        one, or one about a message never sent (also dropped and traced)."""
         out = self._outgoing.get(msg.msg_id)
         if out is None:
             if not 1 <= msg.msg_id <= self._msg_counter:
                 self.counters.unknown += 1
+                what = "ack" if answer is SendInput.ACK else "seq ack"
                 self._drop(
-                    now, b"", msg, "ack for a message never sent", peer=self.name_of(src), size=20
-                )
-                return
-            step(SENDER, SendState.DONE, SendInput.ACK)
+                    now, b"", msg, f"{what} for a message never sent", peer=self.name_of(src),
+                    size=wire_size(msg),
+                )  # fmt: skip
+                return None
+            step(SENDER, SendState.DONE, answer)
+        else:
+            event = answer if src in out.awaiting else _DUPLICATE[answer]
+            if step(SENDER, out.state, event)[1] is expected:
+                return out
+        if answer is SendInput.ACK:
             self.counters.duplicate_acks += 1
-            return
-        event = SendInput.ACK if src in out.awaiting else SendInput.ACK_DUP
-        _, action = step(SENDER, out.state, event)
-        if action is not SendAction.RECORD_PROPOSAL:
-            self.counters.duplicate_acks += 1
-            return
-        out.proposals[src] = msg.proposed_seq
+        else:
+            self.counters.duplicate_seq_acks += 1
+        return None
+
+    def _answered(self, out: _Outgoing, src: int, phase: str, now: float) -> None:
+        """``src`` answered ``out``'s Data (``phase`` "data") or Seq ("seq")."""
         out.awaiting.discard(src)
-        self._tx.answered(("data", out.msg_id), src)
+        self._tx.answered((phase, out.msg_id), src)
         if not out.awaiting:
             self._all_answered(out, now)
 
@@ -929,33 +959,6 @@ class IsisCore:
             ("seq", out.msg_id), wire.encode(msg), self._others(), now, label="SeqMsg", msg=name
         )
         self._loopback.append(msg)
-
-    def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
-        out = self._outgoing.get(msg.msg_id)
-        if out is None:
-            if not 1 <= msg.msg_id <= self._msg_counter:
-                self.counters.unknown += 1
-                self._drop(
-                    now,
-                    b"",
-                    msg,
-                    "seq ack for a message never sent",
-                    peer=self.name_of(src),
-                    size=16,
-                )
-                return
-            step(SENDER, SendState.DONE, SendInput.SEQ_ACK)
-            self.counters.duplicate_seq_acks += 1
-            return
-        event = SendInput.SEQ_ACK if src in out.awaiting else SendInput.SEQ_ACK_DUP
-        _, action = step(SENDER, out.state, event)
-        if action is not SendAction.STOP_SEQ:
-            self.counters.duplicate_seq_acks += 1
-            return
-        out.awaiting.discard(src)
-        self._tx.answered(("seq", out.msg_id), src)
-        if not out.awaiting:
-            self._all_answered(out, now)
 
     # -- view-change flush ------------------------------------------------------------
 
