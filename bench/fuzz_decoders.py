@@ -405,7 +405,12 @@ def _build_isis(rng: Random) -> Harness:
     messages: list[isis.IsisMessage] = []
     for _ in range(5):
         messages += [
-            isis.DataMessage(sender=_u32(rng), msg_id=_u32(rng), data=_u32(rng)),
+            isis.DataMessage(sender=_u32(rng), msg_id=_u32(rng), data=rng.randbytes(4)),
+            isis.DataMessage(
+                sender=_u32(rng),
+                msg_id=_u32(rng),
+                data=rng.randbytes(rng.choice((0, 1, 100, isis.MAX_DATA_SIZE))),
+            ),
             isis.AckMessage(
                 sender=_u32(rng), msg_id=_u32(rng), proposed_seq=_u32(rng), proposer=_u32(rng)
             ),

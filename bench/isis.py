@@ -13,9 +13,10 @@ Three measurements, in one run:
    with this process layout.
 2. **ISIS on real UDP**: five processes, each an ``open_isis`` member (the aio driver on
    uvloop, no tracing), all five multicasting with at most ``--window`` of their own
-   messages undelivered. Ordered messages per second is the rate at which each member
+   messages undelivered, each a payload of ``--size`` bytes (default 4, the original's
+   uint32). Ordered messages per second is the rate at which each member
    delivers (every member delivers every message), averaged over the members; latency
-   is from ``multicast`` to the sender's own delivery. Drop rates 0, 10 % and 30 % are
+   is from ``send`` to the sender's own delivery. Drop rates 0, 10 % and 30 % are
    the original's ``--dropRate`` (every datagram dropped on receipt with that
    probability), in three modes: *spec* (the spec's 200 ms retransmission schedule, one
    message per datagram, as the original), *batched* (1 ms batches,
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +91,7 @@ async def _raw_worker(cfg: dict[str, Any]) -> dict[str, Any]:
 async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     from gossamer.aio.isis import open_isis
     from gossamer.aio.sockets import udp_socket
-    from gossamer.proto.isis import (
-        Delivered,
-        FaultFlags,
-        IsisConfig,
-        RetransmitSchedule,
-        members_from,
-    )
+    from gossamer.proto.isis import Delivered, IsisConfig, members_from
     from gossamer.wire.mode import Wire, WireMode, parse_key
 
     loop = asyncio.get_running_loop()
@@ -116,7 +111,7 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         now = loop.time()
         if start <= now < end:
             delivered_in_window[0] += 1
-        if event.sender == my_id:
+        if event.sender_id == my_id:
             outstanding[0] -= 1
             t0 = sent_at.pop(event.msg_id, None)
             if t0 is not None and start <= t0 < end:
@@ -130,17 +125,18 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         me=my_id,
         members=members,
         wire=WireMode.ORIGINAL if original else WireMode.SEALED,
-        retransmit=RetransmitSchedule(initial=cfg["retransmit"], maximum=cfg["retransmit"] * 20),
-        faults=FaultFlags(drop_rate=cfg["drop"]),
-        batch_delay=cfg["batch"],
+        retransmit_initial=cfg["retransmit_initial"],
+        retransmit_max=cfg["retransmit_initial"] * 20,
+        drop_rate=cfg["drop"],
+        batch_delay=cfg["batch_delay"],
     )
     if original:
         wire = Wire(mode=WireMode.ORIGINAL)
     else:
         wire = Wire(key=parse_key(os.environ["GOSSAMER_KEY"].encode()))
-    service = await open_isis(
-        config, on_event=on_event, event_queue=False, sock=sock, snapshots=False, wire=wire
-    )
+    service = await open_isis(config, on_event=on_event, sock=sock, snapshots=False, wire=wire)
+    size = cfg["size"]
+    filler = bytes(max(0, size - 4))
     go = await _ready_then_go(loop)
     start, end = go + cfg["warmup"], go + cfg["warmup"] + cfg["seconds"]
     await asyncio.sleep(max(0.0, go - loop.time()))
@@ -151,8 +147,8 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
             sent_start = service.driver.counters.sent
         while outstanding[0] < cfg["window"]:
             value += 1
-            msg_id = service.multicast(value & 0xFFFFFFFF)
-            assert msg_id is not None
+            # The payload: the value's 4 bytes (the original's uint32), padded to ``size``.
+            msg_id = await service.send((value & 0xFFFFFFFF).to_bytes(4, "big") + filler)
             sent_at[msg_id] = loop.time()
             outstanding[0] += 1
         wake.clear()
@@ -166,7 +162,7 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     # Keep serving so that the others finish; report what happened in the window.
     await asyncio.sleep(cfg["drain"])
     counters = service.isis.counters
-    await service.aclose()
+    await service.close()
     # At most 1,000 latencies (every k-th, to the microsecond) go back: quantiles do not
     # need them all, and a result line longer than a pipe's buffer (64 KiB) arrived cut short.
     step = -(-len(latencies) // 1000) or 1
@@ -265,15 +261,16 @@ class Mode:
     """How the members are configured for one series of rows."""
 
     label: str
-    retransmit: float  # first retransmission interval, seconds (schedule x2 up to x20)
-    batch: float  # IsisConfig.batch_delay, seconds
+    retransmit_initial: float  # IsisConfig's, seconds (the schedule doubles up to x20)
+    batch_delay: float  # IsisConfig's, seconds
     window: int  # own undelivered messages per member
     drain: float  # seconds the members keep serving after the window
+    size: int = 4  # payload bytes (4: the original's uint32)
 
 
-SPEC = Mode(label="spec", retransmit=0.2, batch=0.0, window=16, drain=3.0)
-BATCHED = Mode(label="batched", retransmit=0.2, batch=0.001, window=64, drain=3.0)
-FAST = Mode(label="fast", retransmit=0.02, batch=0.001, window=16, drain=2.0)
+SPEC = Mode(label="spec", retransmit_initial=0.2, batch_delay=0.0, window=16, drain=3.0)
+BATCHED = Mode(label="batched", retransmit_initial=0.2, batch_delay=0.001, window=64, drain=3.0)
+FAST = Mode(label="fast", retransmit_initial=0.02, batch_delay=0.001, window=16, drain=2.0)
 
 
 def measure_raw(seconds: float) -> float:
@@ -290,10 +287,11 @@ def measure_isis(
         seconds,
         warmup=warmup,
         drop=drop,
-        retransmit=mode.retransmit,
+        retransmit_initial=mode.retransmit_initial,
         window=mode.window,
-        batch=mode.batch,
+        batch_delay=mode.batch_delay,
         drain=mode.drain,
+        size=mode.size,
         wire=wire,
     )
     ordered = statistics.mean(r["delivered"] for r in results) / seconds
@@ -351,14 +349,21 @@ def main(argv: list[str] | None = None) -> int:
         help="own undelivered messages per member (batched mode)",
     )
     parser.add_argument(
-        "--batch", type=float, default=None, metavar="MS", help="batch delay of the batched mode"
-    )
-    parser.add_argument(
-        "--retransmit",
+        "--batch-delay",
         type=float,
         default=None,
-        metavar="MS",
-        help="first retransmission interval of the batched mode",
+        metavar="SECONDS",
+        help="IsisConfig.batch_delay of the batched mode",
+    )
+    parser.add_argument(
+        "--retransmit-initial",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="IsisConfig.retransmit_initial of the batched mode",
+    )
+    parser.add_argument(
+        "--size", type=int, default=4, metavar="BYTES", help="payload bytes (default 4)"
     )
     parser.add_argument("--drops", default="0,0.1,0.3", help="drop rates to measure")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator rows")
@@ -372,26 +377,14 @@ def main(argv: list[str] | None = None) -> int:
     warmup = 0.5 if args.quick else 3.0
     drops = [float(d) for d in args.drops.split(",")]
     batched = BATCHED
-    if args.window is not None or args.batch is not None or args.retransmit is not None:
-        batched = Mode(
-            label=BATCHED.label,
-            retransmit=BATCHED.retransmit if args.retransmit is None else args.retransmit / 1000,
-            batch=BATCHED.batch if args.batch is None else args.batch / 1000,
-            window=BATCHED.window if args.window is None else args.window,
-            drain=BATCHED.drain,
-        )
-    if args.quick:
-        modes = [
-            Mode(
-                label=batched.label,
-                retransmit=batched.retransmit,
-                batch=batched.batch,
-                window=batched.window,
-                drain=1.0,
-            )
-        ]
-    else:
-        modes = [SPEC, batched, FAST]
+    batched = replace(
+        BATCHED,
+        retransmit_initial=args.retransmit_initial or BATCHED.retransmit_initial,
+        batch_delay=BATCHED.batch_delay if args.batch_delay is None else args.batch_delay,
+        window=args.window or BATCHED.window,
+    )
+    modes = [replace(batched, drain=1.0)] if args.quick else [SPEC, batched, FAST]
+    modes = [replace(mode, size=args.size) for mode in modes]
 
     raw = measure_raw(seconds)
     print(f"raw UDP: {raw:,.0f} datagrams/s received by {NODES} processes", flush=True)

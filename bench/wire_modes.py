@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     count = 20_000 if args.quick else 200_000
     rounds = 1 if args.quick else 3
     os.environ["GOSSAMER_KEY"] = secrets.token_hex(32)  # this run's key, for the workers
-    mode = isis_bench.Mode(label="spec", retransmit=0.2, batch=0.0, window=16, drain=2.0)
+    mode = isis_bench.Mode(
+        label="spec", retransmit_initial=0.2, batch_delay=0.0, window=16, drain=2.0
+    )
 
     isis: dict[str, list[dict[str, float]]] = {w: [] for w in WIRES}
     links: dict[str, list[tuple[float, float]]] = {w: [] for w in WIRES}

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +20,26 @@ import orjson
 import pytest
 
 from gossamer.aio.faults import FaultInjector
-from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
+from gossamer.aio.isis import Delivered, IsisService, find_me, open_isis, resolve_members
 from gossamer.aio.sockets import udp_socket
-from gossamer.errors import ConfigError
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LocalProtocolError,
+    NetworkError,
+    TimedOutError,
+)
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import (
-    Delivered,
-    FaultFlags,
     IsisConfig,
     Member,
-    RetransmitSchedule,
     members_from,
     parse_hostfile,
+    payload_digest,
 )
 from gossamer.proto.isis.checks import Delivery, IsisRecord, check_all
 from gossamer.proto.snapshot import (
     Bank,
-    SnapshotConfig,
     SnapshotDone,
     check_bank,
     check_cut,
@@ -44,8 +47,10 @@ from gossamer.proto.snapshot import (
 from gossamer.testing import free_ports, sealed_wire
 from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
+from gossamer.wire.isis import MAX_DATA_SIZE
 
-FAST = RetransmitSchedule(initial=0.01, maximum=0.16)
+#: Retransmission ten times faster than the spec's: loopback round trips are short.
+FAST = {"retransmit_initial": 0.01, "retransmit_max": 0.16}
 
 
 class Group:
@@ -62,14 +67,12 @@ class Group:
         self.injectors: list[FaultInjector] = []
         self.banks: dict[int, Bank] = {}
         self.wire = sealed_wire()
+        self.readers: list[asyncio.Task[None]] = []
 
     async def start(
-        self,
-        *,
-        faults: FaultFlags | None = None,
-        plan: FaultPlan | None = None,
-        bank: bool = False,
+        self, *, plan: FaultPlan | None = None, bank: bool = False, **tunables: Any
     ) -> None:
+        """Open every member, and read its deliveries and events as an application does."""
         for member, sock in zip(self.members, self.socks, strict=True):
             tracer = Tracer(self.sink, run="aio", node=member.name)
             injector = None
@@ -85,30 +88,30 @@ class Group:
                     rng=random.Random(member.id),
                 )
                 workload = self.banks[member.id].workload(total=100 * len(self.members))
-            self.services[member.id] = await open_isis(
-                IsisConfig(
-                    me=member.id,
-                    members=self.members,
-                    retransmit=FAST,
-                    faults=faults or FaultFlags(),
-                ),
+            service = await open_isis(
+                IsisConfig(me=member.id, members=self.members, **{**FAST, **tunables}),
                 tracer=tracer,
                 faults=injector,
-                snapshot_config=SnapshotConfig(retransmit_initial=0.01, retransmit_maximum=0.16),
                 workload=workload,
-                on_event=self._recorder(member.id),
-                event_queue=False,
                 sock=sock,
                 wire=self.wire,
             )
+            self.services[member.id] = service
+            loop = asyncio.get_running_loop()
+            self.readers += [
+                loop.create_task(self._deliveries(member.id, service)),
+                loop.create_task(self._events(member.id, service)),
+            ]
 
-    def _recorder(self, member: int) -> Callable[[object], None]:
-        def record(event: object) -> None:
+    async def _deliveries(self, member: int, service: IsisService) -> None:
+        async for delivered in service:
+            self.events[member].append(delivered)
+            if member in self.banks:
+                self.banks[member].delivered(delivered.data)
+
+    async def _events(self, member: int, service: IsisService) -> None:
+        async for event in service.events():
             self.events[member].append(event)
-            if isinstance(event, Delivered) and member in self.banks:
-                self.banks[member].delivered(event.data)
-
-        return record
 
     def delivered(self, member: int) -> list[Delivered]:
         return [e for e in self.events[member] if isinstance(e, Delivered)]
@@ -122,18 +125,18 @@ class Group:
         return parts
 
     def record(self, live: list[int]) -> IsisRecord:
-        multicasts: dict[str, dict[str, int]] = {}
+        multicasts: dict[str, dict[str, str]] = {}
         for e in self.sink.select(layer="isis", kind="multicast"):
             assert e.msg is not None
-            multicasts.setdefault(e.node, {})[e.msg] = int(e.attrs["data"])
+            multicasts.setdefault(e.node, {})[e.msg] = e.attrs["digest"]
         name = {m.id: m.name for m in self.members}
         deliveries = {
             name[i]: [
                 Delivery(
-                    msg=f"{name[d.sender]}/{d.msg_id}",
+                    msg=f"{d.sender}/{d.msg_id}",
                     seq=d.final_seq,
                     proposer=d.proposer,
-                    data=d.data,
+                    data=payload_digest(d.data),
                 )
                 for d in self.delivered(i)
             ]
@@ -143,7 +146,8 @@ class Group:
 
     async def close(self) -> None:
         for service in self.services.values():
-            await service.aclose()
+            await service.close()
+        await asyncio.gather(*self.readers)  # iteration ends once a service is closed
 
 
 def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
@@ -152,10 +156,12 @@ def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
     async def main() -> None:
         g = Group(4)
         plan = FaultPlan(drop=0.15, duplicate=0.1, reorder=0.2, reorder_by=0.01)
-        await g.start(faults=FaultFlags(drop_rate=0.1, delay=0.03), plan=plan)
+        await g.start(plan=plan, drop_rate=0.1, ack_delay=0.03)
         for i in range(6):
             for member in (1, 2, 3):
-                g.services[member].multicast(100 * member + i)
+                # Payloads of every size up to the maximum, bytes and the original's ints.
+                data = f"{member}/{i}".encode().ljust(i * MAX_DATA_SIZE // 5, b".")
+                await g.services[member].send(data if i % 2 else 100 * member + i)
             await asyncio.sleep(0.002)
         await until(lambda: all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4)))
         await until(lambda: all(s.idle for s in g.services.values()))
@@ -183,7 +189,7 @@ def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner
             for member, bank in g.banks.items():
                 data = bank.next_transfer()
                 if data is not None:
-                    g.services[member].multicast(data)
+                    await g.services[member].send(data)  # waits while a snapshot holds it
             if step in (10, 25):
                 started.append(g.services[1 + step % 4].initiate_snapshot())
             await asyncio.sleep(0.002)
@@ -203,32 +209,36 @@ def test_survivors_remove_a_crashed_member_and_go_on(run: Runner) -> None:
     async def main() -> None:
         g = Group(4)
         await g.start()
-        await g.services[4].aclose()  # member 4 crashes
-        g.services[1].multicast(1)
-        g.services[2].multicast(2)
+        await g.services[4].close()  # member 4 crashes
+        await g.services[1].send(b"one")
+        await g.services[2].send(b"two")
         await asyncio.sleep(0.3)
         assert g.delivered(1) == []  # every multicast waits for member 4's Ack
         for member in (1, 2, 3):
             g.services[member].remove_member(4)
         await until(lambda: all(len(g.delivered(m)) == 2 for m in (1, 2, 3)))
         assert check_all(g.record([1, 2, 3]), ["m1", "m2", "m3"]) == []
-        for member in (1, 2, 3):
-            await g.services[member].aclose()
+        assert {d.data for d in g.delivered(3)} == {b"one", b"two"}
+        await g.close()
 
     run(main())
 
 
-def test_find_me_and_resolve_members() -> None:
-    entries = parse_hostfile("a localhost:7001\nb 127.0.0.1:7002\nc 10.255.255.1:7003\n")
-    members = resolve_members(entries)
-    assert members[0].addr == ("127.0.0.1", 7001)
-    assert find_me(members, "b").id == 2 and find_me(members, "3").name == "c"
-    with pytest.raises(ConfigError):
-        find_me(members, "zz")
-    with pytest.raises(ConfigError):  # a and b are both local: ambiguous
-        find_me(members)
-    with pytest.raises(ConfigError):
-        resolve_members(parse_hostfile("x.invalid\ny.invalid\nz.invalid\n"))
+def test_find_me_and_resolve_members(run: Runner) -> None:
+    async def main() -> None:
+        entries = parse_hostfile("a localhost:7001\nb 127.0.0.1:7002\nc 10.255.255.1:7003\n")
+        members = await resolve_members(entries)
+        assert members[0].addr == ("127.0.0.1", 7001)
+        assert find_me(members, "b").id == 2 and find_me(members, "3").name == "c"
+        with pytest.raises(ConfigError):
+            find_me(members, "zz")
+        with pytest.raises(ConfigError):  # a and b are both local: ambiguous
+            find_me(members)
+        with pytest.raises(NetworkError) as caught:
+            await resolve_members(parse_hostfile("x.invalid\ny.invalid\nz.invalid\n"))
+        assert isinstance(caught.value.__cause__, OSError)
+
+    run(main())
     local = (
         Member(id=1, name="a", addr=("127.0.0.1", 1)),
         Member(id=2, name="b", addr=("10.255.255.2", 2)),
@@ -262,12 +272,12 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
             "5",
             "--drop-rate",
             "0.2",
-            "--delay",
+            "--delay",  # the original's spelling, milliseconds
             "100",
             "--retransmit-initial",
-            "10",
+            "0.01",
             "--retransmit-max",
-            "160",
+            "0.16",
             "--out",
             str(tmp_path / "out"),
             "--exit-after-idle",
@@ -302,3 +312,99 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
     assert all("snapshot done: id=" in out for out, _ in outputs)
     traces = sorted(p.name for p in (tmp_path / "out").glob("*.jsonl"))
     assert traces == sorted(f"{n}.jsonl" for n in names)
+
+
+# -- the API contract (docs/api.md) -------------------------------------------------------
+
+
+def localhost_group(n: int) -> tuple[list[socket.socket], tuple[Member, ...]]:
+    """``n`` members written as an application would: ``localhost`` and a port."""
+    socks = [udp_socket("127.0.0.1", 0) for _ in range(n)]
+    members = members_from(
+        [(f"m{i}", ("localhost", s.getsockname()[1])) for i, s in enumerate(socks, 1)]
+    )
+    return socks, members
+
+
+def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: Runner) -> None:
+    async def main() -> None:
+        socks, members = localhost_group(3)
+        wire = sealed_wire()
+        opened = [
+            open_isis(IsisConfig(me=m.id, members=members, **FAST), wire=wire, sock=sock)
+            for m, sock in zip(members, socks, strict=True)
+        ]
+        async with opened[0] as a, opened[1] as b, opened[2] as c:
+            assert a.address == socks[0].getsockname() and not a.closed
+            sizes = [0, 1, 4, 100, MAX_DATA_SIZE]
+            ids = [await a.send(bytes([n % 251]) * n) for n in sizes]
+            assert ids == [1, 2, 3, 4, 5]
+            assert await b.send(b"from b") == 1
+            orders = []
+            for service in (a, b, c):
+                got = [await service.receive(timeout=10) for _ in range(6)]
+                orders.append([(d.sender, d.msg_id, d.data) for d in got])
+            assert orders[0] == orders[1] == orders[2]
+            assert sorted(len(data) for _, _, data in orders[0]) == sorted([*sizes, 6])
+            assert ("m2", 1, b"from b") in orders[0]
+            with pytest.raises(LocalProtocolError, match="at most 512 bytes"):
+                await a.send(b"x" * (MAX_DATA_SIZE + 1))
+            with pytest.raises(LocalProtocolError):
+                await a.send("text")  # type: ignore[arg-type]
+            with pytest.raises(TimedOutError) as waited:
+                await a.receive(timeout=0.05)
+            assert isinstance(waited.value, TimeoutError)
+            assert isinstance(waited.value.__cause__, TimeoutError)
+            await c.send(b"last")
+            await until(lambda: not a._deliveries.empty())
+            await a.close()
+            await a.close()  # idempotent
+            assert a.closed
+            # What had arrived is still received, then the service says it is closed.
+            assert (await a.receive()).data == b"last"
+            with pytest.raises(ClosedError):
+                await a.receive()
+            with pytest.raises(ClosedError):
+                await a.send(b"late")
+            with pytest.raises(ClosedError):
+                a.initiate_snapshot()
+            assert [d async for d in a] == []  # iteration ends
+            assert [e async for e in a.events()] == []
+        assert b.closed and c.closed  # closed on the way out of ``async with``
+
+    run(main())
+
+
+def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> None:
+    async def main() -> None:
+        g = Group(3)
+        await g.start()
+        a = g.services[1]
+        sid = a.initiate_snapshot()
+        assert a.node is not None and a.node.snapshot.active
+        # The snapshot holds new multicasts back: send waits, then has its id.
+        assert await asyncio.wait_for(a.send(b"held"), 10) == 1
+        await until(lambda: len(g.snapshots().get(sid, {})) == 3)
+        await until(lambda: all(len(g.delivered(m)) == 1 for m in (1, 2, 3)))
+        assert all(g.delivered(m)[0].data == b"held" for m in (1, 2, 3))
+        dones = [e for e in g.events[2] if isinstance(e, SnapshotDone)]
+        assert [d.snapshot_id for d in dones] == [sid]  # from events(), not receive()
+        await g.close()
+
+    run(main())
+
+
+def test_opening_failures_are_network_errors_with_their_cause(run: Runner) -> None:
+    async def main() -> None:
+        taken = udp_socket("127.0.0.1", 0)
+        port = taken.getsockname()[1]
+        members = members_from([("a", ("127.0.0.1", port)), ("b", ("127.0.0.1", port + 1))])
+        with pytest.raises(NetworkError) as caught:
+            await open_isis(IsisConfig(me=1, members=members), wire=sealed_wire())
+        assert isinstance(caught.value.__cause__, OSError) and isinstance(caught.value, OSError)
+        taken.close()
+        nowhere = members_from([("a", ("no-such-host.invalid", 7001)), ("b", ("127.0.0.1", 1))])
+        with pytest.raises(NetworkError):
+            await open_isis(IsisConfig(me=1, members=nowhere), wire=sealed_wire())
+
+    run(main())

@@ -46,8 +46,9 @@ from gossamer.wire import isis as isis_wire
 LOCALHOST = "127.0.0.1"
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
-ISIS_SECRET = 0x5EC73E71  # ISIS carries one uint32 per message
-SECRETS = [ISIS_SECRET.to_bytes(4, "big"), b"gossip-secret-text", b"link-secret-payload"]
+ISIS_SECRET = b"isis-secret-job"  # ISIS carries bytes (the original wire: a uint32)
+ORIGINAL_SECRET = 0x5EC73E71  # the original wire carries one uint32 per message
+SECRETS = [ISIS_SECRET, b"gossip-secret-text", b"link-secret-payload"]
 
 
 @dataclass
@@ -128,7 +129,7 @@ class Nodes:
 
     @property
     def udp_ports(self) -> set[int]:
-        ports = {s.local_address[1] for s in self.isis}
+        ports = {s.address[1] for s in self.isis}
         for node in self.discovery:
             ports |= {node.address[1], node.config.listen_port or 0}
         return ports | {n.address[1] for n in self.links if n.transport.value == "udp"}
@@ -159,7 +160,7 @@ async def start_nodes() -> Nodes:
     isis = [
         await open_isis(
             IsisConfig(me=m.id, members=members), sock=sock, wire=wire, on_event=on_isis,
-            event_queue=False, snapshots=False, tracer=Tracer(sink, run="t", node=m.name),
+            snapshots=False, tracer=Tracer(sink, run="t", node=m.name),
         )
         for m, sock in zip(members, socks, strict=True)
     ]
@@ -199,7 +200,7 @@ async def exchange(nodes: Nodes) -> None:
     peer = nodes.discovery[1].address
     await nodes.discovery[0].send(SECRETS[1] + b"/discovery", to=peer)
     for service in nodes.isis:
-        service.multicast(ISIS_SECRET)
+        await service.send(ISIS_SECRET)
     await nodes.gossip[0].send(("text", SECRETS[1].decode()), to=nodes.gossip[1].netid)
     for pull_node, push_node in (nodes.links[0:2], nodes.links[2:4]):
         pull = pull_node.socket("pull", tag="jobs", capacity=10)
@@ -239,7 +240,7 @@ def attack_datagrams(packets: list[Packet], ports: set[int]) -> list[tuple[bytes
         flipped = bytearray(p.payload)
         flipped[len(flipped) // 2] ^= 0x01
         attacks.append((bytes(flipped), p.dst))  # forgeries
-    plain = [isis_wire.encode(isis_wire.DataMessage(sender=1, msg_id=99, data=7)),
+    plain = [isis_wire.encode(isis_wire.DataMessage(sender=1, msg_id=99, data=bytes(4))),
              b"pelotari?", b"aupa!", b"dale!", b"hor?"]  # fmt: skip
     for port in sorted(ports):
         attacks += [(data, (LOCALHOST, port)) for data in plain]
@@ -258,7 +259,7 @@ def test_nothing_can_be_read_or_forged_without_the_key(capture: Capture) -> None
             # Read: nothing of the secrets or of the original wires' plaintext is visible.
             visible = [SECRETS[0], SECRETS[1], SECRETS[2], b"pelotari?", b"hemen nago!",
                        isis_wire.encode(isis_wire.DataMessage(sender=1, msg_id=1,
-                                                              data=ISIS_SECRET))[4:]]  # fmt: skip
+                                                              data=ISIS_SECRET))[4:16]]  # fmt: skip
             for packet in seen:
                 for text in visible:
                     assert text not in packet.payload, (packet.proto, packet.dst, text)
@@ -295,7 +296,7 @@ def test_nothing_can_be_read_or_forged_without_the_key(capture: Capture) -> None
             assert kinds["duplicate"] > 0 and (kinds["forged"] + kinds["malformed"]) > 0
         finally:
             for service in nodes.isis:
-                await service.aclose()
+                await service.close()
             for node in nodes.discovery:
                 node.abort()
             for gossip in nodes.gossip:
@@ -323,12 +324,12 @@ def test_the_capture_sees_plaintext_on_the_original_wire(capture: Capture) -> No
             )
             for m, sock in zip(members, socks, strict=True)
         ]
-        services[0].multicast(ISIS_SECRET)
+        await services[0].send(ORIGINAL_SECRET)
         await asyncio.sleep(1.0)
         for service in services:
-            await service.aclose()
+            await service.close()
 
     aio_loop.run(main())
     ports = {s[1] for s in (m.addr for m in members)}
     payloads = [p.payload for p in capture.packets if p.proto == "udp" and p.dst[1] in ports]
-    assert any(SECRETS[0] in data for data in payloads)
+    assert any(ORIGINAL_SECRET.to_bytes(4, "big") in data for data in payloads)

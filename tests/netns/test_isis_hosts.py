@@ -14,7 +14,7 @@ checks the original lacked are added:
   consistent channel by channel (``gossamer.proto.snapshot.check_cut``).
 
 Retransmission runs ten times faster than the original's 200 ms schedule
-(``--retransmit-initial 20 --retransmit-max 400``) so that the 75 % drop case takes
+(``--retransmit-initial 0.02 --retransmit-max 0.4``) so that the 75 % drop case takes
 seconds rather than a minute; the 2000 ms delays are the original's.
 """
 
@@ -108,9 +108,9 @@ def run_case(
             "--delay",
             str(delay),
             "--retransmit-initial",
-            "20",
+            "0.02",
             "--retransmit-max",
-            "400",
+            "0.4",
             "--out",
             str(out),
             "--run",

@@ -43,7 +43,7 @@ def test_sealed_datagrams_hide_the_plaintext_and_open_at_the_peer() -> None:
     a, b, _ = sealed_pair()
     a.inner.multicast(0x1CEB00DA, 0.0)
     out = a.datagrams_to_send()
-    plain = wire.encode(wire.DataMessage(sender=1, msg_id=1, data=0x1CEB00DA))
+    plain = wire.encode(wire.DataMessage(sender=1, msg_id=1, data=b"\x1c\xeb\x00\xda"))
     to_b = [data for data, addr in out if addr == B_ADDR]
     assert len(to_b) == 1 and plain not in to_b[0] and b"\x1c\xeb\x00\xda" not in to_b[0]
     b.receive_datagram(to_b[0], A_ADDR, 0.0)
@@ -66,7 +66,7 @@ def test_forgeries_and_replays_never_reach_the_core() -> None:
     attacks = [
         sealed,  # a replay of a datagram already accepted
         later,  # altered in flight
-        wire.encode(wire.DataMessage(sender=1, msg_id=2, data=9)),  # the plaintext wire
+        wire.encode(wire.DataMessage(sender=1, msg_id=2, data=bytes(4))),  # the plaintext wire
         b"\x01" + bytes(60),  # envelope-shaped garbage
     ]
     for data in attacks:

@@ -6,6 +6,7 @@ Every run is checked for integrity, validity, agreement and total order (the sum
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,13 @@ from hypothesis import strategies as st
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
+from gossamer.proto.isis import IsisConfig
 from gossamer.sim.run import RunResult, SimRequest, run_simulation
+from gossamer.sim.scenarios import get as get_scenario
+from gossamer.sim.scenarios.isis import TUNABLES
 from gossamer.testing.sim import assert_faults_injected, replay_command
 from gossamer.trace import read_run
+from gossamer.wire.isis import MAX_DATA_SIZE
 
 
 def simulate(
@@ -97,10 +102,10 @@ def test_total_order_agreement_validity_integrity_under_faults_and_a_crash(
         when = data.draw(st.sampled_from([0.0, 0.12, 0.5, 2.0]), label="crash time")
         params["crash"] = f"{crash_node}@{when}"
     if data.draw(st.booleans(), label="batching"):
-        params["batch"] = 1
+        params["batch_delay"] = 0.001
     if data.draw(st.booleans(), label="original flags"):
         params["drop_rate"] = 0.2
-        params["ack_delay"] = 300
+        params["ack_delay"] = 0.3
     faults = FaultPlan(drop=drop, delay=delay_ms / 1000, duplicate=dup, reorder=reorder)
     with tempfile.TemporaryDirectory() as out:
         result = simulate(Path(out), nodes, seed, faults, **params)
@@ -148,7 +153,7 @@ def test_crashed_senders_messages_are_delivered_by_all_survivors_or_none(
 
 
 def test_the_originals_fault_flags_are_traced(tmp_path: Path) -> None:
-    result = simulate(tmp_path, 4, 2, senders=2, messages=3, drop_rate=0.3, ack_delay=200)
+    result = simulate(tmp_path, 4, 2, senders=2, messages=3, drop_rate=0.3, ack_delay=0.2)
     assert_correct(result, expected=6)
     events, _ = read_run(tmp_path)
     drops = [e for e in events if e.kind == "drop" and e.attrs.get("reason") == "injected"]
@@ -171,3 +176,30 @@ def test_bad_parameters_are_config_errors(tmp_path: Path) -> None:
         simulate(tmp_path, 3, 0, crash="n7@1")
     with pytest.raises(ConfigError):
         simulate(tmp_path, 3, 0, drop_rate=2)
+    with pytest.raises(ConfigError):
+        simulate(tmp_path, 3, 0, size=513)
+
+
+def test_bytes_payloads_are_ordered_under_loss_and_batched(tmp_path: Path) -> None:
+    """Payloads of every size up to the maximum, several per datagram, under loss."""
+    faults = FaultPlan(drop=0.2, duplicate=0.05, reorder=0.1)
+    for size in (0, 100, MAX_DATA_SIZE):
+        out = tmp_path / str(size)
+        result = simulate(
+            out, 4, 3, faults, senders=3, messages=6, size=size, interval=0.0001,
+            batch_delay=0.002,
+        )  # fmt: skip
+        assert_correct(result, expected=18)
+        events, _ = read_run(out)
+        delivers = [e for e in events if e.kind == "deliver"]
+        assert delivers and {e.size for e in delivers} == {size}
+        if size < MAX_DATA_SIZE:  # several Data (and their answers) per datagram
+            assert result.summary["datagrams_per_message"] < 12.0
+
+
+def test_tunables_are_the_configurations_fields_with_its_defaults() -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(IsisConfig)}
+    scenario = get_scenario("isis")
+    params = {p.name: p.default for p in scenario.params}
+    for param in TUNABLES:
+        assert params[param.name] == defaults[param.name]

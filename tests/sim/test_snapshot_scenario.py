@@ -102,7 +102,7 @@ def test_every_snapshot_is_consistent_and_keeps_the_invariant(
         "snapshots": data.draw(st.integers(1, 4), label="snapshots"),
         "interval": 0.02,
         "overlap": overlap,
-        "batch": data.draw(st.sampled_from([0, 1]), label="batch ms"),
+        "batch_delay": data.draw(st.sampled_from([0.0, 0.001]), label="batch delay"),
     }
     faults = FaultPlan(drop=drop, duplicate=dup, reorder=reorder, delay=delay_ms / 1000)
     with tempfile.TemporaryDirectory() as out:

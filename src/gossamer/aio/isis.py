@@ -1,61 +1,76 @@
 """ISIS total-order multicast (with Chandy–Lamport snapshots) on a real UDP socket.
 
-A thin public API over ``gossamer.aio.datagram``: the protocol is entirely in
-``gossamer.proto.isis`` and ``gossamer.proto.snapshot``; this module binds the socket,
-resolves the hostfile, and turns local requests into ``driver.call``::
+The public API of total order (``docs/api.md``), over ``gossamer.aio.datagram``: the
+protocol is entirely in ``gossamer.proto.isis`` and ``gossamer.proto.snapshot``; this
+module binds the socket, resolves the members' addresses and turns local requests into
+``driver.call``::
 
-    members = resolve_members(parse_hostfile(text))
-    service = await open_isis(
-        IsisConfig(me=2, members=members), wire=Wire(key=group_key), on_event=print
-    )
-    service.multicast(42)                  # non-blocking, like the spec's multicast()
-    sid = service.initiate_snapshot()
-    ...
-    service.remove_member(3)               # wire to the membership layer's peer_down
-    await service.aclose()
+    config = IsisConfig(me=1, members=members_from([("a", ("localhost", 7001)), ...]))
+    async with gossamer.open_isis(config, wire=Wire(key=group_key)) as isis:
+        msg_id = await isis.send(b"job-1")       # waits only while a snapshot holds it
+        delivered = await isis.receive(timeout=5) # .data, .sender, in the total order
+        async for delivered in isis: ...          # every delivery, until closed
+        sid = isis.initiate_snapshot()            # SnapshotDone comes from events()
 
-Events (``on_event``, or ``async for event in service.events()``): ``Delivered``,
-``Discarded``, ``MemberRemoved`` from ISIS and ``SnapshotDone`` from the snapshots.
+A payload is ``bytes``, up to ``gossamer.wire.isis.MAX_DATA_SIZE`` (512) on the sealed
+wire; on the original wire it is the original's uint32, 4 bytes or an ``int``
+(``gossamer.proto.isis.payload``). Deliveries (:class:`Delivered`) come from
+``receive`` and iteration; the other events (``SnapshotDone``, ``Discarded``,
+``MemberRemoved``) from ``events()``. With ``on_event=`` every event goes to that
+callback instead, right after the input that produced it (the CLI and the lab use it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 import socket
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from gossamer._types import Address
 from gossamer.aio._pump import EventCallback
+from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
+from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
-from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, RemoteProtocolError
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    DecodeError,
+    LocalProtocolError,
+    NetworkError,
+    RemoteProtocolError,
+    TimedOutError,
+)
 from gossamer.proto.core import DatagramLayer
-from gossamer.proto.isis import HostEntry, IsisConfig, IsisCore, Member
+from gossamer.proto.isis import Delivered, HostEntry, IsisConfig, IsisCore, Member
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotNode, Workload
 from gossamer.proto.snapshot.original import ORIGINAL_SNAPSHOT_ID, OriginalSnapshotNode
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire import isis as wire_isis
 from gossamer.wire.mode import Wire
 
-__all__ = ["IsisService", "find_me", "open_isis", "resolve_members"]
+__all__ = ["Delivered", "IsisService", "find_me", "open_isis", "resolve_members"]
 
 
-def resolve_members(entries: Sequence[HostEntry]) -> tuple[Member, ...]:
-    """Members with IPv4 addresses: each hostfile host resolved once, here (I/O)."""
-    members = []
-    for entry in entries:
-        try:
-            ip = socket.gethostbyname(entry.host)
-        except OSError as exc:
-            raise ConfigError(f"cannot resolve hostfile host {entry.host!r}: {exc}") from None
-        members.append(Member(id=entry.id, name=entry.name, addr=(ip, entry.port)))
-    return tuple(members)
+async def resolve_members(members: Sequence[Member | HostEntry]) -> tuple[Member, ...]:
+    """The members with literal addresses: each host name (``localhost`` too) resolved once,
+    here (I/O), to its IPv4 address. ISIS is IPv4 on both wires: the original's wire names
+    IPv4 hosts, and a group shares one address family. A hostfile's entries are numbered
+    members already. Raises ``NetworkError`` (cause: the resolver's error) for a name that
+    does not resolve, and for an IPv6 address."""
+    resolved = []
+    for m in members:
+        host, port = (m.host, m.port) if isinstance(m, HostEntry) else m.addr
+        addr = await resolve((host, port), ipv6=False)
+        resolved.append(Member(id=m.id, name=m.name, addr=addr))
+    return tuple(resolved)
 
 
 def _is_local(ip: str) -> bool:
@@ -263,12 +278,20 @@ class _MarkersFirst(DatagramLayer[OriginalSnapshotNode]):
         self.inner.receive_datagram(data, addr, now)
 
 
-class IsisService:
-    """One running member: the driver and its core. Build with :func:`open_isis`.
+class _End:
+    """Ends the delivery and event queues."""
 
-    ``node`` is the ``SnapshotNode`` around the ISIS core, or ``None`` when the member
-    was opened with ``snapshots=False`` or on the original wire (then the driver pumps
-    ``isis`` directly, or ``markers.node``, the original's snapshot, on the original wire).
+
+_END = _End()
+
+
+class IsisService:
+    """One running member of an ISIS group. Open it with :func:`open_isis`.
+
+    ``address`` is where it listens; ``member`` is this member as the group knows it.
+    ``node`` is the ``SnapshotNode`` around the ISIS core (``None`` when opened with
+    ``snapshots=False``, or on the original wire, where ``markers.node`` is the original's
+    snapshot); ``isis`` is the core, ``driver`` the datagram driver.
     """
 
     def __init__(
@@ -276,48 +299,42 @@ class IsisService:
         driver: DatagramDriver[Any],
         isis: IsisCore,
         node: SnapshotNode | None,
-        markers: _MarkerTransport | None = None,
+        markers: _MarkerTransport | None,
+        *,
+        queues: bool,
     ) -> None:
         self.driver = driver
         self.isis = isis
         self.node = node
         self.markers = markers
+        self.member = next(m for m in isis.config.members if m.id == isis.me)
+        self._sequencer: IsisCore | SnapshotNode | OriginalSnapshotNode = isis
+        if node is not None:
+            self._sequencer = node
+        elif markers is not None:
+            self._sequencer = markers.node
+        self._queues = queues
+        self._deliveries: asyncio.Queue[Delivered | _End] = asyncio.Queue()
+        self._events: asyncio.Queue[object] = asyncio.Queue()
+        # Sends held back by a snapshot, oldest first: each gets its msg_id on release.
+        self._held: deque[asyncio.Future[int]] = deque()
+        self._closing = False
+        self._ended = False
+        self._failure: BaseException | None = None  # why the driver stopped, if it failed
+        self._close_task: asyncio.Task[None] | None = None
+        self._watch = asyncio.get_running_loop().create_task(self._watch_driver())
+
+    # -- names ------------------------------------------------------------------------
 
     @property
-    def local_address(self) -> Address:
+    def address(self) -> Address:
+        """The ``(host, port)`` this member listens on."""
         return self.driver.local_address
 
-    def multicast(self, data: int) -> int | None:
-        """Multicast ``data`` (uint32); returns its msg_id, or ``None`` while a snapshot
-        holds new messages back. Never blocks."""
-        sequencer: IsisCore | SnapshotNode | OriginalSnapshotNode = self.isis
-        if self.node is not None:
-            sequencer = self.node
-        elif self.markers is not None:
-            sequencer = self.markers.node
-        return self.driver.call(lambda now: sequencer.multicast(data, now))
-
-    def initiate_snapshot(self) -> int:
-        """Start a Chandy–Lamport snapshot here; returns its id. On the original wire it
-        is the original's one snapshot per lifetime (markers over TCP, id 1)."""
-        markers = self.markers
-        if markers is not None:
-            markers.send_to(self.driver.call(markers.node.initiate))
-            return ORIGINAL_SNAPSHOT_ID
-        if self.node is None:
-            raise LocalProtocolError("this member was opened without snapshots")
-        return self.driver.call(self.node.initiate_snapshot)
-
-    def remove_member(self, member: int) -> None:
-        """The membership layer's ``peer_down``: ``member`` crashed."""
-        node = self.node
-        if node is None:
-            self.driver.call(lambda now: self.isis.remove_member(member, now))
-        else:
-            self.driver.call(lambda now: node.remove_member(member, now))
-
-    def events(self) -> AsyncIterator[object]:
-        return self.driver.events()
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called or the driver stopped."""
+        return self._closing or self.driver.closed
 
     @property
     def rejected(self) -> Counter[str]:
@@ -334,40 +351,199 @@ class IsisService:
         busy = busy or (self.markers is not None and self.markers.node.busy)
         return self.isis.quiescent and not busy
 
-    def close(self) -> None:
+    # -- send ---------------------------------------------------------------------------
+
+    async def send(self, data: bytes | int) -> int:
+        """Multicast ``data`` to the group in total order; returns its ``msg_id`` (1, 2, ...
+        for this member). It is delivered later, here too.
+
+        ``data`` is ``bytes`` up to ``wire.isis.MAX_DATA_SIZE``; on the original wire the
+        original's uint32 (4 bytes, or an ``int``). Anything else raises
+        ``LocalProtocolError`` before it reaches the wire. Waits only while a snapshot
+        holds new multicasts back; raises ``ClosedError`` once the service is closed.
+        """
+        self._require_open()
+        sequencer = self._sequencer
+        msg_id = self.driver.call(lambda now: sequencer.multicast(data, now))
+        if msg_id is not None:
+            return msg_id
+        held: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._held.append(held)
+        return await held
+
+    def _released(self, msg_id: int, data: bytes, now: float) -> None:
+        # The snapshot layers release held multicasts in order, and multicast at once
+        # only when nothing is held: the oldest waiting send is this one.
+        if self._held:
+            future = self._held.popleft()
+            if not future.done():
+                future.set_result(msg_id)
+
+    # -- receive ------------------------------------------------------------------------
+
+    async def receive(self, timeout: float | None = None) -> Delivered:
+        """The next message delivered in the total order.
+
+        Raises ``TimedOutError`` when none comes within ``timeout`` seconds, and, once
+        the service is closed and what had arrived was received, ``ClosedError``.
+        """
+        self._require_queues()
+        queue = self._deliveries
+        if queue.empty() and self._ended:
+            raise self._closed_error("the service is closed: nothing more will be delivered")
+        try:
+            async with asyncio.timeout(timeout):
+                item = await queue.get()
+        except TimeoutError as exc:
+            raise TimedOutError("no delivery in time", timeout=timeout) from exc
+        if isinstance(item, _End):
+            queue.put_nowait(item)  # every other receiver ends too
+            raise self._closed_error("the service is closed: nothing more will be delivered")
+        return item
+
+    def __aiter__(self) -> AsyncIterator[Delivered]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Delivered]:
+        while True:
+            try:
+                yield await self.receive()
+            except ClosedError:
+                return
+
+    async def events(self) -> AsyncIterator[object]:
+        """The other notifications, in order, until the service closes: ``SnapshotDone``
+        (this member's part of a snapshot), ``Discarded`` (a crashed sender's message
+        the survivors agreed to drop) and ``MemberRemoved``."""
+        self._require_queues()
+        while True:
+            item = await self._events.get()
+            if isinstance(item, _End):
+                self._events.put_nowait(item)
+                return
+            yield item
+
+    def _on_event(self, event: object) -> None:
+        if isinstance(event, Delivered):
+            self._deliveries.put_nowait(event)
+        else:
+            self._events.put_nowait(event)
+
+    # -- snapshots and membership ---------------------------------------------------------
+
+    def initiate_snapshot(self) -> int:
+        """Start a Chandy–Lamport snapshot here; returns its id. Every member's part comes
+        as a ``SnapshotDone`` from its ``events()``. On the original wire it is the
+        original's one snapshot per lifetime (markers over TCP, id 1)."""
+        self._require_open()
+        markers = self.markers
+        if markers is not None:
+            markers.send_to(self.driver.call(markers.node.initiate))
+            return ORIGINAL_SNAPSHOT_ID
+        node = self.node
+        if node is None:
+            raise LocalProtocolError("this member was opened without snapshots")
+        return self.driver.call(node.initiate_snapshot)
+
+    def remove_member(self, member: int) -> None:
+        """The membership layer's ``peer_down``: ``member`` (an id) crashed."""
+        self._require_open()
+        node = self.node
+        if node is None:
+            self.driver.call(lambda now: self.isis.remove_member(member, now))
+        else:
+            self.driver.call(lambda now: node.remove_member(member, now))
+
+    # -- close --------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop: nothing more is sent or delivered. Idempotent. ``receive`` still returns
+        what had arrived, then raises ``ClosedError``; iteration and ``events()`` end;
+        sends still held back by a snapshot raise ``ClosedError``."""
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        self._closing = True
+        if self.markers is not None:
+            await self.markers.close()
+        self.driver.close()
+        await self._watch
+
+    def abort(self) -> None:
+        """Close at once, without waiting (a process on its way out)."""
+        self._closing = True
         self.driver.close()
         if self.markers is not None:
             asyncio.get_running_loop().create_task(self.markers.close())
 
-    async def aclose(self) -> None:
-        if self.markers is not None:
-            await self.markers.close()
-        self.driver.close()
-        await self.driver.wait_closed()
+    async def _watch_driver(self) -> None:
+        # The driver stops on close() or on its own (a bug in a core or callback): either
+        # way deliveries and events end, and held sends learn they never will be sent.
+        failure: BaseException | None = None
+        try:
+            await self.driver.wait_closed()
+        except Exception as exc:
+            failure = exc
+        self._closing = True
+        self._ended = True
+        self._failure = failure
+        self._deliveries.put_nowait(_END)
+        self._events.put_nowait(_END)
+        while self._held:
+            future = self._held.popleft()
+            if not future.done():
+                future.set_exception(self._closed_error("closed before a snapshot released it"))
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _closed_error(self, reason: str) -> ClosedError:
+        error = ClosedError(reason)
+        error.__cause__ = self._failure
+        return error
+
+    def _require_open(self) -> None:
+        if self.closed:
+            raise self._closed_error("the service is closed")
+
+    def _require_queues(self) -> None:
+        if not self._queues:
+            raise ConfigError("this service was opened with on_event: events go to it")
 
 
-async def open_isis(
+def _bind(addr: Address) -> socket.socket:
+    """A UDP socket bound to this member's address."""
+    host, port = addr
+    try:
+        return udp_socket(host, port)
+    except OSError as exc:
+        raise NetworkError(
+            f"cannot bind UDP {host}:{port}: {exc.strerror or exc}", host=host, port=port
+        ) from exc
+
+
+def open_isis(
     config: IsisConfig,
     *,
+    wire: Wire | None = None,
     tracer: Tracer | None = None,
     rng: random.Random | None = None,
     faults: FaultInjector | None = None,
+    snapshots: bool = True,
     snapshot_config: SnapshotConfig | None = None,
     workload: Workload | None = None,
     on_event: EventCallback | None = None,
-    event_queue: bool | None = None,
     sock: socket.socket | None = None,
-    snapshots: bool = True,
-    wire: Wire | None = None,
     snapshot_port: int = wire_isis.SNAPSHOT_PORT,
-) -> IsisService:
-    """Bind this member's address (or use ``sock``) and start the member.
+) -> Opening[IsisService]:
+    """Open this member of the group ``config`` describes: ``await`` it for the started
+    service, or use it with ``async with`` to close it on the way out.
 
-    ``tracer`` defaults to one that discards events; ``rng`` (fault draws) to a
-    generator seeded with 11 plus the member id (the original seeded every process with
-    11). ``faults`` injects network faults (drop, duplicate, delay, reorder) around the
-    socket; the original's own flags are in ``config.faults``. ``snapshots=False`` runs
-    the bare ISIS core (a little less work per datagram, no snapshots).
+    The members' addresses may be host names (``localhost`` too): they are resolved when
+    the service starts (:func:`resolve_members`). It binds this member's address (or
+    uses ``sock``); a port in use or a name that does not resolve is a ``NetworkError``
+    whose cause is the ``OSError``.
 
     ``wire`` carries the group key: the default, sealed, wire puts every datagram in the
     envelope and needs it (there is no default key). On the original wire (``config.wire``
@@ -375,7 +551,39 @@ async def open_isis(
     its snapshots are the original's (``gossamer.proto.snapshot.original``): markers over
     TCP, to and from port ``snapshot_port`` (the original's 10002) of each member, one
     snapshot per lifetime, so that original members can start one in a mixed group.
+
+    ``tracer`` defaults to one that discards events; ``rng`` (fault draws) to a
+    generator seeded with 11 plus the member id (the original seeded every process with
+    11). ``faults`` injects network faults (drop, duplicate, delay, reorder) around the
+    socket; the original's own flags are ``config.drop_rate`` and ``config.ack_delay``.
+    ``snapshots=False`` runs the bare ISIS core. ``snapshot_config`` defaults to the
+    core's retransmission schedule and drop rate; ``workload`` is the application as the
+    snapshots see it (``gossamer.proto.snapshot.Workload``). ``on_event`` takes every
+    event instead of ``receive``/``events()``.
     """
+    return Opening(
+        lambda: _start(
+            config, wire=wire, tracer=tracer, rng=rng, faults=faults, snapshots=snapshots,
+            snapshot_config=snapshot_config, workload=workload, on_event=on_event,
+            sock=sock, snapshot_port=snapshot_port,
+        )
+    )  # fmt: skip
+
+
+async def _start(
+    config: IsisConfig,
+    *,
+    wire: Wire | None,
+    tracer: Tracer | None,
+    rng: random.Random | None,
+    faults: FaultInjector | None,
+    snapshots: bool,
+    snapshot_config: SnapshotConfig | None,
+    workload: Workload | None,
+    on_event: EventCallback | None,
+    sock: socket.socket | None,
+    snapshot_port: int,
+) -> IsisService:
     wire = Wire(mode=config.wire) if wire is None else wire
     if wire.mode is not config.wire:
         raise ConfigError(
@@ -383,6 +591,9 @@ async def open_isis(
             wire=wire.mode.value,
             config=config.wire.value,
         )
+    members = await resolve_members(config.members)
+    if members != config.members:
+        config = dataclasses.replace(config, members=members)
     me = next(m for m in config.members if m.id == config.me)
     if tracer is None:
         tracer = Tracer(NullSink(), run="isis", node=me.name)
@@ -390,7 +601,7 @@ async def open_isis(
         rng = random.Random(11 + config.me)
     core = IsisCore(config, tracer=tracer, rng=rng)
     if sock is None:
-        sock = udp_socket(me.addr[0], me.addr[1])
+        sock = _bind(me.addr)
     node = original = None
     inner: IsisCore | SnapshotNode | OriginalSnapshotNode = core
     if snapshots and wire.sealed:
@@ -407,19 +618,46 @@ async def open_isis(
             markers.listen(me.addr[0])
         except OSError as exc:
             sock.close()
-            raise ConfigError(
+            raise NetworkError(
                 f"cannot listen for snapshot markers on TCP {me.addr[0]}:{snapshot_port}: "
-                f"{exc.strerror} (pass snapshots=False to run without them)"
-            ) from None
+                f"{exc.strerror} (pass snapshots=False to run without them)",
+                port=snapshot_port,
+            ) from exc
         pumped = _MarkersFirst(original, markers)
-    driver = await open_datagram(
-        seal_core(pumped, wire, sender=me.name, tracer=tracer, layer="isis"),
-        sock,
-        on_event=on_event,
-        event_queue=event_queue,
-        faults=faults,
-        tracer=tracer,
-    )
+    # The service, which routes events, needs the driver: what comes before it waits.
+    routed: list[IsisService] = []
+    early: list[object] = []
+
+    def route(event: object) -> None:
+        if on_event is not None:
+            on_event(event)
+        elif routed:
+            routed[0]._on_event(event)
+        else:
+            early.append(event)
+
+    try:
+        driver = await open_datagram(
+            seal_core(pumped, wire, sender=me.name, tracer=tracer, layer="isis"),
+            sock,
+            on_event=route,
+            event_queue=False,
+            faults=faults,
+            tracer=tracer,
+        )
+    except BaseException:
+        sock.close()
+        if markers is not None:
+            await markers.close()
+        raise
     if markers is not None:
         markers.driver = driver
-    return IsisService(driver, core, node, markers)
+    service = IsisService(driver, core, node, markers, queues=on_event is None)
+    routed.append(service)
+    for event in early:
+        service._on_event(event)
+    if node is not None:
+        node.on_multicast = service._released
+    elif original is not None:
+        original.on_multicast = service._released
+    return service

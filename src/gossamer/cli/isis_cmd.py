@@ -1,9 +1,12 @@
 """``gossamer isis``: one member of an ISIS group, like the original program (reference (a)).
 
-    gossamer isis --hostfile F --senders A,B --msg-count N --drop-rate P --delay MS \\
+    gossamer isis --hostfile F --senders A,B --msg-count N --drop-rate P --ack-delay S \\
                   --initiate-snapshot-count K [--wire sealed|original] [--key-file KEY]
 
-The original's own spellings (``--msgCount``, ``--dropRate``, ``--initiateSnapshotCount``,
+Every tunable of ``IsisConfig`` is an option of the same name and unit (seconds, bytes,
+probabilities): ``--retransmit-initial``, ``--retransmit-max``, ``--drop-rate``,
+``--ack-delay``, ``--batch-delay``, ``--batch-bytes``. The original's own spellings
+(``--msgCount``, ``--dropRate``, ``--delay`` in milliseconds, ``--initiateSnapshotCount``,
 ``--v``) are accepted too, so its command lines run unchanged with ``--wire original``
 (``docs/interop.md``). The default wire is sealed and needs the group key (``--key-file``
 or ``GOSSAMER_KEY``).
@@ -14,7 +17,7 @@ printed on standard output exactly as the original logs it::
 
     delivering dataMsg: type: 1, sender: S, msg_id: M, data: D, finalSeqId: F, finalSeqProposer: P
 
-``--drop-rate`` drops received datagrams of every type, ``--delay`` holds back a random
+``--drop-rate`` drops received datagrams of every type, ``--ack-delay`` holds back a random
 half of the Acks and SeqAcks (without stalling anything else); each such fault is
 reported on standard error as the original does (``dropping AckMsg from: beta``,
 ``delaying messageType: SeqAckMsg by 2000ms``). ``--dup-rate`` and ``--reorder-rate``
@@ -52,14 +55,14 @@ from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import (
+    TUNABLES,
     Delivered,
-    FaultFlags,
     IsisConfig,
     MemberRemoved,
-    RetransmitSchedule,
     parse_hostfile,
+    tunable_defaults,
 )
-from gossamer.proto.snapshot import SnapshotConfig, SnapshotDone
+from gossamer.proto.snapshot import SnapshotDone
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
@@ -67,6 +70,37 @@ __all__ = ["add_parser", "main", "run"]
 
 _REFUSALS_SHOWN = 5
 _REFUSALS_EVERY = 1000
+#: The original's spellings of tunables, and the factor from its unit to gossamer's.
+_ORIGINAL_SPELLINGS: dict[str, tuple[str, float]] = {
+    "drop_rate": ("--dropRate", 1.0),
+    "ack_delay": ("--delay", 0.001),  # milliseconds in the original
+}
+
+
+def _scaled(factor: float) -> Any:
+    def parse(text: str) -> float:
+        return float(text) * factor
+
+    return parse
+
+
+def _add_tunables(p: argparse.ArgumentParser) -> None:
+    """One option per ``IsisConfig`` tunable: its name, unit and default."""
+    for name, default in tunable_defaults().items():
+        flag = "--" + name.replace("_", "-")
+        kind = type(default)
+        # The unit, as TUNABLES states it first: "seconds ...", "bytes: ...", "probability".
+        unit = TUNABLES[name].split()[0].rstrip(":").upper()
+        p.add_argument(flag, type=kind, default=default, dest=name, metavar=unit,
+                       help=f"{TUNABLES[name]} (default {default})")  # fmt: skip
+        original = _ORIGINAL_SPELLINGS.get(name)
+        if original is not None:
+            spelling, factor = original
+            in_ms = factor != 1.0
+            p.add_argument(spelling, type=_scaled(factor), dest=name,
+                           metavar="MS" if in_ms else unit,
+                           help=f"the original's spelling of {flag}"
+                           + (", in milliseconds" if in_ms else ""))  # fmt: skip
 
 
 def add_parser(commands: Any) -> None:
@@ -87,20 +121,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument(
         "--msg-count", "--msgCount", type=int, default=0, help="messages each sender multicasts"
     )
-    p.add_argument(
-        "--drop-rate",
-        "--dropRate",
-        type=float,
-        default=0.0,
-        help="probability that a received datagram is dropped (every type)",
-    )
-    p.add_argument(
-        "--delay",
-        type=float,
-        default=0.0,
-        metavar="MS",
-        help="delay a random half of the Acks and SeqAcks by MS milliseconds",
-    )
+    _add_tunables(p)
     p.add_argument(
         "--initiate-snapshot-count",
         "--initiateSnapshotCount",
@@ -132,30 +153,8 @@ def add_parser(commands: Any) -> None:
         "--interval",
         type=float,
         default=0.0,
-        metavar="MS",
+        metavar="SECONDS",
         help="pause between a sender's multicasts (default 0, as the original)",
-    )
-    p.add_argument(
-        "--retransmit-initial",
-        type=float,
-        default=200.0,
-        metavar="MS",
-        help="first retransmission interval (default 200, doubling)",
-    )
-    p.add_argument(
-        "--retransmit-max",
-        type=float,
-        default=4000.0,
-        metavar="MS",
-        help="the schedule restarts when the interval would exceed this (4000)",
-    )
-    p.add_argument(
-        "--batch-delay",
-        type=float,
-        default=0.0,
-        metavar="MS",
-        help="let messages to one member wait MS ms to share a datagram "
-        "(gossamer members only; default 0, one message per datagram)",
     )
     p.add_argument(
         "--v",
@@ -215,10 +214,11 @@ class _EchoSink:
 
 
 def _validate(args: argparse.Namespace) -> None:
-    for name in ("drop_rate", "dup_rate", "reorder_rate"):
+    # The tunables are IsisConfig's to check; these are the command's own.
+    for name in ("dup_rate", "reorder_rate"):
         if not 0.0 <= getattr(args, name) <= 1.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be a probability in [0, 1]")
-    for name in ("msg_count", "initiate_snapshot_count", "delay", "interval", "batch_delay"):
+    for name in ("msg_count", "initiate_snapshot_count", "interval"):
         if getattr(args, name) < 0:
             raise ConfigError(f"--{name.replace('_', '-')} must not be negative")
     if args.snapshot_repeat < 1:
@@ -230,8 +230,10 @@ def _validate(args: argparse.Namespace) -> None:
                 "snapshot per lifetime (its markers carry no snapshot id)"
             )
         if args.batch_delay:
-            raise ConfigError("--batch-delay is refused with --wire original (one message "
-                              "per datagram is all the original reads)")
+            raise ConfigError(
+                "--batch-delay is refused with --wire original (one message "
+                "per datagram is all the original reads)"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,7 +246,8 @@ async def _main(args: argparse.Namespace) -> int:
         text = args.hostfile.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read the hostfile: {exc}") from None
-    members = resolve_members(parse_hostfile(text))
+    wire = wire_from_args(args)
+    members = await resolve_members(parse_hostfile(text))
     me = find_me(members, args.me)
     names = {m.name for m in members}
     senders = [s for s in args.senders.split(",") if s]
@@ -252,16 +255,11 @@ async def _main(args: argparse.Namespace) -> int:
         if sender not in names:
             raise ConfigError(f"--senders names {sender!r}, which is not in the hostfile")
     expected = len(set(senders)) * args.msg_count
-    wire = wire_from_args(args)
     config = IsisConfig(
         wire=wire.mode,
         me=me.id,
         members=members,
-        retransmit=RetransmitSchedule(
-            initial=args.retransmit_initial / 1000, maximum=args.retransmit_max / 1000
-        ),
-        faults=FaultFlags(drop_rate=args.drop_rate, delay=args.delay / 1000),
-        batch_delay=args.batch_delay / 1000,
+        **{name: getattr(args, name) for name in TUNABLES},
     )
     inner_sink: JsonlSink | NullSink = NullSink()
     if args.out is not None:
@@ -308,13 +306,7 @@ async def _main(args: argparse.Namespace) -> int:
         tracer=tracer,
         rng=random.Random(args.seed + me.id),
         faults=faults,
-        snapshot_config=SnapshotConfig(
-            retransmit_initial=args.retransmit_initial / 1000,
-            retransmit_maximum=args.retransmit_max / 1000,
-            drop_rate=args.drop_rate,
-        ),
         on_event=on_event,
-        event_queue=False,
         wire=wire,
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -328,12 +320,12 @@ async def _main(args: argparse.Namespace) -> int:
     try:
         if is_sender:
             for i in range(1, args.msg_count + 1):
-                service.multicast(i + 10)
+                await service.send(i + 10)  # the original's uint32 values
                 # The original starts its snapshot when i > K, right after queueing K+1.
                 if every and i > every and (i - 1) % every == 0:
                     start_snapshot()
                 if args.interval:
-                    await asyncio.sleep(args.interval / 1000)
+                    await asyncio.sleep(args.interval)
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.05)
@@ -347,7 +339,7 @@ async def _main(args: argparse.Namespace) -> int:
             ):
                 break
     finally:
-        await service.aclose()
+        await service.close()
         if isinstance(inner_sink, JsonlSink):
             inner_sink.close()
     return 0

@@ -392,7 +392,7 @@ class LabNode:
                 me=me, members=members, wire=self.wire.mode, **c.isis.protocol
             ),
             tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
-            workload=workload, on_event=self._on_isis, event_queue=False,
+            workload=workload, on_event=self._on_isis,
             snapshots=c.isis.snapshots, wire=self.wire,
         )
 
@@ -500,13 +500,16 @@ class LabNode:
 
     async def _isis_send(self, k: int) -> None:
         assert self.isis is not None
+        data: bytes | int = k + 1
         if self.bank is not None:
-            data = self.bank.next_transfer()
-            if data is None:
+            transfer = self.bank.next_transfer()
+            if transfer is None:
                 return
-        else:
-            data = k + 1
-        self.isis.multicast(data)
+            data = transfer
+        try:
+            await self.isis.send(data)  # waits while a snapshot holds multicasts back
+        except ClosedError:
+            return  # stopped while held back: never sent
         self.counts.sent += 1
 
     async def _snapshot(self, k: int) -> None:
@@ -592,7 +595,7 @@ class LabNode:
         if self.discovery is not None:
             self.discovery.abort()
         if self.isis is not None:
-            self.isis.close()
+            self.isis.abort()
         if self.store is not None:
             self.store.close()
         self.sink.close()
@@ -613,7 +616,7 @@ class LabNode:
         if self.discovery is not None:
             await self.discovery.close()  # agur! to every peer
         if self.isis is not None:
-            await self.isis.aclose()
+            await self.isis.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link_node is not None:

@@ -8,8 +8,7 @@ fields of the core's config dataclass (:class:`~gossamer.proto.discovery.core.Di
 the link :class:`~gossamer.proto.link.LinkConfig`,
 :class:`~gossamer.proto.gateway.core.GatewayConfig`). Every such field can be set, except
 the ``managed`` ones the node derives from the rest of the file (addresses, ports, member
-lists, the key and the wire). A nested dataclass field is a sub-table
-(``[isis.retransmit]``).
+lists, the key and the wire). A nested dataclass field is a sub-table.
 
 Nothing here names a protocol field other than the managed ones and the lab's defaults:
 :func:`gossamer.params.overrides` reads the dataclass's fields and type hints, so a field

@@ -1,14 +1,31 @@
 """Wire format of ISIS total-order multicast and its Chandy–Lamport snapshot markers.
 
-Byte for byte the layout of the original (reference (a) "Wire formats"): fixed-size
-structs of big-endian ``uint32`` fields, ``type`` first, one message per UDP datagram::
+Byte for byte the layout of the original (reference (a) "Wire formats"): structs of
+big-endian ``uint32`` fields, ``type`` first, one message per UDP datagram::
 
-    DataMessage    (type 1, 16 B)  type | sender | msg_id | data
+    DataMessage    (type 1, 16 B)  type | sender | msg_id | data (4 bytes: the uint32)
     AckMessage     (type 2, 20 B)  type | sender | msg_id | proposed_seq | proposer
     SeqMessage     (type 3, 20 B)  type | sender | msg_id | final_seq | final_seq_proposer
     SeqAckMessage  (type 4, 16 B)  type | sender | msg_id | ack_sender
     MarkerMessage  (type 5,  8 B)  type | sender
     SnapshotMarker (type 6, 12 B)  type | sender | snapshot_id          (gossamer extension)
+    DataMessage    (type 7, 16 B + n)  type | sender | msg_id | n | data (n bytes)
+                                                                          (gossamer extension)
+
+A ``DataMessage`` carries ``bytes``. The original's payload is one ``uint32``: its
+4 big-endian bytes are exactly the field, so a 4-byte payload is encoded as type 1,
+byte for byte the original's message, and any other length (0 to
+:data:`MAX_DATA_SIZE`) as type 7, the same fields and a ``uint32`` length before the
+bytes. The encoding is canonical (a 4-byte payload is never type 7), so decoding and
+re-encoding give the same bytes. Only gossamer members on the sealed wire send type 7;
+a core on the original wire refuses payloads that are not 4 bytes before they are sent.
+
+Why :data:`MAX_DATA_SIZE` is 512: gossamer members batch several messages into one
+datagram of at most ``IsisConfig.batch_bytes`` (1,400 bytes by default), which the
+envelope then seals (55 bytes plus the member's name), so that a sealed datagram fits
+an Ethernet payload (1,472 bytes) unfragmented. A 512-byte payload makes a 528-byte
+message: two of the largest, with their Acks and Seqs, still share one datagram, and
+smaller ones share it by the dozen.
 
 ``sender`` in Ack, Seq and SeqAck is the sender *of the data message* (the original
 routes replies by the ids inside messages, not by the UDP source address). Ids are
@@ -38,6 +55,7 @@ from gossamer.errors import DecodeError
 from gossamer.wire.buffer import Buffer
 
 __all__ = [
+    "MAX_DATA_SIZE",
     "MAX_SIZE",
     "MULTICAST_PORT",
     "SNAPSHOT_PORT",
@@ -62,6 +80,10 @@ MULTICAST_PORT = 10001
 SNAPSHOT_PORT = 10002
 
 _U32_MAX = (1 << 32) - 1
+#: The largest payload of one multicast (module docstring: why 512).
+MAX_DATA_SIZE = 512
+#: The original's payload: one uint32, 4 bytes.
+ORIGINAL_DATA_SIZE = 4
 
 
 class IsisType(IntEnum):
@@ -71,15 +93,19 @@ class IsisType(IntEnum):
     SEQ_ACK = 4
     MARKER = 5
     SNAPSHOT_MARKER = 6
+    DATA_BYTES = 7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DataMessage:
-    """A multicast payload from ``sender``, its ``msg_id``-th (1-based per sender)."""
+    """A multicast payload from ``sender``, its ``msg_id``-th (1-based per sender).
+
+    ``data`` is the payload, 0 to :data:`MAX_DATA_SIZE` bytes; the original's uint32 is
+    its 4 big-endian bytes (type 1 on the wire, any other length type 7)."""
 
     sender: int
     msg_id: int
-    data: int
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +156,7 @@ IsisMessage = DataMessage | AckMessage | SeqMessage | SeqAckMessage | MarkerMess
 
 # type -> (struct of the fields after ``type``, dataclass, field names in wire order)
 _LAYOUTS: dict[IsisType, tuple[struct.Struct, type[IsisMessage], tuple[str, ...]]] = {
-    IsisType.DATA: (struct.Struct(">III"), DataMessage, ("sender", "msg_id", "data")),
+    IsisType.DATA: (struct.Struct(">II4s"), DataMessage, ("sender", "msg_id", "data")),
     IsisType.ACK: (
         struct.Struct(">IIII"),
         AckMessage,
@@ -147,34 +173,68 @@ _LAYOUTS: dict[IsisType, tuple[struct.Struct, type[IsisMessage], tuple[str, ...]
 }
 _TYPE_OF: dict[type[IsisMessage], IsisType] = {cls: kind for kind, (_, cls, _) in _LAYOUTS.items()}
 _U32 = struct.Struct(">I")
+#: Type 7 after ``type``: sender, msg_id, the payload's length; then the payload.
+_DATA_BYTES = struct.Struct(">III")
+#: Bytes of a type 7 message before its payload.
+DATA_HEADER_SIZE = 4 + _DATA_BYTES.size
 
-#: The largest message (Ack and Seq, 20 bytes): a big enough receive buffer.
-MAX_SIZE = 4 + max(layout.size for layout, _, _ in _LAYOUTS.values())
+#: The largest message (a Data of :data:`MAX_DATA_SIZE` bytes): a big enough receive buffer.
+MAX_SIZE = DATA_HEADER_SIZE + MAX_DATA_SIZE
+
+
+def _kind(raw: int, offset: int) -> IsisType:
+    try:
+        return IsisType(raw)
+    except ValueError:
+        raise DecodeError(f"unknown message type {raw}", offset=offset) from None
+
+
+def _data_length(length: int, offset: int) -> int:
+    if length > MAX_DATA_SIZE or length == ORIGINAL_DATA_SIZE:
+        # 4 bytes are always type 1 (canonical encoding); more is over the limit.
+        raise DecodeError(
+            f"a type 7 payload of {length} bytes (0 to {MAX_DATA_SIZE}, never 4)",
+            offset=offset,
+            length=length,
+        )
+    return length
 
 
 def message_size(prefix: bytes) -> int | None:
     """Total size of the message whose first bytes are ``prefix``.
 
-    Returns ``None`` while fewer than 4 bytes are known. Raises ``DecodeError`` for an
-    unknown type. Lets a stream reader know how many bytes to wait for.
+    Returns ``None`` while too few bytes are known (4, or 16 for a type 7 Data, whose
+    length field says the rest). Raises ``DecodeError`` for an unknown type or a payload
+    length out of bounds. Lets a stream reader know how many bytes to wait for.
     """
     if len(prefix) < 4:
         return None
-    raw = int(_U32.unpack_from(prefix)[0])
-    try:
-        kind = IsisType(raw)
-    except ValueError:
-        raise DecodeError(f"unknown message type {raw}", offset=0) from None
+    kind = _kind(int(_U32.unpack_from(prefix)[0]), 0)
+    if kind is IsisType.DATA_BYTES:
+        if len(prefix) < DATA_HEADER_SIZE:
+            return None
+        return DATA_HEADER_SIZE + _data_length(int(_U32.unpack_from(prefix, 12)[0]), 12)
     return 4 + _LAYOUTS[kind][0].size
 
 
 def push_isis(buf: bytearray, msg: IsisMessage) -> None:
-    """Append ``msg`` to ``buf``. Raises ``ValueError`` if a field does not fit in 32 bits."""
+    """Append ``msg`` to ``buf``. Raises ``ValueError`` if a field does not fit in 32 bits
+    or a payload is longer than :data:`MAX_DATA_SIZE`."""
+    if isinstance(msg, DataMessage) and len(msg.data) != ORIGINAL_DATA_SIZE:
+        if len(msg.data) > MAX_DATA_SIZE:
+            raise ValueError(f"a payload of {len(msg.data)} bytes is over {MAX_DATA_SIZE}")
+        for name, value in (("sender", msg.sender), ("msg_id", msg.msg_id)):
+            if not 0 <= value <= _U32_MAX:
+                raise ValueError(f"{name}={value} does not fit in an unsigned 32-bit field")
+        buf += _U32.pack(IsisType.DATA_BYTES)
+        buf += _DATA_BYTES.pack(msg.sender, msg.msg_id, len(msg.data))
+        buf += msg.data
+        return
     kind = _TYPE_OF[type(msg)]
     layout, _, names = _LAYOUTS[kind]
     values = [getattr(msg, name) for name in names]
     for name, value in zip(names, values, strict=True):
-        if not 0 <= value <= _U32_MAX:
+        if isinstance(value, int) and not 0 <= value <= _U32_MAX:
             raise ValueError(f"{name}={value} does not fit in an unsigned 32-bit field")
     buf += _U32.pack(kind)
     buf += layout.pack(*values)
@@ -183,11 +243,12 @@ def push_isis(buf: bytearray, msg: IsisMessage) -> None:
 def pull_isis(buf: Buffer) -> IsisMessage:
     """Read one message from ``buf``, leaving any following bytes. Raises only ``DecodeError``."""
     start = buf.position
-    raw = buf.pull_uint32("type")
-    try:
-        kind = IsisType(raw)
-    except ValueError:
-        raise DecodeError(f"unknown message type {raw}", offset=start) from None
+    kind = _kind(buf.pull_uint32("type"), start)
+    if kind is IsisType.DATA_BYTES:
+        sender = buf.pull_uint32("sender")
+        msg_id = buf.pull_uint32("msg_id")
+        length = _data_length(buf.pull_uint32("payload length"), start + 12)
+        return DataMessage(sender=sender, msg_id=msg_id, data=buf.pull_bytes(length, "payload"))
     layout, cls, names = _LAYOUTS[kind]
     body = buf.pull_bytes(layout.size, f"{kind.name.lower()} message body")
     values = layout.unpack(body)
@@ -203,8 +264,8 @@ def encode(msg: IsisMessage) -> bytes:
 def decode(data: bytes) -> IsisMessage:
     """Decode exactly one datagram; its size must be the exact size of its type.
 
-    Reads at most :data:`MAX_SIZE` bytes whatever the input's length; the rest is
-    reported as trailing bytes.
+    Reads at most one message whatever the input's length; the rest is reported as
+    trailing bytes.
     """
     buf = Buffer(data)
     msg = pull_isis(buf)

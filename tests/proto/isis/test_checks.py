@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gossamer.proto.isis import payload_digest
 from gossamer.proto.isis.checks import (
     Delivery,
     IsisRecord,
@@ -11,14 +12,14 @@ from gossamer.proto.isis.checks import (
 from gossamer.trace import TraceEvent
 
 
-def d(msg: str, seq: int, proposer: int = 1, data: int = 0) -> Delivery:
+def d(msg: str, seq: int, proposer: int = 1, data: str = "") -> Delivery:
     return Delivery(msg=msg, seq=seq, proposer=proposer, data=data)
 
 
 def good() -> IsisRecord:
     order = [d("a/1", 1), d("b/1", 2)]
     return IsisRecord(
-        multicasts={"a": {"a/1": 0}, "b": {"b/1": 0}},
+        multicasts={"a": {"a/1": ""}, "b": {"b/1": ""}},
         deliveries={"a": list(order), "b": list(order), "c": list(order)},
     )
 
@@ -44,8 +45,8 @@ def test_each_property_is_checked() -> None:
     r.deliveries["a"].append(d("a/1", 1))
     assert check_all(r, "abc")[0] == "integrity: a delivered a/1 twice"
     r = good()
-    r.deliveries["a"][0] = d("a/1", 1, data=5)
-    assert "with data 5" in check_all(r, "abc")[0]
+    r.deliveries["a"][0] = d("a/1", 1, data="5a5a")
+    assert "with data 5a5a" in check_all(r, "abc")[0]
     r = good()
     r.deliveries["b"].append(d("z/9", 9))
     assert any("which nobody multicast" in p for p in check_all(r, "abc"))
@@ -60,7 +61,8 @@ def test_record_from_trace_reads_multicast_and_deliver_events() -> None:
             layer="isis",
             kind="multicast",
             msg="a/1",
-            attrs={"data": "11"},
+            size=2,
+            attrs={"digest": payload_digest(b"11")},
         ),
         TraceEvent(
             run="r",
@@ -70,10 +72,12 @@ def test_record_from_trace_reads_multicast_and_deliver_events() -> None:
             kind="deliver",
             msg="a/1",
             seq=4,
-            attrs={"proposer": "2", "data": "11"},
+            size=2,
+            attrs={"proposer": "2", "digest": payload_digest(b"11")},
         ),
         TraceEvent(run="r", node="b", t=1.0, layer="net", kind="fault", attrs={}),
     ]
     record = record_from_trace(events)
-    assert record.multicasts == {"a": {"a/1": 11}}
-    assert record.deliveries == {"b": [Delivery(msg="a/1", seq=4, proposer=2, data=11)]}
+    digest = payload_digest(b"11")
+    assert record.multicasts == {"a": {"a/1": digest}}
+    assert record.deliveries == {"b": [Delivery(msg="a/1", seq=4, proposer=2, data=digest)]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Collection
+from typing import Any
 
 import orjson
 import pytest
@@ -16,13 +17,12 @@ from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.isis import (
     Delivered,
     Discarded,
-    FaultFlags,
     IsisConfig,
     IsisCore,
     Member,
     MemberRemoved,
-    RetransmitSchedule,
     members_from,
+    payload_digest,
 )
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import isis as wire
@@ -35,6 +35,11 @@ def everything(src: int, dst: int, msg: wire.IsisMessage) -> bool:
     return True
 
 
+def u32(value: int) -> bytes:
+    """The original's uint32 payload."""
+    return value.to_bytes(4, "big")
+
+
 def first(data: bytes) -> wire.IsisMessage:
     """The first message of a datagram (a batch holds several)."""
     return wire.pull_isis(Buffer(data))
@@ -43,12 +48,12 @@ def first(data: bytes) -> wire.IsisMessage:
 class Group:
     """``n`` members ``n1``..``n<n>`` (ids 1..n) and the datagrams between them."""
 
-    def __init__(self, n: int, *, faults: FaultFlags | None = None, seed: int = 0) -> None:
+    def __init__(self, n: int, *, seed: int = 0, **tunables: Any) -> None:
         self.members = members_from([(f"n{i}", (f"10.0.0.{i}", 7000)) for i in range(1, n + 1)])
         self.sink = MemorySink()
         self.cores = {
             m.id: IsisCore(
-                IsisConfig(me=m.id, members=self.members, faults=faults or FaultFlags()),
+                IsisConfig(me=m.id, members=self.members, **tunables),
                 tracer=Tracer(self.sink, run="t", node=m.name),
                 rng=random.Random(seed + m.id),
             )
@@ -70,7 +75,7 @@ class Group:
                     self.wire.append((i, self.by_addr[addr], data))
             self.events[i].extend(core.events_received())
 
-    def multicast(self, member: int, data: int) -> int:
+    def multicast(self, member: int, data: bytes | int) -> int:
         msg_id = self.cores[member].multicast(data, self.now)
         self.pump()
         return msg_id
@@ -111,7 +116,7 @@ class Group:
 
     def delivered(self, member: int) -> list[tuple[int, int, int, int]]:
         return [
-            (e.sender, e.msg_id, e.final_seq, e.proposer)
+            (e.sender_id, e.msg_id, e.final_seq, e.proposer)
             for e in self.events[member]
             if isinstance(e, Delivered)
         ]
@@ -140,8 +145,8 @@ def test_one_multicast_goes_data_ack_seq_seqack_and_is_delivered_everywhere() ->
     datas = g.in_flight()
     # The sender's own copy is looped back inside the core: two datagrams, not three.
     assert [(s, d, m) for s, d, m in datas] == [
-        (1, 2, wire.DataMessage(sender=1, msg_id=1, data=11)),
-        (1, 3, wire.DataMessage(sender=1, msg_id=1, data=11)),
+        (1, 2, wire.DataMessage(sender=1, msg_id=1, data=u32(11))),
+        (1, 3, wire.DataMessage(sender=1, msg_id=1, data=u32(11))),
     ]
     assert all(len(b) == 16 for _, _, b in g.wire)
     g.deliver()
@@ -270,7 +275,7 @@ def test_data_of_a_message_ordered_but_not_yet_delivered_is_not_re_added() -> No
 
     # At member 2, B's Seq arrives first; A (undeliverable) holds B back if A sorts first.
     g.deliver(lambda s, d, m: d == 2 and seq_b(s, d, m), keep=True)
-    dup_b = wire.encode(wire.DataMessage(sender=3, msg_id=1, data=31))
+    dup_b = wire.encode(wire.DataMessage(sender=3, msg_id=1, data=u32(31)))
     g.cores[2].receive_datagram(dup_b, g.addr(3), g.now)  # duplicate Data of B
     g.pump()
     g.deliver(lambda s, d, m: d == 2 and seq_a(s, d, m), keep=True)
@@ -358,7 +363,7 @@ def test_answers_about_unknown_messages_are_counted_and_traced_not_raised() -> N
 def test_malformed_unknown_sender_spoofed_and_marker_datagrams_are_dropped() -> None:
     g = Group(3)
     core = g.cores[1]
-    data = wire.encode(wire.DataMessage(sender=2, msg_id=1, data=5))
+    data = wire.encode(wire.DataMessage(sender=2, msg_id=1, data=u32(5)))
     core.receive_datagram(b"\x00\x00\x00\x01\x00", g.addr(2), 0.0)  # truncated
     core.receive_datagram(b"\x00\x00\x00\x63" + bytes(12), g.addr(2), 0.0)  # type 99
     core.receive_datagram(data + b"x", g.addr(2), 0.0)  # trailing byte
@@ -415,7 +420,7 @@ def test_seq_is_retransmitted_until_every_seq_ack() -> None:
 
 
 def test_drop_rate_drops_every_type_on_receipt_and_traces_it() -> None:
-    g = Group(3, faults=FaultFlags(drop_rate=1.0))
+    g = Group(3, drop_rate=1.0)
     g.multicast(1, 11)
     g.deliver()
     assert g.wire == [] and g.cores[2].counters.injected_drops == 1
@@ -425,7 +430,7 @@ def test_drop_rate_drops_every_type_on_receipt_and_traces_it() -> None:
 
 def test_delayed_acks_wait_on_the_timer_while_everything_else_goes_on() -> None:
     """The original slept in its only receive thread; here a held Ack stalls nothing."""
-    g = Group(3, faults=FaultFlags(delay=2.0, delay_fraction=1.0))
+    g = Group(3, ack_delay=2.0, seed=2)  # member 2's first two draws hold its Acks back
     g.multicast(1, 11)
     g.multicast(3, 31)
     g.deliver(lambda s, d, m: d == 2)  # member 2 gets both Data at t=0
@@ -444,7 +449,7 @@ def test_delayed_acks_wait_on_the_timer_while_everything_else_goes_on() -> None:
 
 
 def test_delay_fraction_holds_back_about_half() -> None:
-    g = Group(3, faults=FaultFlags(delay=1.0), seed=5)
+    g = Group(3, ack_delay=1.0, seed=5)
     for i in range(200):
         g.multicast(1, i)
     g.deliver(lambda s, d, m: d == 2)
@@ -505,7 +510,7 @@ def test_a_crashed_senders_message_nobody_ordered_is_discarded_by_all() -> None:
     for i in (1, 2, 3):
         assert g.delivered(i) == [] and g.cores[i].pending == 0
     assert [e for e in g.events[2] if isinstance(e, Discarded)] == [
-        Discarded(sender=4, msg_id=1, data=41)
+        Discarded(data=u32(41), sender="n4", sender_id=4, msg_id=1)
     ]
     assert {e.node for e in g.sink.select(kind="discard")} == {"n2", "n3"}
     # Later traffic flows normally.
@@ -550,7 +555,9 @@ def test_multicast_rejects_data_that_does_not_fit_and_state_is_json() -> None:
     g.multicast(1, 7)
     state = orjson.loads(orjson.dumps(g.cores[1].state()))
     assert state["msg_id"] == 1 and state["latest_seq"] == 1
-    assert state["holdback"][0]["data"] == 7 and state["outgoing"][0]["phase"] == "collecting"
+    assert (
+        state["holdback"][0]["data"] == "00000007" and state["outgoing"][0]["phase"] == "collecting"
+    )
     assert g.cores[1].unacked_data(2) and not g.cores[1].unacked_data(1)
 
 
@@ -569,14 +576,27 @@ def test_bad_configurations_are_config_errors(members: tuple[Member, ...]) -> No
         IsisConfig(me=1 if members[0].id != 0 else 0, members=members)
 
 
-def test_fault_flags_are_validated_and_schedule_is_applied() -> None:
+@pytest.mark.parametrize(
+    "tunables",
+    [
+        {"drop_rate": 1.5},
+        {"ack_delay": -1.0},
+        {"batch_delay": -0.1},
+        {"retransmit_initial": 0.0},
+        {"retransmit_initial": 1.0, "retransmit_max": 0.5},
+        {"batch_bytes": wire.MAX_SIZE - 1},
+    ],
+)
+def test_bad_tunables_are_config_errors(tunables: dict[str, Any]) -> None:
+    members = members_from([("a", ("h", 1)), ("b", ("h", 2))])
     with pytest.raises(ConfigError):
-        FaultFlags(drop_rate=1.5)
-    with pytest.raises(ConfigError):
-        FaultFlags(delay=-1.0)
+        IsisConfig(me=1, members=members, **tunables)
+
+
+def test_the_retransmission_schedule_is_applied() -> None:
     members = members_from([("a", ("h", 1)), ("b", ("h", 2))])
     core = IsisCore(
-        IsisConfig(me=1, members=members, retransmit=RetransmitSchedule(initial=0.05)),
+        IsisConfig(me=1, members=members, retransmit_initial=0.05),
         tracer=Tracer(MemorySink(), run="t", node="a"),
         rng=random.Random(0),
     )
@@ -615,21 +635,81 @@ def test_batching_sends_messages_to_one_member_together_after_the_delay() -> Non
 
 
 def test_batches_are_bounded_and_a_bad_batch_is_dropped_whole() -> None:
-    g = batched_group(3, size=40)
+    g = batched_group(3, size=wire.MAX_SIZE)
     for i in range(5):
-        g.cores[1].multicast(i, 0.0)
+        g.cores[1].multicast(bytes([i]) * 200, 0.0)  # 216-byte messages: two per batch
     g.cores[1].handle_timer(0.001)
     g.pump()
-    assert all(len(b) <= 40 for _, _, b in g.wire) and len(g.wire) == 6
+    assert all(len(b) <= wire.MAX_SIZE for _, _, b in g.wire) and len(g.wire) == 6
     core = g.cores[2]
-    good = wire.encode(wire.DataMessage(sender=1, msg_id=9, data=1))
+    good = wire.encode(wire.DataMessage(sender=1, msg_id=9, data=u32(1)))
     core.receive_datagram(good + good[:-1], g.addr(1), 0.0)
     assert core.counters.malformed == 1 and core.pending == 0 and core.datagrams_to_send() == []
     # Members that do not batch still accept batches.
     plain = Group(3)
     plain.cores[2].receive_datagram(
-        good + wire.encode(wire.DataMessage(sender=1, msg_id=10, data=2)), plain.addr(1), 0.0
+        good + wire.encode(wire.DataMessage(sender=1, msg_id=10, data=b"two")), plain.addr(1), 0.0
     )
     assert plain.cores[2].pending == 2 and len(plain.cores[2].datagrams_to_send()) == 2
     with pytest.raises(ConfigError):
         IsisConfig(me=1, members=g.members, batch_bytes=10)
+
+
+# -- bytes payloads ---------------------------------------------------------------------
+
+
+def test_bytes_payloads_of_every_size_are_delivered_as_sent() -> None:
+    g = Group(3)
+    sizes = [0, 1, 3, 4, 5, 200, wire.MAX_DATA_SIZE]
+    for n in sizes:
+        g.multicast(1 + n % 3, bytes([n % 256]) * n)
+    g.settle()
+    delivered = [[e for e in g.events[i] if isinstance(e, Delivered)] for i in (1, 2, 3)]
+    orders = [[(e.sender, e.msg_id, e.data) for e in d] for d in delivered]
+    assert orders[0] == orders[1] == orders[2]
+    assert sorted(len(e.data) for e in delivered[0]) == sizes
+    assert all(e.data == bytes([len(e.data) % 256]) * len(e.data) for e in delivered[0])
+    assert {e.sender for e in delivered[0]} <= {"n1", "n2", "n3"}
+    # Traces: the payload by size and digest, never its bytes.
+    deliver = next(e for e in g.sink.events if e.kind == "deliver" and e.size == 200)
+    assert deliver.attrs["digest"] == payload_digest(bytes([200]) * 200)
+    assert "data" not in deliver.attrs
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"x" * (wire.MAX_DATA_SIZE + 1), "at most 512 bytes"),
+        ("text", "carries bytes"),
+        (1.5, "carries bytes"),
+        (1 << 32, "uint32"),
+        (-1, "uint32"),
+    ],
+)
+def test_payloads_that_do_not_fit_are_refused_before_the_wire(data: object, match: str) -> None:
+    g = Group(3)
+    with pytest.raises(LocalProtocolError, match=match):
+        g.cores[1].multicast(data, 0.0)  # type: ignore[arg-type]
+    assert g.cores[1].counters.multicasts == 0 and g.cores[1].datagrams_to_send() == []
+
+
+def test_several_byte_messages_share_one_batch_datagram() -> None:
+    g = batched_group(3)
+    for i in range(6):
+        g.cores[1].multicast(f"job-{i}".encode() * 20, 0.0)  # 100-byte payloads
+    g.cores[1].handle_timer(0.001)
+    g.pump()
+    # Six 116-byte type 7 messages to each member: one datagram each (696 <= 1,400).
+    assert [(s, d, len(b)) for s, d, b in g.wire] == [(1, 2, 696), (1, 3, 696)]
+    assert [len(m.data) for m in _all(g.wire[0][2])] == [100] * 6  # type: ignore[union-attr]
+    g.settle()
+    orders = {i: [e.data for e in g.events[i] if isinstance(e, Delivered)] for i in (1, 2, 3)}
+    assert orders[1] == orders[2] == orders[3] and len(orders[1]) == 6
+
+
+def _all(datagram: bytes) -> list[wire.IsisMessage]:
+    buf = Buffer(datagram)
+    messages = []
+    while not buf.eof():
+        messages.append(wire.pull_isis(buf))
+    return messages

@@ -16,8 +16,8 @@ def keys(queue: HoldBackQueue) -> list[tuple[int, int]]:
 
 def test_ascending_sequence_and_head_delivery_while_deliverable() -> None:
     q = HoldBackQueue()
-    q.add(sender=1, msg_id=1, data=11, proposal=1, me=3)
-    q.add(sender=2, msg_id=1, data=21, proposal=2, me=3)
+    q.add(sender=1, msg_id=1, data=b"11", proposal=1, me=3)
+    q.add(sender=2, msg_id=1, data=b"21", proposal=2, me=3)
     q.mark_deliverable((2, 1), 2, 3)
     # The head (1,1) is undeliverable: nothing is delivered even though (2,1) could be.
     assert list(q.pop_deliverable()) == []
@@ -29,8 +29,8 @@ def test_ascending_sequence_and_head_delivery_while_deliverable() -> None:
 
 def test_equal_sequence_undeliverable_goes_before_deliverable() -> None:
     q = HoldBackQueue()
-    q.add(sender=1, msg_id=1, data=0, proposal=4, me=3)  # undeliverable at (4, 3)
-    q.add(sender=2, msg_id=1, data=0, proposal=5, me=3)
+    q.add(sender=1, msg_id=1, data=b"", proposal=4, me=3)  # undeliverable at (4, 3)
+    q.add(sender=2, msg_id=1, data=b"", proposal=5, me=3)
     q.mark_deliverable((2, 1), 4, 1)  # deliverable at (4, 1): proposer 1 < 3, yet it waits
     assert keys(q) == [(1, 1), (2, 1)]
     assert list(q.pop_deliverable()) == []
@@ -41,8 +41,8 @@ def test_equal_sequence_undeliverable_goes_before_deliverable() -> None:
 
 def test_equal_sequence_and_deliverability_smaller_proposer_first() -> None:
     q = HoldBackQueue()
-    q.add(sender=1, msg_id=1, data=0, proposal=1, me=3)
-    q.add(sender=1, msg_id=2, data=0, proposal=2, me=3)
+    q.add(sender=1, msg_id=1, data=b"", proposal=1, me=3)
+    q.add(sender=1, msg_id=2, data=b"", proposal=2, me=3)
     q.mark_deliverable((1, 2), 7, 1)
     q.mark_deliverable((1, 1), 7, 2)
     assert [e.key for e in q.pop_deliverable()] == [(1, 2), (1, 1)]
@@ -50,9 +50,9 @@ def test_equal_sequence_and_deliverability_smaller_proposer_first() -> None:
 
 def test_one_entry_per_message_and_unknown_keys_are_local_errors() -> None:
     q = HoldBackQueue()
-    q.add(sender=1, msg_id=1, data=0, proposal=1, me=2)
+    q.add(sender=1, msg_id=1, data=b"", proposal=1, me=2)
     with pytest.raises(LocalProtocolError):
-        q.add(sender=1, msg_id=1, data=0, proposal=2, me=2)
+        q.add(sender=1, msg_id=1, data=b"", proposal=2, me=2)
     with pytest.raises(LocalProtocolError):
         q.mark_deliverable((9, 9), 1, 1)
     with pytest.raises(LocalProtocolError):
@@ -78,7 +78,7 @@ def test_order_matches_the_spec_rule_for_any_contents(
         while proposal in used_own:  # own proposals are unique
             proposal += 100
         used_own.add(proposal)
-        q.add(sender=1, msg_id=n + 1, data=0, proposal=proposal, me=me)
+        q.add(sender=1, msg_id=n + 1, data=b"", proposal=proposal, me=me)
         if deliverable:
             q.mark_deliverable((1, n + 1), seq, proposer)
     expected = sorted(

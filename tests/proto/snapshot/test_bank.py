@@ -1,4 +1,4 @@
-"""The bank workload: transfers encoded in a uint32, debits and credits."""
+"""The bank workload: transfers encoded in a uint32's 4 bytes, debits and credits."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from gossamer.proto.snapshot import Bank, decode_transfer, encode_transfer
 
 def test_transfer_encoding_round_trips_and_is_bounded() -> None:
     assert decode_transfer(encode_transfer(3, 250)) == (3, 250)
-    assert encode_transfer(255, (1 << 24) - 1) == (1 << 32) - 1
+    assert encode_transfer(255, (1 << 24) - 1) == b"\xff" * 4
+    assert decode_transfer(b"not a transfer") == (0, 0)
     for bad in ((0, 1), (256, 1), (1, 0), (1, 1 << 24)):
         with pytest.raises(LocalProtocolError):
             encode_transfer(*bad)

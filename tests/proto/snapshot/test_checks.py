@@ -11,11 +11,11 @@ def part(
     me: int,
     sent: int,
     received: dict[str, int],
-    channels: dict[str, list[int]],
+    channels: dict[str, list[bytes]],
     *,
     balance: int,
-    holdback: tuple[int, ...] = (),
-    queued: tuple[int, ...] = (),
+    holdback: tuple[bytes, ...] = (),
+    queued: tuple[bytes, ...] = (),
 ) -> dict[str, Any]:
     return {
         "local_state": {
@@ -23,14 +23,14 @@ def part(
                 "id": me,
                 "msg_id": sent,
                 "received_from": received,
-                "holdback": [{"data": d} for d in holdback],
+                "holdback": [{"data": d.hex()} for d in holdback],
             },
             "app": {"balance": balance},
-            "queued": list(queued),
+            "queued": [d.hex() for d in queued],
         },
         "channels": {
             peer: {
-                "messages": [{"msg_id": i + 1, "data": d} for i, d in enumerate(datas)],
+                "messages": [{"msg_id": i + 1, "data": d.hex()} for i, d in enumerate(datas)],
                 "closed_by": "marker",
             }
             for peer, datas in channels.items()
@@ -54,14 +54,14 @@ def test_a_consistent_snapshot_passes_both_checks() -> None:
 def test_lost_or_double_counted_messages_are_reported() -> None:
     parts = {
         "a": part(1, 2, {}, {"b": []}, balance=100),
-        "b": part(2, 0, {"a": 0}, {"a": [0]}, balance=100),  # a sent 2, b saw 1 in all
+        "b": part(2, 0, {"a": 0}, {"a": [bytes(4)]}, balance=100),  # a sent 2, b saw 1 in all
     }
     problems = check_cut(parts)
     assert problems == [
         "cut: a had sent 2 messages when it recorded, b had received 0 and "
         "recorded 1 on the channel"
     ]
-    parts["b"]["channels"]["a"]["messages"] = [{"msg_id": 3, "data": 0}, {"msg_id": 1}]
+    parts["b"]["channels"]["a"]["messages"] = [{"msg_id": 3, "data": "00000000"}, {"msg_id": 1}]
     assert any("sent after a recorded" in p for p in check_cut(parts))
     del parts["a"]["channels"]["b"]
     assert "cut: no state for channel a<-b" in check_cut(parts)

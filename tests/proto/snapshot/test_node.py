@@ -40,7 +40,7 @@ class Net:
             self.wire += [(i, self.by_addr[a], d) for d, a in node.datagrams_to_send()]
             for event in node.events_received():
                 if isinstance(event, Delivered):
-                    self.delivered[i].append((event.sender, event.msg_id))
+                    self.delivered[i].append((event.sender_id, event.msg_id))
                 elif isinstance(event, SnapshotDone):
                     self.parts.setdefault(event.snapshot_id, {})[event.node] = event.to_json()
 

@@ -26,7 +26,9 @@ def node(me: int = 1) -> tuple[OriginalSnapshotNode, MemorySink]:
 
 
 def data(sender: int, msg_id: int) -> bytes:
-    return wire.encode(wire.DataMessage(sender=sender, msg_id=msg_id, data=msg_id + 10))
+    return wire.encode(
+        wire.DataMessage(sender=sender, msg_id=msg_id, data=(msg_id + 10).to_bytes(4, "big"))
+    )
 
 
 def test_the_initiator_records_every_channel_until_each_marker() -> None:
@@ -42,8 +44,8 @@ def test_the_initiator_records_every_channel_until_each_marker() -> None:
     n.receive_marker(4, 0.5)
     (done,) = [e for e in n.events_received() if isinstance(e, SnapshotDone)]
     assert done is n.done and (done.snapshot_id, done.initiator, done.node) == (1, "h1", "h1")
-    assert done.channels["h2"]["messages"] == [{"sender": 2, "msg_id": 1, "data": 11}]
-    assert done.channels["h3"]["messages"] == [{"sender": 3, "msg_id": 1, "data": 11}]
+    assert done.channels["h2"]["messages"] == [{"sender": 2, "msg_id": 1, "data": "0000000b"}]
+    assert done.channels["h3"]["messages"] == [{"sender": 3, "msg_id": 1, "data": "0000000b"}]
     assert done.channels["h4"]["messages"] == []
     assert done.local_state["latest_seq"] == 0  # recorded before any of the Data
     assert [e.kind for e in sink.events if e.layer == "snapshot"][-1] == "snapshot_done"

@@ -6,24 +6,29 @@ from the original C++ program.
 """
 
 from gossamer.proto.isis.core import (
+    ACK_DELAY_FRACTION,
+    TUNABLES,
     Delivered,
     Discarded,
-    FaultFlags,
     IsisConfig,
     IsisCore,
     IsisCounters,
     Member,
     MemberRemoved,
     members_from,
+    payload,
+    payload_digest,
+    tunable_defaults,
 )
 from gossamer.proto.isis.holdback import HoldBackQueue, PendingMsg
 from gossamer.proto.isis.hostfile import HostEntry, parse_hostfile
 from gossamer.proto.isis.retransmit import RetransmitSchedule
 
 __all__ = [
+    "ACK_DELAY_FRACTION",
+    "TUNABLES",
     "Delivered",
     "Discarded",
-    "FaultFlags",
     "HoldBackQueue",
     "HostEntry",
     "IsisConfig",
@@ -35,4 +40,7 @@ __all__ = [
     "RetransmitSchedule",
     "members_from",
     "parse_hostfile",
+    "payload",
+    "payload_digest",
+    "tunable_defaults",
 ]

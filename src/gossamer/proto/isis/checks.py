@@ -5,7 +5,8 @@ the benchmark; the Spark pipeline has its own DataFrame versions of them. Every
 function returns a list of human-readable violations (empty when the property holds).
 
 - **integrity**: a node delivers a message at most once, and only a message that was
-  multicast, with the data it was multicast with;
+  multicast, with the data it was multicast with (compared by the payload's digest,
+  ``attrs.digest`` of the ``multicast`` and ``deliver`` trace events);
 - **validity**: a message multicast by a correct node is delivered by every correct node;
 - **agreement**: a message delivered by a correct node is delivered by every correct node;
 - **total order**: any two correct nodes deliver the messages they both delivered in the
@@ -33,33 +34,34 @@ class Delivery:
     msg: str
     seq: int
     proposer: int
-    data: int
+    #: The payload's digest (``gossamer.proto.isis.payload_digest``).
+    data: str
 
 
 @dataclass(slots=True, kw_only=True)
 class IsisRecord:
-    """What each node multicast (``msg`` -> data) and delivered (in order)."""
+    """What each node multicast (``msg`` -> payload digest) and delivered (in order)."""
 
-    multicasts: dict[str, dict[str, int]]
+    multicasts: dict[str, dict[str, str]]
     deliveries: dict[str, list[Delivery]]
 
 
 def record_from_trace(events: Iterable[TraceEvent]) -> IsisRecord:
     """The multicasts and deliveries of a run, from its ``layer=isis`` trace events."""
-    multicasts: dict[str, dict[str, int]] = {}
+    multicasts: dict[str, dict[str, str]] = {}
     deliveries: dict[str, list[Delivery]] = {}
     for event in events:
         if event.layer != LAYER or event.msg is None:
             continue
         if event.kind == "multicast":
-            multicasts.setdefault(event.node, {})[event.msg] = int(event.attrs.get("data", "0"))
+            multicasts.setdefault(event.node, {})[event.msg] = event.attrs.get("digest", "")
         elif event.kind == "deliver":
             deliveries.setdefault(event.node, []).append(
                 Delivery(
                     msg=event.msg,
                     seq=event.seq if event.seq is not None else -1,
                     proposer=int(event.attrs.get("proposer", "0")),
-                    data=int(event.attrs.get("data", "0")),
+                    data=event.attrs.get("digest", ""),
                 )
             )
     return IsisRecord(multicasts=multicasts, deliveries=deliveries)

@@ -4,7 +4,8 @@ Spec: ``shared/specs/isis-total-order.md``; the original as it really behaves:
 ``shared/reference/isis-prototari-exon-as-coded.md`` part (a). Protocol, per message
 (``sender`` s, every member r, s among them):
 
-1. ``multicast(data)`` (non-blocking) makes ``DataMessage(s, msg_id, data)`` with
+1. ``multicast(data)`` (non-blocking; ``data`` is ``bytes``, see :func:`payload`) makes
+   ``DataMessage(s, msg_id, data)`` with
    ``msg_id`` counting from 1 and sends it to every member, retransmitting to those
    that have not answered (``retransmit.Transmitter``, the spec's ContinuousMsgSender).
 2. r proposes ``latest + 1`` (then ``latest += 1``), puts the message in its
@@ -44,15 +45,19 @@ types (no new message type):
 Trace events (``layer=isis``): ``multicast`` (``msg`` = ``<sender name>/<msg_id>``),
 ``sequence`` at the sender when it fixes the final, ``deliver`` (``seq`` = final,
 ``attrs.proposer``), ``retransmit``, ``drop``, ``delay`` (an injected Ack/SeqAck
-delay), ``view_change`` and ``discard``.
+delay), ``view_change`` and ``discard``. ``multicast`` and ``deliver`` record the
+payload by its length (``size``) and :func:`payload_digest` (``attrs.digest``), not its
+bytes: enough to check that what was delivered is what was multicast, at a fixed cost
+per event whatever the payload.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
@@ -79,18 +84,64 @@ if TYPE_CHECKING:
     from random import Random
 
 __all__ = [
+    "ACK_DELAY_FRACTION",
+    "TUNABLES",
     "Delivered",
     "Discarded",
-    "FaultFlags",
     "IsisConfig",
     "IsisCore",
     "IsisCounters",
     "Member",
     "MemberRemoved",
+    "payload",
+    "payload_digest",
+    "tunable_defaults",
 ]
 
 LAYER = "isis"
 U32_MAX = (1 << 32) - 1
+
+
+def payload(data: bytes | bytearray | memoryview | int, mode: WireMode) -> bytes:
+    """The bytes a multicast of ``data`` carries, or ``LocalProtocolError`` saying why not.
+
+    On the sealed wire ``data`` is up to ``wire.MAX_DATA_SIZE`` bytes. On the original wire
+    it is the original's uint32: 4 bytes, or an ``int`` from 0 to 2**32 - 1 (its 4
+    big-endian bytes). An ``int`` is the same 4 bytes on the sealed wire too.
+    """
+    if isinstance(data, int) and not isinstance(data, bool):
+        if not 0 <= data <= U32_MAX:
+            raise LocalProtocolError("an int payload is a uint32 (0 to 2**32 - 1)", data=data)
+        return data.to_bytes(wire.ORIGINAL_DATA_SIZE, "big")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise LocalProtocolError(
+            "a multicast carries bytes (or an int, the original's uint32)",
+            type=type(data).__name__,
+        )
+    data = bytes(data)
+    if mode is WireMode.ORIGINAL and len(data) != wire.ORIGINAL_DATA_SIZE:
+        raise LocalProtocolError(
+            "on the original wire a payload is the original's uint32: 4 bytes or an int",
+            size=len(data),
+        )
+    if len(data) > wire.MAX_DATA_SIZE:
+        raise LocalProtocolError(
+            f"a multicast carries at most {wire.MAX_DATA_SIZE} bytes",
+            size=len(data),
+            limit=wire.MAX_DATA_SIZE,
+        )
+    return data
+
+
+def payload_digest(data: bytes) -> str:
+    """What traces record of a payload (``attrs.digest``): 64 bits of BLAKE2b, in hex."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def payload_json(data: bytes) -> str:
+    """A payload in a JSON state (hold-back queue, snapshot channels): its hex."""
+    return data.hex()
+
 
 #: The original's log names of the message types (reference (a), "Wire formats").
 TYPE_NAMES: dict[type[wire.IsisMessage], str] = {
@@ -116,66 +167,72 @@ class Member:
     addr: Address
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FaultFlags:
-    """The original's fault injection (reference (a), "Fault injection (exact behaviour)").
+#: An answer from a member that already answered (the SENDER table's duplicate inputs).
+_DUPLICATE = {SendInput.ACK: SendInput.ACK_DUP, SendInput.SEQ_ACK: SendInput.SEQ_ACK_DUP}
 
-    - ``drop_rate`` (``--dropRate``): each datagram received from the network, of
-      every type, is dropped with this probability, and traced as ``drop`` with
-      ``attrs.reason = "injected"``;
-    - ``delay`` (``--delay``, seconds): a fraction ``delay_fraction`` (one half, as
-      the original) of the Acks and SeqAcks sent to other members is held back for
-      ``delay`` seconds. Unlike the original, which slept in its only receive thread
-      and so stalled the whole process, the held message waits on the core's timer
-      while everything else goes on.
-
-    Draws come from the core's injected ``random.Random``.
-    """
-
-    drop_rate: float = 0.0
-    delay: float = 0.0
-    delay_fraction: float = 0.5
-
-    def __post_init__(self) -> None:
-        for name in ("drop_rate", "delay_fraction"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"{name} must be a probability in [0, 1]", **{name: value})
-        if not self.delay >= 0.0:
-            raise ConfigError("delay must be a non-negative number of seconds", delay=self.delay)
+#: The fraction of Acks and SeqAcks ``ack_delay`` holds back: one half, as the original.
+ACK_DELAY_FRACTION = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IsisConfig:
-    """One member's view of the group.
+    """One member's view of the group, and every tunable of the protocol.
+
+    The one configuration of ISIS: the core takes it, ``gossamer.open_isis`` takes it,
+    the CLI's options (``gossamer isis``), the simulator's ``--param`` and the lab's
+    ``[isis]`` section fill the same fields under the same names. Durations are in
+    seconds, sizes in bytes.
 
     ``members`` is the initial (static) group, ``me`` this member's id.
+
+    Retransmission (``retransmit``, the spec's ContinuousMsgSender): a message is sent
+    again after ``retransmit_initial`` seconds, the interval doubling while it stays at
+    most ``retransmit_max`` and then starting again (the spec's 0.2 s doubling to 3.2 s
+    under 4 s). Snapshot markers follow the same schedule.
+
+    The original's fault flags (reference (a), "Fault injection (exact behaviour)"),
+    drawn from the core's injected ``random.Random``:
+
+    - ``drop_rate`` (the original's ``--dropRate``): each datagram received from the
+      network, of every type, is dropped with this probability, and traced as ``drop``
+      with ``attrs.reason = "injected"`` (snapshot markers too);
+    - ``ack_delay`` (the original's ``--delay``, there in milliseconds): half the Acks and
+      SeqAcks sent to other members (:data:`ACK_DELAY_FRACTION`) are held back this many
+      seconds. Unlike the original, which slept in its only receive thread and so
+      stalled the whole process, a held message waits on the core's timer while
+      everything else goes on.
+
     ``retain_finals`` bounds, per sender, how many final sequences of delivered
     messages are remembered to answer a view-change flush (see ``docs/isis.md``).
 
-    ``batch_delay`` (seconds, default 0: off) lets messages to the same member wait up
-    to that long and leave together in one datagram, their fixed-size structs simply
-    concatenated (the codec frames itself). The original accepts only one message per
-    datagram, so batching is for groups of gossamer members; every member *accepts*
-    batches whatever its own setting. ``batch_bytes`` bounds a batch datagram.
+    ``batch_delay`` (default 0: off) lets messages to the same member wait up to that
+    long and leave together in one datagram of at most ``batch_bytes``, the messages
+    simply concatenated (the codec frames itself). The original accepts only one message
+    per datagram, so batching is for groups of gossamer members; every member *accepts*
+    batches whatever its own setting. ``batch_bytes`` must hold the largest message
+    (``wire.MAX_SIZE``: a Data of ``wire.MAX_DATA_SIZE`` bytes).
 
-    ``wire`` decides who a datagram is from (``docs/interop.md``). In gossamer's own
-    (sealed) mode a member is its UDP address, IP and port, so several members can share a
-    host. On the ``original`` wire a member is its IP, as the original identifies it: the
-    original sends from unbound sockets, a fresh ephemeral port each, so the source port
-    says nothing; replies still go to the member's configured port (the hostfile's, 10001
-    by default). That mode needs one member per IP and sends nothing the original cannot
-    parse: one message per datagram (no batching) and no snapshot markers.
+    ``wire`` decides who a datagram is from and what a payload may be (``docs/interop.md``).
+    In gossamer's own (sealed) mode a member is its UDP address, IP and port, so several
+    members can share a host, and a payload is up to ``wire.MAX_DATA_SIZE`` bytes. On the
+    ``original`` wire a member is its IP, as the original identifies it: the original
+    sends from unbound sockets, a fresh ephemeral port each, so the source port says
+    nothing; replies still go to the member's configured port (the hostfile's, 10001 by
+    default). That mode needs one member per IP and sends nothing the original cannot
+    parse: a payload is the original's uint32 (4 bytes), one message per datagram (no
+    batching) and no snapshot markers.
     """
 
     me: int
     members: tuple[Member, ...]
     wire: WireMode = WireMode.SEALED
-    retransmit: RetransmitSchedule = field(default_factory=RetransmitSchedule)
-    faults: FaultFlags = field(default_factory=FaultFlags)
-    retain_finals: int = 100_000
+    retransmit_initial: float = 0.2
+    retransmit_max: float = 4.0
+    drop_rate: float = 0.0
+    ack_delay: float = 0.0
     batch_delay: float = 0.0
     batch_bytes: int = 1400
+    retain_finals: int = 100_000
 
     def __post_init__(self) -> None:
         ids = [m.id for m in self.members]
@@ -208,12 +265,45 @@ class IsisConfig:
             raise ConfigError("this member is not in the group", me=self.me, ids=ids)
         if self.retain_finals < 0:
             raise ConfigError("retain_finals must be non-negative")
-        if not self.batch_delay >= 0.0:
-            raise ConfigError("batch_delay must be a non-negative number of seconds")
+        if not 0.0 <= self.drop_rate <= 1.0:
+            raise ConfigError("drop_rate must be a probability in [0, 1]", drop_rate=self.drop_rate)
+        for name in ("ack_delay", "batch_delay"):
+            value = getattr(self, name)
+            if not value >= 0.0:
+                raise ConfigError(
+                    f"{name} must be a non-negative number of seconds", **{name: value}
+                )
         if self.batch_bytes < wire.MAX_SIZE:
             raise ConfigError(
-                "batch_bytes must hold at least one message", batch_bytes=self.batch_bytes
+                "batch_bytes must hold the largest message",
+                batch_bytes=self.batch_bytes,
+                largest=wire.MAX_SIZE,
             )
+        self.schedule  # noqa: B018 - validates the retransmission intervals
+
+    @property
+    def schedule(self) -> RetransmitSchedule:
+        """The retransmission schedule of ``retransmit_initial`` and ``retransmit_max``."""
+        return RetransmitSchedule(initial=self.retransmit_initial, maximum=self.retransmit_max)
+
+
+#: The fields of :class:`IsisConfig` a deployment tunes, and what each means: the CLI's
+#: options, the simulator's parameters and the lab's ``[isis]`` keys of the same names,
+#: units and defaults are made from this table.
+TUNABLES: dict[str, str] = {
+    "retransmit_initial": "seconds before the first retransmission (then doubling)",
+    "retransmit_max": "seconds: the largest retransmission interval; the schedule then restarts",
+    "drop_rate": "probability that a received datagram is dropped (the original's --dropRate)",
+    "ack_delay": "seconds half the Acks and SeqAcks are held back (the original's --delay)",
+    "batch_delay": "seconds messages to one member may wait to share a datagram (0: off)",
+    "batch_bytes": "bytes: the largest datagram a batch fills",
+}
+
+
+def tunable_defaults() -> dict[str, float | int]:
+    """Each tunable's default, as :class:`IsisConfig` declares it."""
+    defaults = {f.name: f.default for f in fields(IsisConfig)}
+    return {name: defaults[name] for name in TUNABLES}  # type: ignore[misc]
 
 
 # -- events ----------------------------------------------------------------------
@@ -221,19 +311,29 @@ class IsisConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Delivered:
-    """A multicast message delivered in the total order."""
+    """A multicast message delivered in the total order.
 
-    sender: int
+    ``data`` is what was multicast; ``sender`` names the member that multicast it (its
+    hostfile name), ``sender_id`` is its 1-based id; ``msg_id`` counts the sender's
+    multicasts from 1; ``final_seq`` and ``proposer`` (a member id) are its place in the
+    total order.
+    """
+
+    data: bytes
+    sender: str
+    sender_id: int
     msg_id: int
-    data: int
     final_seq: int
     proposer: int
 
     def log_line(self) -> str:
-        """The original's delivery log line (spec, "How a message is delivered?")."""
+        """The original's delivery log line (spec, "How a message is delivered?"); a
+        4-byte payload shows as the original's uint32, any other as ``0x`` and its hex."""
+        data = self.data
+        shown = int.from_bytes(data, "big") if len(data) == 4 else f"0x{data.hex()}"
         return (
-            f"delivering dataMsg: type: 1, sender: {self.sender}, msg_id: {self.msg_id}, "
-            f"data: {self.data}, finalSeqId: {self.final_seq}, "
+            f"delivering dataMsg: type: 1, sender: {self.sender_id}, msg_id: {self.msg_id}, "
+            f"data: {shown}, finalSeqId: {self.final_seq}, "
             f"finalSeqProposer: {self.proposer}"
         )
 
@@ -242,9 +342,10 @@ class Delivered:
 class Discarded:
     """A crashed sender's message that the survivors agreed never to deliver."""
 
-    sender: int
+    data: bytes
+    sender: str
+    sender_id: int
     msg_id: int
-    data: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -294,7 +395,7 @@ class _Outgoing:
     """Sender-side state of one of our own messages (SENDER table)."""
 
     msg_id: int
-    data: int
+    data: bytes
     state: SendState
     awaiting: set[int]  # Acks while COLLECTING, SeqAcks while SEQUENCING (we are included)
     proposals: dict[int, int] = field(default_factory=dict)
@@ -386,7 +487,7 @@ class IsisCore:
         self._batch_sizes: dict[Address, int] = {}
         self._batch_due: float | None = None
         self._now = 0.0
-        self._tx = Transmitter(config.retransmit, self._send_payload)
+        self._tx = Transmitter(config.schedule, self._send_payload)
 
     # -- identity and introspection -------------------------------------------------
 
@@ -457,7 +558,7 @@ class IsisCore:
                 {
                     "sender": e.sender,
                     "msg_id": e.msg_id,
-                    "data": e.data,
+                    "data": payload_json(e.data),
                     "seq": e.seq,
                     "proposer": e.proposer,
                     "deliverable": e.deliverable,
@@ -467,7 +568,7 @@ class IsisCore:
             "outgoing": [
                 {
                     "msg_id": out.msg_id,
-                    "data": out.data,
+                    "data": payload_json(out.data),
                     "phase": out.state.value,
                     "awaiting": sorted(out.awaiting),
                 }
@@ -478,11 +579,19 @@ class IsisCore:
 
     # -- local requests ---------------------------------------------------------------
 
-    def multicast(self, data: int, now: float) -> int:
-        """Multicast ``data`` (a uint32) to the group; returns its ``msg_id``. Non-blocking:
-        the message is on its way when this returns and is delivered later, here too."""
-        if not 0 <= data <= U32_MAX:
-            raise LocalProtocolError("data must fit in an unsigned 32-bit field", data=data)
+    def check_payload(self, data: bytes | int) -> bytes:
+        """``data`` as a multicast would carry it here (:func:`payload`, this wire), or
+        ``LocalProtocolError``: for layers that hold multicasts back before they start."""
+        return payload(data, self.config.wire)
+
+    def multicast(self, data: bytes | int, now: float) -> int:
+        """Multicast ``data`` to the group; returns its ``msg_id``. Non-blocking: the
+        message is on its way when this returns and is delivered later, here too.
+
+        ``data`` is checked by :func:`payload` (bytes up to ``wire.MAX_DATA_SIZE``; the
+        original's uint32 on the original wire): ``LocalProtocolError`` before anything
+        is sent when it does not fit."""
+        data = payload(data, self.config.wire)
         if self._msg_counter >= U32_MAX:
             # Reference (a), bug 9: the original wraps silently; we refuse.
             raise LocalProtocolError("message ids are exhausted (32 bits)")
@@ -495,7 +604,10 @@ class IsisCore:
         )
         msg = wire.DataMessage(sender=self._me, msg_id=msg_id, data=data)
         name = self._msg_name(self._me, msg_id)
-        self._trace(now, LAYER, "multicast", msg=name, attrs={"data": str(data)})
+        self._trace(
+            now, LAYER, "multicast", msg=name, size=len(data),
+            attrs={"digest": payload_digest(data)},
+        )  # fmt: skip
         self._tx.start(
             ("data", msg_id), wire.encode(msg), self._others(), now, label="DataMsg", msg=name
         )
@@ -553,20 +665,20 @@ class IsisCore:
             self._drop(now, data, None, "removed member", peer=self.name_of(src))
             return
         try:
-            if len(data) <= wire.MAX_SIZE:
-                messages = [wire.decode(data)]
-            else:  # a batch: several messages back to back (see ``IsisConfig``)
-                buf = Buffer(data)
-                messages = []
-                while not buf.eof():
-                    messages.append(wire.pull_isis(buf))
+            # One message, or a batch of several back to back (see ``IsisConfig``).
+            buf = Buffer(data)
+            messages = [wire.pull_isis(buf)]
+            while not buf.eof():
+                messages.append(wire.pull_isis(buf))
+            if self._by_ip:
+                self._original_only(messages)
         except DecodeError as exc:
             # All or nothing: a batch with a bad message is dropped whole.
             self.counters.malformed += 1
             self._drop(now, data, None, exc.reason, peer=self.name_of(src))
             return
-        faults = self.config.faults
-        if faults.drop_rate and self._rng.random() < faults.drop_rate:
+        drop_rate = self.config.drop_rate
+        if drop_rate and self._rng.random() < drop_rate:
             self.counters.injected_drops += 1
             self._drop(now, data, messages[0], "injected", peer=self.name_of(src))
             return
@@ -575,6 +687,14 @@ class IsisCore:
         for msg in messages:
             self._dispatch(msg, src, now, size if size is not None else wire_size(msg))
             self._drain(now)
+
+    @staticmethod
+    def _original_only(messages: list[wire.IsisMessage]) -> None:
+        """The original wire carries the original's messages only: a Data's payload is
+        its uint32 (a longer payload is gossamer's type 7, which no original sends)."""
+        for msg in messages:
+            if isinstance(msg, wire.DataMessage) and len(msg.data) != wire.ORIGINAL_DATA_SIZE:
+                raise DecodeError("a payload that is not a uint32 on the original wire")
 
     def handle_timer(self, now: float) -> None:
         self._now = now
@@ -706,7 +826,11 @@ class IsisCore:
             self._finish(key, None)
             self.counters.discarded += 1
             self._trace(now, LAYER, "discard", msg=self._msg_name(*key), peer=self.name_of(src))
-            self._events.append(Discarded(sender=key[0], msg_id=key[1], data=entry.data))
+            self._events.append(
+                Discarded(
+                    data=entry.data, sender=self.name_of(key[0]), sender_id=key[0], msg_id=key[1]
+                )
+            )
             self._send_seq_ack(msg, src, now)
             self._flush_resolved(key, now)
             self._deliver_ready(now)
@@ -738,13 +862,15 @@ class IsisCore:
                 msg=self._msg_name(entry.sender, entry.msg_id),
                 peer=self.name_of(entry.sender),
                 seq=entry.seq,
-                attrs={"proposer": str(entry.proposer), "data": str(entry.data)},
+                size=len(entry.data),
+                attrs={"proposer": str(entry.proposer), "digest": payload_digest(entry.data)},
             )
             self._events.append(
                 Delivered(
-                    sender=entry.sender,
-                    msg_id=entry.msg_id,
                     data=entry.data,
+                    sender=self.name_of(entry.sender),
+                    sender_id=entry.sender,
+                    msg_id=entry.msg_id,
                     final_seq=entry.seq,
                     proposer=entry.proposer,
                 )
@@ -759,25 +885,52 @@ class IsisCore:
     # -- sender side (SENDER table) -----------------------------------------------------
 
     def _on_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        out = self._first_answer(msg, src, now, SendInput.ACK, SendAction.RECORD_PROPOSAL)
+        if out is not None:
+            out.proposals[src] = msg.proposed_seq
+            self._answered(out, src, "data", now)
+
+    def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
+        out = self._first_answer(msg, src, now, SendInput.SEQ_ACK, SendAction.STOP_SEQ)
+        if out is not None:
+            self._answered(out, src, "seq", now)
+
+    def _first_answer(
+        self,
+        msg: wire.AckMessage | wire.SeqAckMessage,
+        src: int,
+        now: float,
+        answer: SendInput,
+        expected: SendAction,
+    ) -> _Outgoing | None:
+        """Our message that ``msg`` answers, when it is ``src``'s first answer to it in
+        this phase; ``None`` for any other answer, which is counted: a duplicate or late
+        one, or one about a message never sent (also dropped and traced)."""
         out = self._outgoing.get(msg.msg_id)
         if out is None:
             if not 1 <= msg.msg_id <= self._msg_counter:
                 self.counters.unknown += 1
+                what = "ack" if answer is SendInput.ACK else "seq ack"
                 self._drop(
-                    now, b"", msg, "ack for a message never sent", peer=self.name_of(src), size=20
-                )
-                return
-            step(SENDER, SendState.DONE, SendInput.ACK)
+                    now, b"", msg, f"{what} for a message never sent", peer=self.name_of(src),
+                    size=wire_size(msg),
+                )  # fmt: skip
+                return None
+            step(SENDER, SendState.DONE, answer)
+        else:
+            event = answer if src in out.awaiting else _DUPLICATE[answer]
+            if step(SENDER, out.state, event)[1] is expected:
+                return out
+        if answer is SendInput.ACK:
             self.counters.duplicate_acks += 1
-            return
-        event = SendInput.ACK if src in out.awaiting else SendInput.ACK_DUP
-        _, action = step(SENDER, out.state, event)
-        if action is not SendAction.RECORD_PROPOSAL:
-            self.counters.duplicate_acks += 1
-            return
-        out.proposals[src] = msg.proposed_seq
+        else:
+            self.counters.duplicate_seq_acks += 1
+        return None
+
+    def _answered(self, out: _Outgoing, src: int, phase: str, now: float) -> None:
+        """``src`` answered ``out``'s Data (``phase`` "data") or Seq ("seq")."""
         out.awaiting.discard(src)
-        self._tx.answered(("data", out.msg_id), src)
+        self._tx.answered((phase, out.msg_id), src)
         if not out.awaiting:
             self._all_answered(out, now)
 
@@ -806,33 +959,6 @@ class IsisCore:
             ("seq", out.msg_id), wire.encode(msg), self._others(), now, label="SeqMsg", msg=name
         )
         self._loopback.append(msg)
-
-    def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
-        out = self._outgoing.get(msg.msg_id)
-        if out is None:
-            if not 1 <= msg.msg_id <= self._msg_counter:
-                self.counters.unknown += 1
-                self._drop(
-                    now,
-                    b"",
-                    msg,
-                    "seq ack for a message never sent",
-                    peer=self.name_of(src),
-                    size=16,
-                )
-                return
-            step(SENDER, SendState.DONE, SendInput.SEQ_ACK)
-            self.counters.duplicate_seq_acks += 1
-            return
-        event = SendInput.SEQ_ACK if src in out.awaiting else SendInput.SEQ_ACK_DUP
-        _, action = step(SENDER, out.state, event)
-        if action is not SendAction.STOP_SEQ:
-            self.counters.duplicate_seq_acks += 1
-            return
-        out.awaiting.discard(src)
-        self._tx.answered(("seq", out.msg_id), src)
-        if not out.awaiting:
-            self._all_answered(out, now)
 
     # -- view-change flush ------------------------------------------------------------
 
@@ -984,11 +1110,11 @@ class IsisCore:
             return
         payload = wire.encode(msg)
         addr = self._members[to].addr
-        faults = self.config.faults
+        delay = self.config.ack_delay
         if (
-            faults.delay
+            delay
             and isinstance(msg, wire.AckMessage | wire.SeqAckMessage)
-            and self._rng.random() < faults.delay_fraction
+            and self._rng.random() < ACK_DELAY_FRACTION
         ):
             self.counters.delayed += 1
             label = TYPE_NAMES[type(msg)]
@@ -998,10 +1124,10 @@ class IsisCore:
                 "delay",
                 msg=self._msg_name(msg.sender, msg.msg_id),
                 peer=self.name_of(to),
-                attrs={"type": label, "ms": f"{faults.delay * 1000:g}"},
+                attrs={"type": label, "ms": f"{delay * 1000:g}"},
             )
             self._delay_counter += 1
-            heapq.heappush(self._delayed, (now + faults.delay, self._delay_counter, payload, addr))
+            heapq.heappush(self._delayed, (now + delay, self._delay_counter, payload, addr))
             return
         self._emit(payload, addr)
 
@@ -1089,7 +1215,6 @@ class IsisCore:
 
 
 _SIZES: dict[type[wire.IsisMessage], int] = {
-    wire.DataMessage: 16,
     wire.AckMessage: 20,
     wire.SeqMessage: 20,
     wire.SeqAckMessage: 16,
@@ -1099,7 +1224,11 @@ _SIZES: dict[type[wire.IsisMessage], int] = {
 
 
 def wire_size(msg: wire.IsisMessage) -> int:
-    """Bytes of one message on the wire (reference (a), "Wire formats")."""
+    """Bytes of one message on the wire (reference (a), "Wire formats"; type 7 for a
+    payload that is not 4 bytes)."""
+    if isinstance(msg, wire.DataMessage):
+        n = len(msg.data)
+        return 16 if n == wire.ORIGINAL_DATA_SIZE else wire.DATA_HEADER_SIZE + n
     return _SIZES[type(msg)]
 
 

@@ -44,7 +44,7 @@ class PendingMsg:
 
     sender: int
     msg_id: int
-    data: int
+    data: bytes
     #: The receiver's own proposal, kept to resend the same Ack on a duplicate Data.
     proposal: int
     #: The proposal while undeliverable, the final sequence once deliverable.
@@ -81,7 +81,7 @@ class HoldBackQueue:
     def get(self, key: MsgKey) -> PendingMsg | None:
         return self._entries.get(key)
 
-    def add(self, *, sender: int, msg_id: int, data: int, proposal: int, me: int) -> PendingMsg:
+    def add(self, *, sender: int, msg_id: int, data: bytes, proposal: int, me: int) -> PendingMsg:
         """Add an undeliverable entry carrying the local proposal ``(proposal, me)``."""
         key = (sender, msg_id)
         if key in self._entries:

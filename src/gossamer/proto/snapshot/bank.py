@@ -1,7 +1,8 @@
 """The demonstration workload: money transfers whose total every snapshot must preserve.
 
 Each member holds an account with ``initial`` units. A transfer of ``amount`` from p
-to q is one multicast whose uint32 data is ``to << 24 | amount``: p debits its account
+to q is one multicast whose payload is the 4 big-endian bytes of ``to << 24 | amount``
+(the original's uint32, so the bank runs on both wires): p debits its account
 when it asks for the multicast; q credits its account when it *delivers* the message
 (every member delivers every transfer, in the total order; only the recipient acts on
 it). Money is therefore never created or destroyed, and at any instant
@@ -11,7 +12,8 @@ it). Money is therefore never created or destroyed, and at any instant
     + money on the wire to q  ==  members x initial.
 
 A snapshot is consistent exactly when that equation holds in the recorded states
-(:func:`gossamer.proto.snapshot.checks.check_bank`).
+(:func:`gossamer.proto.snapshot.checks.check_bank`). Recorded states hold payloads as
+hex text (JSON); :func:`from_json` reads them back.
 """
 
 from __future__ import annotations
@@ -25,27 +27,42 @@ from gossamer.proto.snapshot.node import Workload
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["AMOUNT_BITS", "Bank", "decode_transfer", "encode_transfer", "transfer_amount"]
+__all__ = [
+    "AMOUNT_BITS",
+    "Bank",
+    "decode_transfer",
+    "encode_transfer",
+    "from_json",
+    "transfer_amount",
+]
 
 AMOUNT_BITS = 24
 _AMOUNT_MASK = (1 << AMOUNT_BITS) - 1
 
 
-def encode_transfer(to: int, amount: int) -> int:
-    """The uint32 data of a transfer of ``amount`` to member ``to`` (ids up to 255)."""
+def encode_transfer(to: int, amount: int) -> bytes:
+    """The payload of a transfer of ``amount`` to member ``to`` (ids up to 255)."""
     if not 1 <= to <= 255 or not 0 < amount <= _AMOUNT_MASK:
         raise LocalProtocolError(
             "a transfer needs 1 <= to <= 255 and 0 < amount < 2**24", to=to, amount=amount
         )
-    return to << AMOUNT_BITS | amount
+    return (to << AMOUNT_BITS | amount).to_bytes(4, "big")
 
 
-def decode_transfer(data: int) -> tuple[int, int]:
-    """``(to, amount)`` of a transfer's data."""
-    return data >> AMOUNT_BITS, data & _AMOUNT_MASK
+def decode_transfer(data: bytes) -> tuple[int, int]:
+    """``(to, amount)`` of a transfer's payload (``(0, 0)`` for anything else)."""
+    if len(data) != 4:
+        return 0, 0
+    value = int.from_bytes(data, "big")
+    return value >> AMOUNT_BITS, value & _AMOUNT_MASK
 
 
-def transfer_amount(data: int, receiver: int) -> int:
+def from_json(text: str) -> bytes:
+    """A payload as a recorded state holds it (hex text)."""
+    return bytes.fromhex(text)
+
+
+def transfer_amount(data: bytes, receiver: int) -> int:
     """The money a transfer multicast carries to ``receiver`` (0 unless it is the payee)."""
     to, amount = decode_transfer(data)
     return amount if to == receiver else 0
@@ -57,8 +74,10 @@ def local_value(state: Mapping[str, Any]) -> int:
     delivered."""
     me = int(state["isis"]["id"])
     value = int(state["app"]["balance"])
-    value += sum(decode_transfer(int(data))[1] for data in state["queued"])
-    value += sum(transfer_amount(int(entry["data"]), me) for entry in state["isis"]["holdback"])
+    value += sum(decode_transfer(from_json(data))[1] for data in state["queued"])
+    value += sum(
+        transfer_amount(from_json(entry["data"]), me) for entry in state["isis"]["holdback"]
+    )
     return value
 
 
@@ -76,8 +95,8 @@ class Bank:
         self.max_amount = max_amount
         self._rng = rng
 
-    def next_transfer(self) -> int | None:
-        """Debit a random amount for a random other member and return the data to
+    def next_transfer(self) -> bytes | None:
+        """Debit a random amount for a random other member and return the payload to
         multicast, or ``None`` when the account is empty or alone."""
         if self.balance <= 0 or not self.others:
             return None
@@ -86,7 +105,7 @@ class Bank:
         self.balance -= amount
         return encode_transfer(to, amount)
 
-    def delivered(self, data: int) -> None:
+    def delivered(self, data: bytes) -> None:
         """A transfer was delivered here: credit it if it is ours."""
         to, amount = decode_transfer(data)
         if to == self.me:

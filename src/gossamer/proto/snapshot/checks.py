@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gossamer.proto.snapshot.bank import local_value, transfer_amount
+from gossamer.proto.snapshot.bank import from_json, local_value, transfer_amount
 
 __all__ = ["check_bank", "check_cut"]
 
@@ -66,6 +66,6 @@ def check_bank(parts: Mapping[str, Mapping[str, Any]], *, total: int) -> tuple[i
         me = int(state["isis"]["id"])
         found += local_value(state)
         for channel in part["channels"].values():
-            found += sum(transfer_amount(int(m["data"]), me) for m in channel["messages"])
+            found += sum(transfer_amount(from_json(m["data"]), me) for m in channel["messages"])
     problems = [] if found == total else [f"bank: the snapshot holds {found}, not {total}"]
     return found, problems

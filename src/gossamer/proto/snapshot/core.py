@@ -92,23 +92,24 @@ def initiator_of(sid: int) -> int:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotConfig:
-    """Marker retransmission (the ISIS schedule by default) and the original's receive
-    drop rate, applied to markers too."""
+    """Marker retransmission and the original's receive drop rate, applied to markers too:
+    the sequencer's own settings, same names and units (seconds), when a ``SnapshotNode``
+    makes it (``IsisConfig.retransmit_initial``, ``retransmit_max``, ``drop_rate``)."""
 
     retransmit_initial: float = 0.2
-    retransmit_maximum: float = 4.0
+    retransmit_max: float = 4.0
     drop_rate: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.retransmit_initial <= self.retransmit_maximum:
-            raise ConfigError("need 0 < retransmit_initial <= retransmit_maximum")
+        if not 0 < self.retransmit_initial <= self.retransmit_max:
+            raise ConfigError("need 0 < retransmit_initial <= retransmit_max")
         if not 0.0 <= self.drop_rate <= 1.0:
             raise ConfigError("drop_rate must be a probability in [0, 1]")
 
     def interval(self, attempt: int) -> float:
         value = self.retransmit_initial
         cycle = [value]
-        while value * 2 <= self.retransmit_maximum + 1e-12:
+        while value * 2 <= self.retransmit_max + 1e-12:
             value *= 2
             cycle.append(value)
         return cycle[attempt % len(cycle)]

@@ -13,7 +13,7 @@ What the composition adds (``gossamer.proto.snapshot.core`` has the argument):
 - ``multicast`` holds new messages back while a snapshot needs the channels paused, and
   releases them, in order, once it does not: it never blocks;
 - the local state recorded is ``{"isis": sequencer.state(), "app": app_state(),
-  "queued": [held-back multicasts]}``;
+  "queued": [held-back multicasts]}``, payloads as hex text (JSON), as in channel states;
 - ``remove_member`` goes to both cores.
 
 Every input is followed by ``snapshot.poll``: an ISIS Ack may be what lets a marker go.
@@ -41,10 +41,26 @@ __all__ = ["Sequencer", "SnapshotNode", "Workload"]
 _TYPE = struct.Struct(">I")
 
 
+class Tunables(Protocol):
+    """The sequencer's settings the markers share (``gossamer.proto.isis.IsisConfig``)."""
+
+    @property
+    def retransmit_initial(self) -> float: ...
+
+    @property
+    def retransmit_max(self) -> float: ...
+
+    @property
+    def drop_rate(self) -> float: ...
+
+
 class Sequencer(Protocol):
     """What the snapshot node needs from the multicast core underneath."""
 
     data_observer: Callable[[wire.DataMessage, int, float], None] | None
+
+    @property
+    def config(self) -> Tunables: ...
 
     @property
     def me(self) -> int: ...
@@ -62,7 +78,9 @@ class Sequencer(Protocol):
 
     def unacked_data(self, member: int) -> bool: ...
 
-    def multicast(self, data: int, now: float) -> int: ...
+    def check_payload(self, data: bytes | int) -> bytes: ...
+
+    def multicast(self, data: bytes, now: float) -> int: ...
 
     def remove_member(self, member: int, now: float) -> None: ...
 
@@ -86,8 +104,8 @@ class Workload:
     - ``state()``: the application's part of the local state (JSON-able);
     - ``value(local_state)``: this member's share of a conserved quantity in a recorded
       local state (the whole ``{"isis", "app", "queued"}`` dict);
-    - ``amount(data, receiver)``: how much of it a multicast of ``data`` carries to
-      member ``receiver``;
+    - ``amount(data, receiver)``: how much of it a multicast of ``data`` (bytes) carries
+      to member ``receiver``;
     - ``total``: the quantity's known global total, if any.
 
     With a workload, the node traces each application message as the analysis pipeline
@@ -98,12 +116,14 @@ class Workload:
 
     state: Callable[[], Any]
     value: Callable[[Mapping[str, Any]], float] | None = None
-    amount: Callable[[int, int], float] | None = None
+    amount: Callable[[bytes, int], float] | None = None
     total: float | None = None
 
 
 class SnapshotNode:
-    """A ``DatagramCore``: the sequencer plus Chandy–Lamport snapshots on one socket."""
+    """A ``DatagramCore``: the sequencer plus Chandy–Lamport snapshots on one socket.
+
+    ``config`` defaults to the sequencer's own retransmission schedule and drop rate."""
 
     def __init__(
         self,
@@ -127,25 +147,29 @@ class SnapshotNode:
             rng=rng,
             local_state=self._local_state,
             drained=lambda peer: not inner.unacked_data(peer),
-            config=config,
+            config=config or _markers_like(inner.config),
             value=workload.value if workload is not None else None,
             channel_value=(
-                (lambda message: amount(int(message["data"]), me)) if amount is not None else None
+                (lambda message: amount(bytes.fromhex(message["data"]), me))
+                if amount is not None
+                else None
             ),
             total=workload.total if workload is not None else None,
         )
         #: Called as ``(msg_id, data, now)`` whenever a message really enters the
         #: sequencer (at once, or when a snapshot releases it).
-        self.on_multicast: Callable[[int, int, float], None] | None = None
-        self._queued: deque[int] = deque()
+        self.on_multicast: Callable[[int, bytes, float], None] | None = None
+        self._queued: deque[bytes] = deque()
         self._trace = tracer
         inner.data_observer = self._observe
 
     # -- local requests ----------------------------------------------------------------
 
-    def multicast(self, data: int, now: float) -> int | None:
+    def multicast(self, data: bytes | int, now: float) -> int | None:
         """Multicast now, or hold the message back while a snapshot pauses the channels
-        (then ``None``: its msg_id is assigned when it is released)."""
+        (then ``None``: its msg_id is assigned when it is released). ``data`` is checked
+        (``gossamer.proto.isis.payload``) here, before it is held back."""
+        data = self.inner.check_payload(data)
         if self.snapshot.active:
             # Rule 2 of the snapshot core. Whenever no snapshot is active the queue is
             # empty: every input that can end the pause releases it (``_after``).
@@ -225,7 +249,7 @@ class SnapshotNode:
         while self._queued and not self.snapshot.active:
             self._multicast(self._queued.popleft(), now)
 
-    def _multicast(self, data: int, now: float) -> int:
+    def _multicast(self, data: bytes, now: float) -> int:
         msg_id = self.inner.multicast(data, now)
         if self.on_multicast is not None:
             self.on_multicast(msg_id, data, now)
@@ -251,7 +275,7 @@ class SnapshotNode:
         if src == inner.me:
             return
         self.snapshot.on_message(
-            src, {"sender": msg.sender, "msg_id": msg.msg_id, "data": msg.data}, now
+            src, {"sender": msg.sender, "msg_id": msg.msg_id, "data": msg.data.hex()}, now
         )
         amount = self.workload.amount if self.workload is not None else None
         if amount is not None:
@@ -269,5 +293,14 @@ class SnapshotNode:
         return {
             "isis": self.inner.state(),
             "app": self.workload.state() if self.workload is not None else None,
-            "queued": list(self._queued),
+            "queued": [data.hex() for data in self._queued],
         }
+
+
+def _markers_like(tunables: Tunables) -> SnapshotConfig:
+    """Markers retransmitted and dropped as the sequencer's own messages are."""
+    return SnapshotConfig(
+        retransmit_initial=tunables.retransmit_initial,
+        retransmit_max=tunables.retransmit_max,
+        drop_rate=tunables.drop_rate,
+    )

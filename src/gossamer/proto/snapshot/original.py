@@ -48,7 +48,7 @@ Trace events (``layer=snapshot``): ``marker`` (``attrs.direction``) and ``snapsh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gossamer._types import Address, Datagram
@@ -82,16 +82,18 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         self.first_marker_from: str | None = None
         self.recorded_at: float | None = None
         self._state: dict[str, Any] = {}
-        self._recording: dict[int, list[dict[str, int]]] = {}
-        self._closed: dict[int, list[dict[str, int]]] = {}
+        self._recording: dict[int, list[dict[str, Any]]] = {}
+        self._closed: dict[int, list[dict[str, Any]]] = {}
         self._events: list[SnapshotDone] = []
         self.done: SnapshotDone | None = None
         # The ordering rules (see "Order around the markers" in the module docstring).
         self._unsent: set[int] = set()  # peers our marker has not reached yet
         self._held_out: dict[int, list[Datagram]] = {}
         self._released: list[Datagram] = []  # held datagrams whose marker has arrived
-        self._held_multicasts: list[int] = []
+        self._held_multicasts: list[bytes] = []
         self._incoming: dict[int, list[tuple[bytes, Address]]] = {}
+        #: Called as ``(msg_id, data, now)`` when a held-back multicast is released.
+        self.on_multicast: Callable[[int, bytes, float], None] | None = None
         inner.data_observer = self._observe
 
     # -- the DatagramCore contract: the ISIS core's, held where the order needs it --------
@@ -123,9 +125,11 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         self._events.clear()
         return events
 
-    def multicast(self, data: int, now: float) -> int | None:
+    def multicast(self, data: bytes | int, now: float) -> int | None:
         """Multicast through the ISIS core; ``None`` while our markers are still on their
-        way (the message is queued and multicast once they all arrived)."""
+        way (the message is queued and multicast once they all arrived). ``data`` is
+        checked before it is queued."""
+        data = self.inner.check_payload(data)
         if self._unsent:
             self._held_multicasts.append(data)
             return None
@@ -191,7 +195,9 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         if not self._unsent:
             held, self._held_multicasts = self._held_multicasts, []
             for data in held:
-                self.inner.multicast(data, now)
+                msg_id = self.inner.multicast(data, now)
+                if self.on_multicast is not None:
+                    self.on_multicast(msg_id, data, now)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -199,7 +205,7 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         """The ISIS core's report of a Data message first received from member ``src``."""
         channel = self._recording.get(src)
         if channel is not None:
-            channel.append({"sender": msg.sender, "msg_id": msg.msg_id, "data": msg.data})
+            channel.append({"sender": msg.sender, "msg_id": msg.msg_id, "data": msg.data.hex()})
 
     def _release_incoming(self, sender: int, now: float) -> None:
         for data, addr in self._incoming.pop(sender, []):

@@ -3,13 +3,17 @@ duplication, reordering and crashes.
 
 Nodes ``n0`` .. ``n<N-1>`` are members 1..N of one static group on one subnet (UDP
 port 10001, as the original). The first ``senders`` nodes each multicast ``messages``
-values, one every ``interval`` seconds from ``start``; the values are the original
-driver's ``i + 10`` plus 100 per sender (``n0`` sends 11, 12, ...; ``n1`` 111, 112, ...).
+payloads of ``size`` bytes, one every ``interval`` seconds from ``start``; with the
+default ``size`` of 4 they are the original's uint32 values, the original driver's
+``i + 10`` plus 100 per sender (``n0`` sends 11, 12, ...; ``n1`` 111, 112, ...), and a
+larger ``size`` pads that value's bytes after a text label (:func:`sender_value`).
 A node crashed with ``crash=NODE@SECONDS`` is removed from every survivor's view
 ``detect`` seconds later, which is what the membership layer's ``peer_down`` does in a
 real node. ``drop_rate`` and ``ack_delay`` are the original program's own fault flags
 (``--dropRate``; ``--delay`` of half the Acks and SeqAcks), on top of the simulator's
-network faults (``--drop``, ``--dup``, ``--delay``, ``--reorder``).
+network faults (``--drop``, ``--dup``, ``--delay``, ``--reorder``). Every field of
+``IsisConfig`` that tunes the protocol is a parameter of the same name, unit and
+default (:data:`TUNABLES`).
 
 The summary checks integrity, validity, agreement and total order
 (``gossamer.proto.isis.checks``) and reports latency and datagrams per message.
@@ -21,14 +25,15 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from gossamer.proto.isis import TUNABLES as ISIS_TUNABLES
 from gossamer.proto.isis import (
     Delivered,
-    FaultFlags,
     IsisConfig,
     IsisCore,
     Member,
-    RetransmitSchedule,
     members_from,
+    payload_digest,
+    tunable_defaults,
 )
 from gossamer.proto.isis.checks import Delivery as CheckedDelivery
 from gossamer.proto.isis.checks import IsisRecord, check_all
@@ -43,23 +48,22 @@ from gossamer.sim.scenarios import (
     positive_int,
     register,
 )
-from gossamer.wire.isis import MULTICAST_PORT
+from gossamer.wire.isis import MAX_DATA_SIZE, MULTICAST_PORT
 
-__all__ = ["IsisRun", "build_group", "sender_value"]
+__all__ = ["TUNABLES", "IsisRun", "build_group", "sender_value"]
 
 PORT = MULTICAST_PORT
 
 
-def sender_value(sender_index: int, i: int) -> int:
-    """The ``i``-th (1-based) value multicast by sender number ``sender_index``."""
-    return 100 * sender_index + i + 10
-
-
-def _probability(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{text} is not a probability in [0, 1]")
-    return value
+def sender_value(sender_index: int, i: int, size: int = 4) -> bytes:
+    """The ``i``-th (1-based) payload multicast by sender number ``sender_index``: the
+    uint32 ``100 * sender_index + i + 10`` in 4 bytes, or ``size`` bytes that start with
+    ``"<sender_index>/<i>"`` and repeat the value's bytes."""
+    value = (100 * sender_index + i + 10).to_bytes(4, "big")
+    if size == 4:
+        return value
+    label = f"{sender_index}/{i}:".encode()
+    return (label + value * (size // 4 + 1))[:size]
 
 
 class IsisRun:
@@ -75,17 +79,20 @@ class IsisRun:
         self.latencies: list[float] = []
         self.crashed: set[str] = set()
 
-    def multicasted(self, node: str, msg_id: int, data: int, now: float) -> None:
+    def multicasted(self, node: str, msg_id: int, data: bytes, now: float) -> None:
         msg = f"{node}/{msg_id}"
-        self.record.multicasts.setdefault(node, {})[msg] = data
+        self.record.multicasts.setdefault(node, {})[msg] = payload_digest(data)
         self.sent_at[msg] = now
 
     def on_event(self, node: SimNode, event: object) -> None:
         if isinstance(event, Delivered):
-            msg = f"{self.names.get(event.sender, event.sender)}/{event.msg_id}"
+            msg = f"{event.sender}/{event.msg_id}"
             self.record.deliveries.setdefault(node.node_id, []).append(
                 CheckedDelivery(
-                    msg=msg, seq=event.final_seq, proposer=event.proposer, data=event.data
+                    msg=msg,
+                    seq=event.final_seq,
+                    proposer=event.proposer,
+                    data=payload_digest(event.data),
                 )
             )
             if msg in self.sent_at:
@@ -125,17 +132,11 @@ def build_group(sim: Simulator, nodes: int) -> tuple[Member, ...]:
 def isis_config(
     member: Member, members: tuple[Member, ...], params: Mapping[str, Any]
 ) -> IsisConfig:
-    """The configuration every node of both scenarios uses."""
-    return IsisConfig(
-        me=member.id,
-        members=members,
-        retransmit=RetransmitSchedule(
-            initial=params["retransmit"],
-            maximum=max(params["retransmit_max"], params["retransmit"]),
-        ),
-        faults=FaultFlags(drop_rate=params["drop_rate"], delay=params["ack_delay"] / 1000.0),
-        batch_delay=params["batch"] / 1000.0,
-    )
+    """The configuration every node of both scenarios uses: the tunables from ``params``
+    (a ``retransmit_max`` below ``retransmit_initial`` is raised to it)."""
+    tunables = {param.name: params[param.name] for param in TUNABLES}
+    tunables["retransmit_max"] = max(tunables["retransmit_max"], tunables["retransmit_initial"])
+    return IsisConfig(me=member.id, members=members, **tunables)
 
 
 def schedule_crashes(sim: Simulator, run: IsisRun, params: Mapping[str, Any]) -> None:
@@ -163,9 +164,9 @@ def schedule_multicasts(
     for s in range(min(senders, len(run.members))):
         node = run.members[s].name
         for i in range(1, params["messages"] + 1):
-            data = sender_value(s, i)
+            data = sender_value(s, i, params["size"])
 
-            def send(core: Any, now: float, node: str = node, data: int = data) -> None:
+            def send(core: Any, now: float, node: str = node, data: bytes = data) -> None:
                 msg_id = core.multicast(data, now)
                 if msg_id is not None:
                     run.multicasted(node, msg_id, data, now)
@@ -173,9 +174,25 @@ def schedule_multicasts(
             sim.local(node, send, when=params["start"] + (i - 1) * params["interval"])
 
 
+def _payload_size(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= MAX_DATA_SIZE:
+        raise ValueError(f"{text} is not a payload size from 0 to {MAX_DATA_SIZE} bytes")
+    return value
+
+
+#: ``IsisConfig``'s tunables as parameters: same names, units and defaults (``IsisConfig``
+#: validates the values).
+TUNABLES: tuple[Param, ...] = tuple(
+    Param(name=name, parse=type(default), default=default, help=ISIS_TUNABLES[name])
+    for name, default in tunable_defaults().items()
+)
+
 COMMON_PARAMS: tuple[Param, ...] = (
     Param(name="senders", parse=positive_int, default=2, help="how many nodes multicast (n0..)"),
     Param(name="messages", parse=positive_int, default=5, help="messages per sender"),
+    Param(name="size", parse=_payload_size, default=4,
+          help="payload bytes per message (4: the original's uint32 values)"),
     Param(name="interval", parse=non_negative_float, default=0.05,
           help="seconds between one sender's multicasts"),
     Param(name="start", parse=non_negative_float, default=0.1, help="when senders begin"),
@@ -183,16 +200,7 @@ COMMON_PARAMS: tuple[Param, ...] = (
           help="NODE@SECONDS[,...]: crash nodes (survivors remove them after `detect`)"),
     Param(name="detect", parse=non_negative_float, default=1.0,
           help="seconds from a crash to its removal from every survivor's view"),
-    Param(name="drop_rate", parse=_probability, default=0.0,
-          help="the original's --dropRate: drop received datagrams in the core"),
-    Param(name="ack_delay", parse=non_negative_float, default=0.0,
-          help="the original's --delay, milliseconds, for half the Acks and SeqAcks"),
-    Param(name="retransmit", parse=non_negative_float, default=0.2,
-          help="first retransmission interval, seconds (doubling)"),
-    Param(name="retransmit_max", parse=non_negative_float, default=4.0,
-          help="largest interval before the schedule restarts, seconds"),
-    Param(name="batch", parse=non_negative_float, default=0.0,
-          help="milliseconds messages to one member may wait to share a datagram (0: off)"),
+    *TUNABLES,
 )  # fmt: skip
 
 

@@ -21,7 +21,6 @@ from gossamer.proto.isis import IsisCore, Member
 from gossamer.proto.isis.core import Delivered
 from gossamer.proto.snapshot import (
     Bank,
-    SnapshotConfig,
     SnapshotDone,
     SnapshotNode,
     check_bank,
@@ -104,11 +103,6 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     run = SnapshotRun(sim, members, params["initial"])
     sim.on_event = run.on_event
     ids = [m.id for m in members]
-    snap_config = SnapshotConfig(
-        retransmit_initial=params["retransmit"],
-        retransmit_maximum=max(params["retransmit_max"], params["retransmit"]),
-        drop_rate=params["drop_rate"],
-    )
 
     def factory_for(member: Member) -> Any:
         def factory(ctx: NodeContext) -> SnapshotNode:
@@ -119,11 +113,10 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
                 core,
                 tracer=ctx.tracer,
                 rng=ctx.rng,
-                config=snap_config,
                 workload=bank.workload(total=params["initial"] * nodes),
             )
 
-            def multicasted(msg_id: int, data: int, now: float) -> None:
+            def multicasted(msg_id: int, data: bytes, now: float) -> None:
                 run.multicasted(member.name, msg_id, data, now)
 
             node.on_multicast = multicasted
