@@ -59,7 +59,7 @@ from typing import Any, Generic, TypeVar, cast
 from gossamer._types import Address
 from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
 from gossamer.aio.addresses import resolve
-from gossamer.aio.stream import WriteFlow, peer_address_of
+from gossamer.aio.stream import ClosesOnExit, WriteFlow, peer_address_of
 from gossamer.errors import GossamerError, LocalProtocolError, NetworkError
 from gossamer.proto.core import ConnectionsCore
 
@@ -185,25 +185,25 @@ def tcp_listener(host: str, port: int, *, backlog: int = 100) -> socket.socket:
         ) from exc
 
 
-class ConnectionsDriver(Generic[CC]):
+class ConnectionsDriver(ClosesOnExit, Generic[CC]):
     """Runs ``core`` (a ``ConnectionsCore``) over TCP; see the module docstring.
 
-    ``on_event``/``event_queue`` are the ``Pump``'s; ``on_flush`` runs after the
-    connections' output on every pump; ``connect_timeout`` bounds each open (seconds);
-    ``ipv6=False`` resolves names to IPv4 only (protocols whose wire carries IPv4);
-    ``coalesce=False`` writes each ``data_to_send()`` pair by itself.
+    ``connect_timeout`` bounds each open (seconds); ``ipv6=False`` resolves names to IPv4
+    only (protocols whose wire carries IPv4); ``coalesce=False`` writes each
+    ``data_to_send()`` pair by itself; ``on_flush`` runs after the connections' output on
+    every pump; ``on_event``/``event_queue`` are the ``Pump``'s. ``async with`` closes it.
     """
 
     def __init__(
         self,
         core: CC,
         *,
-        on_event: EventCallback | None = None,
-        event_queue: bool | None = None,
-        on_flush: Callable[[], None] | None = None,
         connect_timeout: float = 10.0,
         ipv6: bool = True,
         coalesce: bool = True,
+        on_flush: Callable[[], None] | None = None,
+        on_event: EventCallback | None = None,
+        event_queue: bool | None = None,
     ) -> None:
         self.core = core
         self.pump: Pump[CC] = Pump(
@@ -289,13 +289,6 @@ class ConnectionsDriver(Generic[CC]):
         if self._server is not None:
             await self._server.wait_closed()
         await self.pump.wait_closed()
-
-    async def __aenter__(self) -> ConnectionsDriver[CC]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
 
     # -- the pump's hooks -----------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Self, TypeVar, cast
 
 from gossamer._types import Address
 from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
@@ -35,6 +35,7 @@ from gossamer.errors import LocalProtocolError
 from gossamer.proto.core import StreamCore
 
 __all__ = [
+    "ClosesOnExit",
     "DriverCounters",
     "StreamDriver",
     "StreamServer",
@@ -111,7 +112,25 @@ class WriteFlow:
         self._drain_waiters.clear()
 
 
-class StreamDriver(WriteFlow, Pump[SC], asyncio.Protocol, Generic[SC]):
+class ClosesOnExit:
+    """``async with driver:`` closes it on the way out and waits until it is closed (the
+    stream driver and server, the connections driver)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def wait_closed(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+class StreamDriver(WriteFlow, Pump[SC], ClosesOnExit, asyncio.Protocol, Generic[SC]):
     """Pumps one ``StreamCore`` over one TCP connection; it is the connection's protocol.
 
     Made by ``connect`` (client) or ``serve`` (one per accepted connection).
@@ -146,13 +165,6 @@ class StreamDriver(WriteFlow, Pump[SC], asyncio.Protocol, Generic[SC]):
         if self._transport is not None:
             self._transport.abort()
         self._begin_close()
-
-    async def __aenter__(self) -> StreamDriver[SC]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
 
     # -- asyncio.Protocol ----------------------------------------------------------
 
@@ -260,7 +272,7 @@ def peer_address_of(info: object) -> Address | None:
     return None
 
 
-class StreamServer(Generic[SC]):
+class StreamServer(ClosesOnExit, Generic[SC]):
     """A listening TCP socket that runs a fresh core (from ``factory``) per connection.
 
     ``connections`` holds the drivers of the connections still open;
@@ -315,13 +327,6 @@ class StreamServer(Generic[SC]):
         await asyncio.gather(*(d.wait_closed() for d in drivers), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-
-    async def __aenter__(self) -> StreamServer[SC]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
 
     def _accept(self) -> StreamDriver[SC]:
         driver: StreamDriver[SC] = StreamDriver(self._factory(), event_queue=self._event_queue)
