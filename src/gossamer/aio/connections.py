@@ -59,7 +59,7 @@ from typing import Any, Generic, TypeVar, cast
 from gossamer._types import Address
 from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
 from gossamer.aio.addresses import resolve
-from gossamer.aio.stream import ClosesOnExit, WriteFlow, peer_address_of
+from gossamer.aio.stream import ClosesOnExit, WriteFlow, listening_address, peer_address_of
 from gossamer.errors import GossamerError, LocalProtocolError, NetworkError
 from gossamer.proto.core import ConnectionsCore
 
@@ -252,10 +252,7 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
     @property
     def address(self) -> Address:
         """The listening address (the port bound with port 0)."""
-        if self._server is None or not self._server.sockets:
-            raise LocalProtocolError("the connections driver is not listening")
-        name = self._server.sockets[0].getsockname()
-        return (str(name[0]), int(name[1]))
+        return listening_address(self._server, "the connections driver")
 
     @property
     def closed(self) -> bool:

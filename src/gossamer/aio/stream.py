@@ -41,6 +41,7 @@ __all__ = [
     "StreamServer",
     "WriteFlow",
     "connect",
+    "listening_address",
     "peer_address_of",
     "serve",
 ]
@@ -263,6 +264,15 @@ class StreamDriver(WriteFlow, Pump[SC], ClosesOnExit, asyncio.Protocol, Generic[
         transport.close()
 
 
+def listening_address(server: asyncio.Server | None, what: str) -> Address:
+    """Where ``server`` listens, ``(host, port)`` (the port bound when 0 was asked for);
+    ``LocalProtocolError`` naming ``what`` when it does not listen."""
+    if server is None or not server.sockets:
+        raise LocalProtocolError(f"{what} is not listening")
+    name = server.sockets[0].getsockname()
+    return (str(name[0]), int(name[1]))
+
+
 def peer_address_of(info: object) -> Address | None:
     """``(host, port)`` from a transport's ``peername``/``sockname``, or None."""
     if isinstance(info, tuple) and len(info) >= 2:
@@ -305,10 +315,7 @@ class StreamServer(ClosesOnExit, Generic[SC]):
     @property
     def address(self) -> Address:
         """The listening address."""
-        if self._server is None or not self._server.sockets:
-            raise LocalProtocolError("the server is not listening")
-        name = self._server.sockets[0].getsockname()
-        return (str(name[0]), int(name[1]))
+        return listening_address(self._server, "the server")
 
     def close(self) -> None:
         """Stop listening and close every open connection."""
