@@ -27,14 +27,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Self, TypeVar, cast
 
 from gossamer._types import Address
 from gossamer.aio._pump import DriverCounters, EventCallback, Pump, now
 from gossamer.errors import LocalProtocolError
 from gossamer.proto.core import StreamCore
 
-__all__ = ["DriverCounters", "StreamDriver", "StreamServer", "connect", "serve"]
+__all__ = [
+    "ClosesOnExit",
+    "DriverCounters",
+    "StreamDriver",
+    "StreamServer",
+    "WriteFlow",
+    "connect",
+    "listening_address",
+    "peer_address_of",
+    "serve",
+]
 
 SC = TypeVar("SC", bound=StreamCore)
 
@@ -42,7 +52,86 @@ SC = TypeVar("SC", bound=StreamCore)
 ConnectionEventCallback = Callable[["StreamDriver[Any]", object], None]
 
 
-class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
+class WriteFlow:
+    """Write flow control for one transport (the ``asyncio.Protocol`` side), shared by the
+    stream driver and the connections driver (``gossamer.aio.connections``).
+
+    Past the transport's high-water mark (``pause_writing``) the owner stops handing it
+    bytes and reading stops too (the peer's input is what produces our output); both
+    resume at ``resume_writing``, which then calls ``_writing_resumed()`` so the owner
+    writes what it held back. Local producers ``await drain()``. The owner calls
+    ``_init_write_flow()`` when it is made and ``_end_write_flow()`` when the
+    connection is lost (waiting ``drain()`` calls then raise ``ConnectionResetError``).
+    """
+
+    _transport: asyncio.Transport | None
+
+    def _init_write_flow(self) -> None:
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._lost = False
+
+    @property
+    def writing_paused(self) -> bool:
+        """True while the transport's write buffer is above its high-water mark."""
+        return self._write_paused
+
+    async def drain(self) -> None:
+        """Wait until the transport accepts more data; raise ``ConnectionError`` once it is gone."""
+        if self._lost:
+            raise ConnectionResetError("the connection is closed")
+        if not self._write_paused:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        # Stop reading too: the peer's requests are what produce our answers.
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+        self._writing_resumed()
+
+    def _writing_resumed(self) -> None:
+        """Write what was held back while paused (the owner's)."""
+
+    def _end_write_flow(self) -> None:
+        self._lost = True
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_exception(ConnectionResetError("the connection was lost"))
+        self._drain_waiters.clear()
+
+
+class ClosesOnExit:
+    """``async with driver:`` closes it on the way out and waits until it is closed (the
+    stream driver and server, the connections driver)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def wait_closed(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+class StreamDriver(WriteFlow, Pump[SC], ClosesOnExit, asyncio.Protocol, Generic[SC]):
     """Pumps one ``StreamCore`` over one TCP connection; it is the connection's protocol.
 
     Made by ``connect`` (client) or ``serve`` (one per accepted connection).
@@ -61,30 +150,12 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
         self.peer_address: Address | None = None
         self.local_address: Address | None = None
         self._transport: asyncio.Transport | None = None
-        self._write_paused = False
-        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._init_write_flow()
         self._peer_eof = False  # the peer's half has ended
         self._eof_sent = False  # our half has ended
         self._told_end = False  # the core got receive_data(b"")
-        self._lost = False
 
     # -- the application's side ------------------------------------------------
-
-    @property
-    def writing_paused(self) -> bool:
-        """True while the transport's write buffer is above its high-water mark."""
-        return self._write_paused
-
-    async def drain(self) -> None:
-        """Wait until the transport accepts more data; raise ``ConnectionError`` once it is gone."""
-        if self._lost:
-            raise ConnectionResetError("the connection is closed")
-        if not self._write_paused:
-            return
-        assert self._loop is not None
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        self._drain_waiters.append(waiter)
-        await waiter
 
     def close(self) -> None:
         """Write what the core has queued, then close the connection. Idempotent."""
@@ -96,21 +167,14 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
             self._transport.abort()
         self._begin_close()
 
-    async def __aenter__(self) -> StreamDriver[SC]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
-
     # -- asyncio.Protocol ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport implements Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
         self._start(asyncio.get_running_loop())
-        self.peer_address = _address(transport.get_extra_info("peername"))
-        self.local_address = _address(transport.get_extra_info("sockname"))
+        self.peer_address = peer_address_of(transport.get_extra_info("peername"))
+        self.local_address = peer_address_of(transport.get_extra_info("sockname"))
         # The core may have something to say first (a greeting) or a deadline.
         self._pump()
 
@@ -132,31 +196,14 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
         return not self._closing
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                waiter.set_exception(ConnectionResetError("the connection was lost"))
-        self._drain_waiters.clear()
+        self._end_write_flow()
         if self._failure is None:
             # The stream ended without an EOF (reset, local close): the core still
             # learns that no more input will come, and its last events are delivered.
             self._tell_end()
         self._finished()
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        # Stop reading too: the peer's requests are what produce our answers.
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.pause_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._drain_waiters.clear()
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+    def _writing_resumed(self) -> None:
         if not self._closing:
             self._pump()
 
@@ -217,7 +264,17 @@ class StreamDriver(Pump[SC], asyncio.Protocol, Generic[SC]):
         transport.close()
 
 
-def _address(info: object) -> Address | None:
+def listening_address(server: asyncio.Server | None, what: str) -> Address:
+    """Where ``server`` listens, ``(host, port)`` (the port bound when 0 was asked for);
+    ``LocalProtocolError`` naming ``what`` when it does not listen."""
+    if server is None or not server.sockets:
+        raise LocalProtocolError(f"{what} is not listening")
+    name = server.sockets[0].getsockname()
+    return (str(name[0]), int(name[1]))
+
+
+def peer_address_of(info: object) -> Address | None:
+    """``(host, port)`` from a transport's ``peername``/``sockname``, or None."""
     if isinstance(info, tuple) and len(info) >= 2:
         host, port = info[0], info[1]
         if isinstance(host, str) and isinstance(port, int):
@@ -225,7 +282,7 @@ def _address(info: object) -> Address | None:
     return None
 
 
-class StreamServer(Generic[SC]):
+class StreamServer(ClosesOnExit, Generic[SC]):
     """A listening TCP socket that runs a fresh core (from ``factory``) per connection.
 
     ``connections`` holds the drivers of the connections still open;
@@ -258,10 +315,7 @@ class StreamServer(Generic[SC]):
     @property
     def address(self) -> Address:
         """The listening address."""
-        if self._server is None or not self._server.sockets:
-            raise LocalProtocolError("the server is not listening")
-        name = self._server.sockets[0].getsockname()
-        return (str(name[0]), int(name[1]))
+        return listening_address(self._server, "the server")
 
     def close(self) -> None:
         """Stop listening and close every open connection."""
@@ -280,13 +334,6 @@ class StreamServer(Generic[SC]):
         await asyncio.gather(*(d.wait_closed() for d in drivers), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-
-    async def __aenter__(self) -> StreamServer[SC]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        self.close()
-        await self.wait_closed()
 
     def _accept(self) -> StreamDriver[SC]:
         driver: StreamDriver[SC] = StreamDriver(self._factory(), event_queue=self._event_queue)
