@@ -7,7 +7,7 @@ Opened as every gossamer service is (``docs/api.md``)::
                gossamer.open_socket("push", tag="feeder", wire=wire) as push:
         await push.link(pull.address, "jobs")     # "host:port", ("localhost", 7001), "[::1]:7001"
         await push.send(b"work")                  # waits for credit (optional timeout)
-        message = await pull.receive()            # a Message: .data, .peer, ...
+        message = await pull.receive()            # a Message: .data, .sender, ...
         async for message in pull: ...            # until the socket closes
 
 Each socket lives on a :class:`Node` (one address, any number of sockets told apart by
@@ -549,8 +549,8 @@ class Socket:
     # -- receiving -----------------------------------------------------------------------
 
     async def receive(self, *, timeout: float | None = None) -> Message | Receipt:
-        """The next message (``.data``, ``.peer`` and ``.peer_tag``: who sent it, the envelope and,
-        ROUTER, the ``routing_id``), or a :class:`Receipt` (only with ``receipts=True``;
+        """The next message (``.data``; ``.sender`` and ``.peer_tag``: who sent it; the envelope
+        and, ROUTER, the ``routing_id``), or a :class:`Receipt` (only with ``receipts=True``;
         receipts come first), waiting up to ``timeout`` seconds (``TimedOutError``).
 
         After :meth:`close` it returns what had already arrived, then raises

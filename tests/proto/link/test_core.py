@@ -581,7 +581,7 @@ def test_req_rep_alternate_strictly_and_stale_replies_are_dropped_loudly() -> No
     f.run()
     message = req.take_message(T0)
     assert message is not None and not isinstance(message, Receipt)
-    assert message.data == b"a2" and message.peer == f.addr["b"]
+    assert message.data == b"a2" and message.sender == f.addr["b"]
 
 
 def test_dealer_router_route_by_id_with_envelopes() -> None:
