@@ -70,7 +70,6 @@ from gossamer.proto.link import (
     Transport,
     Writable,
 )
-from gossamer.proto.link import LinkError as CoreLinkError
 from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
@@ -523,10 +522,10 @@ class Socket:
                 sent = self.core.send(data, now())
             else:
                 sent = self.core.send(data, now(), cookie=cookie, to=to, envelope=envelope)
-        except CoreLinkError as exc:
-            if exc.cause == "no_route":
+        except LinkError as exc:
+            if exc.cause == "no_route":  # a ROUTER's routing id: nothing matches it
                 raise NoRouteError(exc.reason, routing_id=to) from exc
-            raise LinkError(exc.reason, cause=exc.cause) from exc
+            raise
         # Also when blocked: a FLOW may wait behind our output.
         if self._link_node.urgent:
             self._pump.pump()

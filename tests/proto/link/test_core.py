@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.errors import ConfigError, DecodeError, LinkError, LocalProtocolError
 from gossamer.proto.link import (
     LinkDown,
-    LinkError,
     LinkUp,
     Readable,
     Receipt,

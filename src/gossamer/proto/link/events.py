@@ -1,5 +1,6 @@
 """What a link node tells its driver and application: events, taken messages,
-receipts, statistics, and the error of a request a link can no longer carry."""
+receipts and statistics. A request a link can no longer carry raises
+:class:`gossamer.errors.LinkError`."""
 
 from __future__ import annotations
 
@@ -7,13 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gossamer._types import Address
-from gossamer.errors import LocalProtocolError
 
 __all__ = [
     "Connect",
     "Event",
     "LinkDown",
-    "LinkError",
     "LinkEvent",
     "LinkStatistics",
     "LinkUp",
@@ -25,16 +24,6 @@ __all__ = [
     "SocketStatistics",
     "Writable",
 ]
-
-
-class LinkError(LocalProtocolError):
-    """A request could not be carried out because a link is gone or was refused.
-
-    ``cause`` is the link's reason (e.g. ``refused:incompatible``, ``transport_lost``)."""
-
-    def __init__(self, reason: str, *, cause: str, **fields: Any) -> None:
-        super().__init__(reason, cause=cause, **fields)
-        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

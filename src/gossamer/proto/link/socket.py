@@ -16,7 +16,7 @@ from itertools import repeat
 from typing import Any
 
 from gossamer._types import Address
-from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.errors import ConfigError, DecodeError, LinkError, LocalProtocolError
 from gossamer.proto.link.config import (
     CONTROL_SUBSCRIBE,
     CONTROL_UNSUBSCRIBE,
@@ -25,7 +25,7 @@ from gossamer.proto.link.config import (
     SocketOptions,
     check_tag,
 )
-from gossamer.proto.link.events import LinkError, LinkStatistics, Message, Receipt, SocketStatistics
+from gossamer.proto.link.events import LinkStatistics, Message, Receipt, SocketStatistics
 from gossamer.proto.link.host import SocketHost
 from gossamer.proto.link.machine import LinkInput, LinkState
 from gossamer.proto.link.patterns import Pattern, pull_envelope, push_envelope

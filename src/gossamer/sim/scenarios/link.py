@@ -29,11 +29,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
-from gossamer.errors import ConfigError
+from gossamer.errors import ConfigError, LinkError
 from gossamer.proto.link import (
     LinkConfig,
     LinkDown,
-    LinkError,
     LinkNode,
     LinkSocket,
     LinkUp,
