@@ -718,8 +718,7 @@ class LinkNode:
             return
         link.attempts += 1
         # Notes footnote 4: random timeouts avoid link request storms.
-        base = min(opts.retry_base * 2 ** (link.attempts - 1), opts.retry_max)
-        link.retry_at = now + base * self._rng.uniform(0.5, 1.5)
+        link.retry_at = now + opts.retry_backoff.delay(link.attempts - 1, self._rng)
         self._retrying[id(link)] = link
 
     def _forget(self, link: Link) -> None:
