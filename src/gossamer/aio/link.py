@@ -691,8 +691,6 @@ def open_node(
         kind = Transport(transport)
     except ValueError:
         raise ConfigError("transport must be 'tcp' or 'udp'", transport=transport) from None
-    if kind is Transport.SIM_STREAM:
-        raise ConfigError("sim-stream is the simulator's transport")
 
     async def start() -> Node:
         address = await resolve((host, port), stream=kind is Transport.TCP)

@@ -48,10 +48,9 @@ URGENT_BYTES = 64 * 1024
 
 
 class Transport(Enum):
-    """How a node's frames travel: see ``udp``, ``sim_stream`` and ``tcp`` beside this."""
+    """How a node's frames travel: see ``udp`` and ``tcp`` beside this."""
 
     UDP = "udp"
-    SIM_STREAM = "sim-stream"
     TCP = "tcp"
 
 
