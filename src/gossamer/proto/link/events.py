@@ -92,7 +92,8 @@ class Message:
     the peer node) with the sending socket's ``peer_tag``.
 
     Not frozen: a frozen dataclass's ``__init__`` (``object.__setattr__`` per field)
-    costs the receive hot path a third of its time; treat it as read-only all the same.
+    costs about five times a plain one's (0.78 against 0.15 us), on the hot path of
+    every receive; treat it as read-only all the same.
     """
 
     data: bytes
