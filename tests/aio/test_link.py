@@ -259,7 +259,7 @@ def test_async_with_closes_and_iteration_ends(run: Runner) -> None:
                     await push.send(word)
                 first = await pull.receive(timeout=5)
                 assert isinstance(first, Message)
-                assert (first.data, first.peer) == (b"a", push.address)
+                assert (first.data, first.sender) == (b"a", push.address)
             assert push.closed
             with pytest.raises(ClosedError):
                 await push.send(b"late")

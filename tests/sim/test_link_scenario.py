@@ -77,16 +77,31 @@ def assert_exactly_once(result: RunResult) -> None:
             assert ledger[key] >= 0, f"{e} sent beyond its credit{replay}"
 
 
-@pytest.mark.parametrize("transport", ["udp", "tcp"])
 @pytest.mark.parametrize("pattern", ["push", "reqrep", "pubsub"])
 def test_every_pattern_delivers_exactly_once_over_a_lossy_network(
-    tmp_path: Path, pattern: str, transport: str
+    tmp_path: Path, pattern: str
 ) -> None:
-    result = simulate(tmp_path, 4, 7, LOSSY, pattern=pattern, transport=transport,
-                      messages=60, capacity=8)
+    result = simulate(tmp_path, 4, 7, LOSSY, pattern=pattern, messages=60, capacity=8)
     assert_exactly_once(result)
     assert_faults_injected(result, "drop", "duplicate", "reorder", "delay")
     assert result.summary["retransmissions"] > 0
+
+
+@pytest.mark.parametrize("pattern", ["push", "reqrep", "pubsub"])
+def test_every_pattern_delivers_exactly_once_over_the_simulators_tcp_streams(
+    tmp_path: Path, pattern: str
+) -> None:
+    # Datagram faults do not touch streams (TCP hides loss): the links ride the
+    # simulator's connections, one per sender, dialled by the sender.
+    result = simulate(tmp_path, 4, 7, LOSSY, pattern=pattern, transport="tcp",
+                      messages=60, capacity=8)
+    assert_exactly_once(result)
+    assert result.metadata["fault_counts"] == {}
+    assert result.metadata["network"]["stream_segments"] > 0
+    assert result.summary["retransmissions"] == 0  # no link channel under TCP
+    events, _ = read_run(result.run_dir)
+    connects = [(e.node, e.peer) for e in events if e.layer == "net" and e.kind == "connect"]
+    assert sorted(connects) == [("n1", "n0"), ("n2", "n0"), ("n3", "n0")]
 
 
 @settings(max_examples=12, deadline=None)
@@ -97,19 +112,59 @@ def test_every_pattern_delivers_exactly_once_over_a_lossy_network(
     dup=st.sampled_from([0.0, 0.2]),
     reorder=st.sampled_from([0.0, 0.3]),
     capacity=st.integers(1, 12),
-    transport=st.sampled_from(["udp", "tcp"]),
+    pattern=st.sampled_from(["push", "reqrep", "pubsub"]),
 )
 def test_exactly_once_per_incarnation_under_random_faults(
     *,
     seed: int, nodes: int, drop: float, dup: float, reorder: float, capacity: int,
-    transport: str
+    pattern: str
 ) -> None:
     faults = FaultPlan(drop=drop, duplicate=dup, reorder=reorder)
     with tempfile.TemporaryDirectory() as out:
         result = simulate(Path(out), nodes, seed, faults, duration=120.0, messages=30,
-                          capacity=capacity, transport=transport)
+                          capacity=capacity, pattern=pattern)
         assert_exactly_once(result)
         assert_faults_injected(result, "drop")
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    nodes=st.integers(2, 6),
+    capacity=st.integers(1, 12),
+    pattern=st.sampled_from(["push", "reqrep", "pubsub"]),
+)
+def test_exactly_once_over_tcp_streams_for_any_seed_and_capacity(
+    *, seed: int, nodes: int, capacity: int, pattern: str
+) -> None:
+    with tempfile.TemporaryDirectory() as out:
+        result = simulate(Path(out), nodes, seed, duration=120.0, messages=30,
+                          capacity=capacity, pattern=pattern, transport="tcp")
+        assert_exactly_once(result)
+
+
+def test_a_crashed_hub_resets_its_tcp_connections_and_the_senders_link_again(
+    tmp_path: Path,
+) -> None:
+    result = simulate(tmp_path, 3, 2, messages=400, capacity=5, consume=300,
+                      transport="tcp", crash="n0@0.3", restart="n0@1.0")
+    assert_faults_injected(result, "crash", "restart")
+    summary = result.summary
+    replay = replay_command(result.request)
+    assert summary["duplicates"] == 0, replay
+    # The crash reset both senders' connections, and their first relink (0.5 s later)
+    # found the hub still down (refused): each a link down, loudly, per sender.
+    assert summary["link_downs"] == {"transport_lost": 4}, f"{summary}\n{replay}"
+    events, _ = read_run(tmp_path)
+    for sender in ("n1", "n2"):
+        net = [(e.kind, e.attrs.get("reason")) for e in events
+               if e.layer == "net" and e.node == sender]
+        assert net == [("connect", None), ("close", "reset"), ("close", "refused"),
+                       ("connect", None)], f"{sender}: {net}\n{replay}"
+    ups = [e for e in events if e.node == "n1" and e.kind == "link_up"]
+    assert len(ups) == 2 and ups[0].attrs["link"] != ups[1].attrs["link"]
+    # The restarted hub took what the senders sent after relinking, each once.
+    assert summary["delivered"] == summary["distinct_delivered"] > 0
 
 
 def test_a_slow_consumer_with_many_senders_stays_within_the_memory_bound(
@@ -160,9 +215,12 @@ def test_a_partition_takes_links_down_with_a_reason_and_they_come_back(
     assert summary["messages_sent"] == 600  # n1 finished its work after the partition
 
 
-def test_runs_are_reproducible(tmp_path: Path) -> None:
-    a = simulate(tmp_path / "a", 3, 9, LOSSY, messages=40)
-    b = simulate(tmp_path / "b", 3, 9, LOSSY, messages=40)
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_runs_are_reproducible(tmp_path: Path, transport: str) -> None:
+    a = simulate(tmp_path / "a", 3, 9, LOSSY, messages=40, transport=transport,
+                 crash="n2@0.05", restart="n2@0.5")
+    b = simulate(tmp_path / "b", 3, 9, LOSSY, messages=40, transport=transport,
+                 crash="n2@0.05", restart="n2@0.5")
     assert a.summary == b.summary
     for name in ("n0.jsonl", "n1.jsonl", "n2.jsonl"):
         assert (a.run_dir / name).read_bytes() == (b.run_dir / name).read_bytes()

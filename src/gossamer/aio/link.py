@@ -7,7 +7,7 @@ Opened as every gossamer service is (``docs/api.md``)::
                gossamer.open_socket("push", tag="feeder", wire=wire) as push:
         await push.link(pull.address, "jobs")     # "host:port", ("localhost", 7001), "[::1]:7001"
         await push.send(b"work")                  # waits for credit (optional timeout)
-        message = await pull.receive()            # a Message: .data, .peer, ...
+        message = await pull.receive()            # a Message: .data, .sender, ...
         async for message in pull: ...            # until the socket closes
 
 Each socket lives on a :class:`Node` (one address, any number of sockets told apart by
@@ -70,7 +70,6 @@ from gossamer.proto.link import (
     Transport,
     Writable,
 )
-from gossamer.proto.link import LinkError as CoreLinkError
 from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
@@ -523,10 +522,10 @@ class Socket:
                 sent = self.core.send(data, now())
             else:
                 sent = self.core.send(data, now(), cookie=cookie, to=to, envelope=envelope)
-        except CoreLinkError as exc:
-            if exc.cause == "no_route":
+        except LinkError as exc:
+            if exc.cause == "no_route":  # a ROUTER's routing id: nothing matches it
                 raise NoRouteError(exc.reason, routing_id=to) from exc
-            raise LinkError(exc.reason, cause=exc.cause) from exc
+            raise
         # Also when blocked: a FLOW may wait behind our output.
         if self._link_node.urgent:
             self._pump.pump()
@@ -549,8 +548,8 @@ class Socket:
     # -- receiving -----------------------------------------------------------------------
 
     async def receive(self, *, timeout: float | None = None) -> Message | Receipt:
-        """The next message (``.data``, ``.peer`` and ``.peer_tag``: who sent it, the envelope and,
-        ROUTER, the ``routing_id``), or a :class:`Receipt` (only with ``receipts=True``;
+        """The next message (``.data``; ``.sender`` and ``.peer_tag``: who sent it; the envelope
+        and, ROUTER, the ``routing_id``), or a :class:`Receipt` (only with ``receipts=True``;
         receipts come first), waiting up to ``timeout`` seconds (``TimedOutError``).
 
         After :meth:`close` it returns what had already arrived, then raises
@@ -692,8 +691,6 @@ def open_node(
         kind = Transport(transport)
     except ValueError:
         raise ConfigError("transport must be 'tcp' or 'udp'", transport=transport) from None
-    if kind is Transport.SIM_STREAM:
-        raise ConfigError("sim-stream is the simulator's transport")
 
     async def start() -> Node:
         address = await resolve((host, port), stream=kind is Transport.TCP)

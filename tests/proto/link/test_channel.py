@@ -15,7 +15,6 @@ from gossamer.proto.link.channel import (
     SEQ_HEADER_SIZE,
     Channel,
     ChannelConfig,
-    ChannelMode,
     Header,
     pull_header,
     push_header,
@@ -83,13 +82,13 @@ def test_malformed_headers_are_rejected() -> None:
 class LossyPair:
     """Two channels joined by a seeded network that drops, duplicates and reorders."""
 
-    def __init__(self, seed: int, *, drop: float, dup: float, mode: ChannelMode) -> None:
+    def __init__(self, seed: int, *, drop: float, dup: float) -> None:
         self.rng = random.Random(seed)
         self.drop, self.dup = drop, dup
-        config = ChannelConfig(window=8, max_datagram=200, segment=50)
+        config = ChannelConfig(window=8, max_datagram=200)
         self.ends = [
-            Channel(local_session=11, peer_session=22, config=config, mode=mode),
-            Channel(local_session=22, peer_session=11, config=config, mode=mode),
+            Channel(local_session=11, peer_session=22, config=config),
+            Channel(local_session=22, peer_session=11, config=config),
         ]
         self.received: list[list[bytes]] = [[], []]
         self.now = 0.0
@@ -127,7 +126,7 @@ class LossyPair:
 def test_every_frame_arrives_once_and_in_order_under_loss(
     seed: int, drop: float, dup: float
 ) -> None:
-    pair = LossyPair(seed, drop=drop, dup=dup, mode=ChannelMode.DATAGRAM)
+    pair = LossyPair(seed, drop=drop, dup=dup)
     frames = [f"frame-{i:03d}".encode() * (1 + i % 9) for i in range(120)]
     for frame in frames:
         pair.ends[0].queue_frame(frame)
@@ -135,25 +134,15 @@ def test_every_frame_arrives_once_and_in_order_under_loss(
     pair.run(until=120.0)
     assert b"".join(pair.received[1]) == b"".join(frames), f"seed={seed}"
     assert pair.received[0] == [b"reverse"]
-    # Datagram mode never splits a frame: each payload is whole frames.
+    # The channel never splits a frame: each payload is whole frames.
     assert all(any(p.startswith(f) for f in frames) for p in pair.received[1])
     if drop > 0.1:
         assert pair.ends[0].counters.retransmissions > 0
 
 
-def test_stream_mode_cuts_the_bytes_into_segments() -> None:
-    pair = LossyPair(3, drop=0.2, dup=0.1, mode=ChannelMode.STREAM)
-    data = bytes(range(256)) * 8
-    pair.ends[0].queue_frame(data)
-    pair.run(until=60.0)
-    assert b"".join(pair.received[1]) == data
-    assert max(len(p) for p in pair.received[1]) == 50
-    assert pair.ends[1].counters.duplicates + pair.ends[0].counters.retransmissions > 0
-
-
 def test_a_silent_peer_is_declared_unreachable_after_dead_after() -> None:
     config = ChannelConfig(dead_after=3.0, initial_rto=0.1, min_rto=0.1, max_rto=0.4)
-    channel = Channel(local_session=1, peer_session=2, config=config, mode=ChannelMode.DATAGRAM)
+    channel = Channel(local_session=1, peer_session=2, config=config)
     channel.queue_frame(b"hello")
     sent = channel.poll(0.0)
     assert len(sent) == 1 and channel.in_flight == 1
@@ -171,8 +160,8 @@ def test_a_silent_peer_is_declared_unreachable_after_dead_after() -> None:
 
 def test_keepalive_probes_an_idle_peer_and_an_answer_keeps_it_alive() -> None:
     config = ChannelConfig(keepalive_interval=1.0, dead_after=5.0)
-    a = Channel(local_session=1, peer_session=2, config=config, mode=ChannelMode.DATAGRAM)
-    b = Channel(local_session=2, peer_session=1, config=config, mode=ChannelMode.DATAGRAM)
+    a = Channel(local_session=1, peer_session=2, config=config)
+    b = Channel(local_session=2, peer_session=1, config=config)
     assert a.deadline() is None  # no links, no probes
     a.keepalive = True
     assert a.deadline() == 1.0
@@ -192,8 +181,8 @@ def test_keepalive_probes_an_idle_peer_and_an_answer_keeps_it_alive() -> None:
 
 def test_selective_acks_spare_what_arrived() -> None:
     config = ChannelConfig(window=8)
-    a = Channel(local_session=1, peer_session=2, config=config, mode=ChannelMode.DATAGRAM)
-    b = Channel(local_session=2, peer_session=1, config=config, mode=ChannelMode.DATAGRAM)
+    a = Channel(local_session=1, peer_session=2, config=config)
+    b = Channel(local_session=2, peer_session=1, config=config)
     big = b"x" * (config.max_payload - 10)
     for _ in range(4):
         a.queue_frame(big)

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.errors import ConfigError, DecodeError, LinkError, LocalProtocolError
 from gossamer.proto.link import (
     LinkDown,
-    LinkError,
     LinkUp,
     Readable,
     Receipt,
     RequestFailed,
+    SocketOptions,
     Writable,
 )
 from gossamer.proto.link.machine import LinkState
@@ -176,6 +176,30 @@ def test_retries_stop_at_the_limit() -> None:
     assert down(f, "c") == ["gave_up:refused:temporarily_unavailable"]
     assert f.types("c", "b").count("LINK") == 4  # the first attempt and 3 retries
     assert not late.links and f.nodes["c"].next_deadline() is None
+
+
+def test_retries_back_off_around_a_ceiling_that_doubles_up_to_retry_max() -> None:
+    f = Fabric("abc")
+    f.socket("b", "pull", 2, max_links=1)
+    f.socket("a", "push", 1).link(f.addr["b"], 2, T0)
+    f.run()
+    late = f.socket("c", "push", 3, retry_base=0.1, retry_max=0.3, retry_limit=5)
+    late.link(f.addr["b"], 2, T0)
+    f.run()
+    node = f.nodes["c"]
+    for ceiling in (0.1, 0.2, 0.3, 0.3, 0.3):
+        refused_at, deadline = f.now, node.next_deadline()
+        assert deadline is not None
+        assert 0.5 * ceiling <= deadline - refused_at <= 1.5 * ceiling
+        f.advance(deadline - f.now)  # the retry, refused again
+    assert down(f, "c") == ["gave_up:refused:temporarily_unavailable"]
+
+
+def test_retry_base_and_retry_max_are_checked_by_the_shared_backoff() -> None:
+    with pytest.raises(ConfigError, match="retry_base <= retry_max") as info:
+        SocketOptions(retry_base=0.5, retry_max=0.1)
+    assert isinstance(info.value.__cause__, ConfigError)
+    assert SocketOptions(retry_base=0.2, retry_max=0.4).retry_backoff.ceiling(5) == 0.4
 
 
 def test_a_fatal_refusal_after_a_transient_one_ends_the_retries() -> None:
@@ -581,7 +605,7 @@ def test_req_rep_alternate_strictly_and_stale_replies_are_dropped_loudly() -> No
     f.run()
     message = req.take_message(T0)
     assert message is not None and not isinstance(message, Receipt)
-    assert message.data == b"a2" and message.peer == f.addr["b"]
+    assert message.data == b"a2" and message.sender == f.addr["b"]
 
 
 def test_dealer_router_route_by_id_with_envelopes() -> None:

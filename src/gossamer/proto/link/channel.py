@@ -26,9 +26,8 @@ Datagram layout (big-endian)::
 - Sequence numbers start at 1 and are 32-bit; a session would need 4 billion datagrams
   to wrap, which is documented as a limit rather than handled.
 
-The payload is opaque here: the link core puts whole Exon frames in it (``DATAGRAM``
-mode, so a datagram never splits a frame) or, to simulate TCP, cuts its byte stream
-into fixed-size segments (``STREAM`` mode). Either way the receiver gets the payloads
+The payload is opaque here: the link core puts whole Exon frames in it, so a datagram
+never splits a frame (a lost datagram never tears one). The receiver gets the payloads
 in order and parses them as one byte stream.
 
 Retransmission follows RFC 6298 in spirit: a smoothed RTT and variance give the
@@ -51,7 +50,6 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 
 from gossamer.errors import ConfigError, DecodeError
 
@@ -61,7 +59,6 @@ __all__ = [
     "SEQ_HEADER_SIZE",
     "Channel",
     "ChannelConfig",
-    "ChannelMode",
     "Header",
     "pull_header",
     "push_header",
@@ -133,13 +130,6 @@ def pull_header(data: bytes) -> tuple[Header, int]:
     return Header(src_session=src, dst_session=dst, ack=ack, sack=sack, seq=None), HEADER_SIZE
 
 
-class ChannelMode(Enum):
-    #: Payloads hold whole frames (UDP: a lost datagram never tears a frame).
-    DATAGRAM = "datagram"
-    #: Payloads are arbitrary cuts of a byte stream (a simulated TCP connection).
-    STREAM = "stream"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChannelConfig:
     """Sizes and timers of the channel. Times in seconds."""
@@ -158,8 +148,6 @@ class ChannelConfig:
     keepalive_interval: float = 1.0
     #: How long an acknowledgement may wait for a datagram to ride on.
     ack_delay: float = 0.002
-    #: STREAM mode: bytes per segment (TCP's default MSS on a 576-byte path).
-    segment: int = 536
 
     def __post_init__(self) -> None:
         if self.max_datagram < SEQ_HEADER_SIZE + 64:
@@ -170,8 +158,8 @@ class ChannelConfig:
             raise ConfigError("need 0 < min_rto <= initial_rto <= max_rto")
         if self.dead_after <= 0 or self.keepalive_interval <= 0:
             raise ConfigError("dead_after and keepalive_interval must be positive seconds")
-        if self.ack_delay < 0 or self.segment < 1:
-            raise ConfigError("ack_delay must be non-negative and segment positive")
+        if self.ack_delay < 0:
+            raise ConfigError("ack_delay must be non-negative", ack_delay=self.ack_delay)
 
     @property
     def max_payload(self) -> int:
@@ -211,12 +199,10 @@ class Channel:
         local_session: int,
         peer_session: int | None,
         config: ChannelConfig,
-        mode: ChannelMode,
     ) -> None:
         self.local_session = local_session
         self.peer_session = peer_session
         self.config = config
-        self.mode = mode
         self.counters = ChannelCounters()
         #: Set once nothing was acknowledged for ``dead_after``: the peer is unreachable.
         self.failed = False
@@ -227,8 +213,7 @@ class Channel:
         self._activity = 0.0  # last datagram sent or received
         self._next_seq = 1
         self._unacked: dict[int, _Outstanding] = {}
-        self._frames: deque[bytes] = deque()  # DATAGRAM mode: whole frames waiting
-        self._stream = bytearray()  # STREAM mode: bytes waiting
+        self._frames: deque[bytes] = deque()  # whole frames waiting
         self._expected = 1
         self._early: dict[int, bytes] = {}
         self._ack_due: float | None = None
@@ -239,16 +224,13 @@ class Channel:
     # -- sending ----------------------------------------------------------------
 
     def queue_frame(self, frame: bytes) -> None:
-        """Queue one whole frame (``DATAGRAM`` mode keeps it in one datagram)."""
-        if self.mode is ChannelMode.STREAM:
-            self._stream += frame
-        else:
-            self._frames.append(frame)
+        """Queue one whole frame (it stays in one datagram)."""
+        self._frames.append(frame)
 
     @property
     def backlog(self) -> int:
         """Bytes queued but not yet in a datagram."""
-        return len(self._stream) + sum(len(f) for f in self._frames)
+        return sum(len(f) for f in self._frames)
 
     @property
     def in_flight(self) -> int:
@@ -268,7 +250,6 @@ class Channel:
             self.keepalive
             and not self._unacked
             and not self._frames
-            and not self._stream
             and now >= self._activity + cfg.keepalive_interval
         ):
             self._probe = True  # an empty sequenced datagram: acknowledged or not
@@ -322,7 +303,7 @@ class Channel:
         elif self.keepalive:
             probe = self._activity + self.config.keepalive_interval
             best = probe if best is None else min(best, probe)
-        if (self._frames or self._stream) and len(self._unacked) < self.config.window:
+        if self._frames and len(self._unacked) < self.config.window:
             return 0.0  # data waits and the window has room: send at once
         return best
 
@@ -331,13 +312,6 @@ class Channel:
             self._probe = False
             return b""
         limit = self.config.max_payload
-        if self.mode is ChannelMode.STREAM:
-            if not self._stream:
-                return None
-            size = min(len(self._stream), self.config.segment, limit)
-            chunk = bytes(self._stream[:size])
-            del self._stream[:size]
-            return chunk
         if not self._frames:
             return None
         first = self._frames.popleft()

@@ -9,6 +9,7 @@ from enum import Enum
 
 from gossamer._types import Address
 from gossamer.errors import ConfigError
+from gossamer.proto.backoff import AROUND, Backoff
 from gossamer.proto.link.channel import ChannelConfig
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, Authorizer
 from gossamer.wire import exon
@@ -47,10 +48,9 @@ URGENT_BYTES = 64 * 1024
 
 
 class Transport(Enum):
-    """How a node's frames travel: see ``udp``, ``sim_stream`` and ``tcp`` beside this."""
+    """How a node's frames travel: see ``udp`` and ``tcp`` beside this."""
 
     UDP = "udp"
-    SIM_STREAM = "sim-stream"
     TCP = "tcp"
 
 
@@ -67,7 +67,8 @@ class SocketOptions:
     ``capacity`` is the credits granted to each linked peer (0 for sockets that do not
     receive); ``batch`` the fraction of it returned per FLOW. ``retry_*`` shape the
     randomized back-off after a transient refusal (first delay ``retry_base``, doubling
-    up to ``retry_max``, each scaled by a uniform factor in [0.5, 1.5]) and
+    up to ``retry_max``, each scaled by a uniform factor in [0.5, 1.5]: the shared
+    :class:`~gossamer.proto.backoff.Backoff` with the ``AROUND`` spread) and
     ``retry_limit`` caps the attempts. ``receipts`` asks peers to report when their
     application takes our messages, so ``send(..., cookie=...)`` can return receipts;
     ``receipt_ratio`` (0: receipts always first) lets a waiting message through after
@@ -85,8 +86,16 @@ class SocketOptions:
     retry_limit: int = 8
     authorize: Authorizer | None = None
     custom: Mapping[str, bytes] = field(default_factory=dict)
+    #: The retry schedule that ``retry_base`` and ``retry_max`` describe.
+    retry_backoff: Backoff = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        try:
+            backoff = Backoff(base=self.retry_base, maximum=self.retry_max, spread=AROUND)
+        except ConfigError as exc:
+            raise ConfigError("need 0 < retry_base <= retry_max", retry_base=self.retry_base,
+                              retry_max=self.retry_max) from exc
+        object.__setattr__(self, "retry_backoff", backoff)
         if not -(1 << 31) <= self.capacity < 1 << 31:
             raise ConfigError("capacity must fit in a signed 32-bit integer")
         if not 0.0 < self.batch <= 1.0:
@@ -95,8 +104,6 @@ class SocketOptions:
             raise ConfigError("max_links must be non-negative", max_links=self.max_links)
         if self.receipt_ratio < 0 or self.retry_limit < 0:
             raise ConfigError("receipt_ratio and retry_limit must be non-negative")
-        if not 0 < self.retry_base <= self.retry_max:
-            raise ConfigError("need 0 < retry_base <= retry_max")
         if "receipts" in self.custom:
             raise ConfigError("the custom metadata key 'receipts' is reserved")
 

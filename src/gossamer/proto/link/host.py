@@ -1,8 +1,8 @@
 """What a link socket and a transport may ask of the node that holds them.
 
 :class:`~.node.LinkNode` is the one implementation; these protocols are the whole of
-what the sockets (:mod:`~.socket`) and the transports (:mod:`~.udp`, :mod:`~.tcp`,
-:mod:`~.sim_stream`) use of it, so that each can be read, and replaced, without the
+what the sockets (:mod:`~.socket`) and the transports (:mod:`~.udp`, :mod:`~.tcp`) use
+of it, so that each can be read, and replaced, without the
 node's internals.
 """
 

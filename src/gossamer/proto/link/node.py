@@ -13,13 +13,12 @@ Transports. The node speaks Exon frames (:mod:`gossamer.wire.exon`, whose
 - ``UDP`` (:mod:`~.udp`): the node is a ``DatagramCore``; frames ride in a reliable
   channel (:mod:`~.channel`) per peer, so a link delivers each message exactly once per
   incarnation under loss, duplication and reordering;
-- ``SIM_STREAM`` (:mod:`~.sim_stream`): the same channel cutting the byte stream into
-  segments, the simulator's stand-in for TCP (frames split across segments, in order,
-  reliable);
-- ``TCP`` (:mod:`~.tcp`): real byte streams owned by a driver; each connection runs a
+- ``TCP`` (:mod:`~.tcp`): byte streams owned by a driver; each connection runs a
   :class:`~.tcp.StreamEndpoint` (a ``StreamCore``) bound to the node. The dialing side
   first sends a HELLO carrying its listening address (node-level, see below), so both
-  ends name a peer by the address it listens on.
+  ends name a peer by the address it listens on. :mod:`~.connections` puts such a node
+  under the multi-connection contract (``LinkConnections``), as the simulator's
+  streams drive it.
 
 Application interface. Local requests are methods of :class:`~.socket.LinkSocket`
 taking ``now``; they never block: a send that finds no credit returns ``False`` and the
@@ -78,7 +77,6 @@ from gossamer.proto.link.events import (
 from gossamer.proto.link.machine import Action, LinkInput, LinkState
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, decide, pattern_for
 from gossamer.proto.link.records import Context, Link, Peer
-from gossamer.proto.link.sim_stream import SimStreamTransport
 from gossamer.proto.link.socket import LinkSocket
 from gossamer.proto.link.tcp import StreamEndpoint, TcpTransport
 from gossamer.proto.link.transport import LinkTransport
@@ -166,8 +164,6 @@ class LinkNode:
         self.transport: LinkTransport
         if config.transport is Transport.TCP:
             self.transport = self._tcp = TcpTransport(self)
-        elif config.transport is Transport.SIM_STREAM:
-            self.transport = self._udp = SimStreamTransport(self, rng)
         else:
             self.transport = self._udp = UdpTransport(self, rng)
         # Bound once: every DATA goes through it.
@@ -242,7 +238,7 @@ class LinkNode:
     # -- the driver's interface ------------------------------------------------------
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        """UDP and simulated streams: one datagram from ``addr``."""
+        """UDP: one datagram from ``addr``."""
         self._now = now
         self._datagrams().receive_datagram(data, addr, now)
 
@@ -295,7 +291,7 @@ class LinkNode:
 
     def _datagrams(self) -> UdpTransport:
         if self._udp is None:
-            raise LocalProtocolError("datagrams need the UDP or simulated stream transport")
+            raise LocalProtocolError("datagrams need the UDP transport")
         return self._udp
 
     # -- for sockets and transports ------------------------------------------------------
@@ -718,8 +714,7 @@ class LinkNode:
             return
         link.attempts += 1
         # Notes footnote 4: random timeouts avoid link request storms.
-        base = min(opts.retry_base * 2 ** (link.attempts - 1), opts.retry_max)
-        link.retry_at = now + base * self._rng.uniform(0.5, 1.5)
+        link.retry_at = now + opts.retry_backoff.delay(link.attempts - 1, self._rng)
         self._retrying[id(link)] = link
 
     def _forget(self, link: Link) -> None:

@@ -5,7 +5,7 @@
 These are plain records shared by the node, its sockets and its transports; the rules
 that change them live with their owners: a socket keeps its ring, routes and queue
 (``socket``), the node drives the state machine (``node``), a transport keeps a peer's
-channel (``udp``, ``sim_stream``) or connections (``tcp``).
+channel (``udp``) or connections (``tcp``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from itertools import repeat
 from typing import Any
 
 from gossamer._types import Address
-from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.errors import ConfigError, DecodeError, LinkError, LocalProtocolError
 from gossamer.proto.link.config import (
     CONTROL_SUBSCRIBE,
     CONTROL_UNSUBSCRIBE,
@@ -25,7 +25,7 @@ from gossamer.proto.link.config import (
     SocketOptions,
     check_tag,
 )
-from gossamer.proto.link.events import LinkError, LinkStatistics, Message, Receipt, SocketStatistics
+from gossamer.proto.link.events import LinkStatistics, Message, Receipt, SocketStatistics
 from gossamer.proto.link.host import SocketHost
 from gossamer.proto.link.machine import LinkInput, LinkState
 from gossamer.proto.link.patterns import Pattern, pull_envelope, push_envelope
@@ -332,32 +332,44 @@ class LinkSocket:
 
         Taking a message is what returns its credit to the sender (in batches)."""
         if self._plain and not self.receipts:
-            # The hot path (PULL, SUB, PAIR): no envelope, no receipt waiting.
-            queue = self.queue
-            if not queue:
-                return None
-            link, payload, index = queue.popleft()
-            self.queued_bytes -= len(payload)
-            self.taken += 1
-            node = self.node
-            if node.trace_data or link.peer_wants_receipts or link.state is not _ESTABLISHED:
-                node.taken(link, index, now)
-                return payload
-            # node.taken without traces and receipts: count it, return credits by the batch.
-            link.taken += 1
-            inflow = link.inflow
-            inflow.pending += 1
-            if inflow.pending >= inflow.batch:
-                node.flow(link, inflow.batch_done(), now)
-            return payload
+            entry = self._take_plain(now)
+            return None if entry is None else entry[1]
         item = self._take(now)
         if item is None or isinstance(item, Receipt):
             return item
         return item.data
 
     def take_message(self, now: float) -> Message | Receipt | None:
-        """Like :meth:`take`, with the message's origin and envelope."""
+        """Like :meth:`take`, with the message's sender and envelope."""
+        if self._plain and not self.receipts:
+            entry = self._take_plain(now)
+            if entry is None:
+                return None
+            link, payload, _ = entry
+            return Message(payload, link.peer.address, link.peer_tag)
         return self._take(now)
+
+    def _take_plain(self, now: float) -> tuple[Link, bytes, int] | None:
+        """The hot path of :meth:`take` and :meth:`take_message` (PULL, SUB, PAIR: no
+        envelope, no receipt waiting): the queue's next entry, its credit accounted."""
+        queue = self.queue
+        if not queue:
+            return None
+        entry = queue.popleft()
+        link, payload, index = entry
+        self.queued_bytes -= len(payload)
+        self.taken += 1
+        node = self.node
+        if node.trace_data or link.peer_wants_receipts or link.state is not _ESTABLISHED:
+            node.taken(link, index, now)
+            return entry
+        # node.taken without traces and receipts: count it, return credits by the batch.
+        link.taken += 1
+        inflow = link.inflow
+        inflow.pending += 1
+        if inflow.pending >= inflow.batch:
+            node.flow(link, inflow.batch_done(), now)
+        return entry
 
     def _take(self, now: float) -> Message | Receipt | None:
         if not self.pattern.receives and not self.options.receipts:
@@ -379,7 +391,7 @@ class LinkSocket:
             self.taken += 1
             node.taken(link, index, now)
             if not self.pattern.enveloped:
-                return Message(data=payload, peer=link.peer.address, peer_tag=link.peer_tag)
+                return Message(payload, link.peer.address, link.peer_tag)
             try:
                 ids, body = pull_envelope(payload)
             except DecodeError as exc:
@@ -394,7 +406,7 @@ class LinkSocket:
                 self._rep_pending = (link, ids)
             return Message(
                 data=body,
-                peer=link.peer.address,
+                sender=link.peer.address,
                 peer_tag=link.peer_tag,
                 envelope=ids,
                 routing_id=link.routing_id if name == "router" else None,

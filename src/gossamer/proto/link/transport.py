@@ -1,4 +1,4 @@
-"""What a link node asks of its transport (``udp``, ``sim_stream``, ``tcp``): the node
+"""What a link node asks of its transport (``udp``, ``tcp``): the node
 hands it frames for a peer, marks the peer ``dirty`` and asks for deadlines. What a
 transport asks of the node is :class:`~.host.TransportHost`: it gives the node the
 bytes that arrive and says when a peer's transport is lost."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import DecodeError
-from gossamer.proto.link.channel import Channel, ChannelMode, pull_header
+from gossamer.proto.link.channel import Channel, pull_header
 from gossamer.proto.link.host import TransportHost
 from gossamer.proto.link.records import Peer
 from gossamer.proto.link.transport import LinkTransport
@@ -20,11 +20,8 @@ __all__ = ["UdpTransport"]
 
 
 class UdpTransport(LinkTransport):
-    """A reliable channel per peer, carried in datagrams (``ChannelMode.DATAGRAM``):
-    each channel payload holds whole frames."""
-
-    #: How the channel carries frames.
-    mode = ChannelMode.DATAGRAM
+    """A reliable channel per peer, carried in datagrams: each channel payload holds
+    whole frames."""
 
     def __init__(self, node: TransportHost, rng: Random) -> None:
         self.node = node
@@ -112,15 +109,11 @@ class UdpTransport(LinkTransport):
             channel = self._new_channel(peer)
             channel.peer_session = header.src_session
         for payload in channel.receive(header, data[offset:], now):
-            if not node.receive_frames(peer, payload, now) and self.framing_lost(peer, now):
-                return
+            # Payloads hold whole frames: after one that did not parse (counted and
+            # traced), the next starts clean.
+            node.receive_frames(peer, payload, now)
         node.dirty[peer.address] = peer
         self._pump(now)
-
-    def framing_lost(self, peer: Peer, now: float) -> bool:
-        """A channel payload did not parse; True when the rest of the datagram is to be
-        dropped. Datagrams hold whole frames: the next payload starts clean."""
-        return False
 
     # -- channels ------------------------------------------------------------------------
 
@@ -129,8 +122,7 @@ class UdpTransport(LinkTransport):
         while session == 0 or session in peer.retired:
             session = self._rng.getrandbits(64)
         peer.channel = Channel(
-            local_session=session, peer_session=None, config=self.node.config.channel,
-            mode=self.mode,
+            local_session=session, peer_session=None, config=self.node.config.channel
         )
         peer.channel.keepalive = bool(peer.links)
         peer.frames.reset()

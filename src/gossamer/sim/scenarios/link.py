@@ -13,8 +13,10 @@ other nodes), and every link starts at the sender:
 
 ``transport=udp`` runs the links over the reliable UDP channel (exactly once under
 ``--drop``/``--dup``/``--reorder``/``--delay``); ``transport=tcp`` over the
-simulator's stand-in for TCP (the same retransmission, with the byte stream cut into
-segments so frames straddle datagrams). ``consume`` slows the receivers down
+simulator's reliable streams (``gossamer.sim.streams``), the TCP transport's node under
+the multi-connection contract (``LinkConnections``): the datagram faults do not touch
+streams, a crash resets the node's connections as its operating system would, a
+partition stalls them. ``consume`` slows the receivers down
 (messages taken per second; 0: as fast as they arrive): a slow consumer is what the
 memory bound ``links x capacity x max message`` is about, and the summary compares the
 largest queue seen with that bound. Crashes, restarts and partitions take links
@@ -29,11 +31,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
-from gossamer.errors import ConfigError
+from gossamer.errors import ConfigError, LinkError
 from gossamer.proto.link import (
     LinkConfig,
     LinkDown,
-    LinkError,
     LinkNode,
     LinkSocket,
     LinkUp,
@@ -45,6 +46,7 @@ from gossamer.proto.link import (
     Writable,
 )
 from gossamer.proto.link.channel import ChannelConfig
+from gossamer.proto.link.connections import LinkConnections
 from gossamer.sim.engine import NodeContext, Simulator
 from gossamer.sim.scenarios import (
     Param,
@@ -57,11 +59,12 @@ from gossamer.sim.scenarios import (
     positive_int,
     register,
 )
+from gossamer.sim.streams import StreamNetwork
 
 if TYPE_CHECKING:
     from gossamer.trace.sink import Tracer
 
-__all__ = ["LinkApp"]
+__all__ = ["DatagramLinkApp", "LinkApp", "StreamLinkApp"]
 
 PORT = 7100
 TAG = 1
@@ -85,9 +88,11 @@ def _fraction(text: str) -> float:
 
 
 class LinkApp:
-    """A simulated application around a :class:`LinkNode`: the DatagramCore the
-    simulator runs. It links, sends as credits allow, takes at its consume rate and
-    records what it delivered, reacting to the node's events."""
+    """A simulated application around a :class:`LinkNode`. It links, sends as credits
+    allow, takes at its consume rate and records what it delivered, reacting to the
+    node's events (read from ``source``: the node, or the ``LinkConnections`` around it).
+    :class:`DatagramLinkApp` and :class:`StreamLinkApp` are the cores the simulator
+    runs."""
 
     def __init__(
         self,
@@ -140,11 +145,12 @@ class LinkApp:
         if role == "sender" and pattern == "pubsub":
             self.sock.subscribe(topic, now)
 
-    # -- DatagramCore -------------------------------------------------------------------
+    @property
+    def source(self) -> LinkNode | LinkConnections:
+        """Where the node's events are read."""
+        return self.node
 
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        self.node.receive_datagram(data, addr, now)
-        self._react(now)
+    # -- the core's timer and events ---------------------------------------------------------
 
     def handle_timer(self, now: float) -> None:
         self.node.handle_timer(now)
@@ -160,9 +166,6 @@ class LinkApp:
             self._publish_at = None
             self._produce(now)
         self._react(now)
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        return self.node.datagrams_to_send()
 
     def events_received(self) -> list[object]:
         out, self.events = self.events, []
@@ -181,8 +184,9 @@ class LinkApp:
         return self.sent < self.messages or self._req_outstanding
 
     def _react(self, now: float) -> None:
+        source = self.source
         for _ in range(1000):
-            events = self.node.events_received()
+            events = source.events_received()
             if not events:
                 break
             for event in events:
@@ -287,6 +291,51 @@ class LinkApp:
             self._pending_reply = item
 
 
+class DatagramLinkApp(LinkApp):
+    """The application on a UDP-transport node: a ``DatagramCore``."""
+
+    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+        self.node.receive_datagram(data, addr, now)
+        self._react(now)
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        return self.node.datagrams_to_send()
+
+
+class StreamLinkApp(LinkApp):
+    """The application on a TCP-transport node: a ``ConnectionsCore`` (the node's
+    :class:`LinkConnections`) for ``StreamNetwork``."""
+
+    def __init__(self, node: LinkNode, **app: Any) -> None:
+        self.connections = LinkConnections(node)
+        super().__init__(node, **app)
+
+    @property
+    def source(self) -> LinkConnections:
+        return self.connections
+
+    def connection_made(self, conn: int, peer: Address, now: float) -> None:
+        self.connections.connection_made(conn, peer, now)
+        self._react(now)
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        self.connections.receive_data(conn, data, now)
+        self._react(now)
+
+    def connection_lost(self, conn: int, now: float) -> None:
+        self.connections.connection_lost(conn, now)
+        self._react(now)
+
+    def connections_to_open(self) -> list[tuple[int, Address]]:
+        return self.connections.connections_to_open()
+
+    def data_to_send(self) -> list[tuple[int, bytes]]:
+        return self.connections.data_to_send()
+
+    def connections_to_close(self) -> list[int]:
+        return self.connections.connections_to_close()
+
+
 def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     pattern = params["pattern"]
     senders = params["senders"] if params["senders"] is not None else nodes - 1
@@ -294,7 +343,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         raise ConfigError(
             f"the link scenario needs senders + 1 <= nodes (senders={senders}, nodes={nodes})"
         )
-    transport = Transport.UDP if params["transport"] == "udp" else Transport.SIM_STREAM
+    tcp = params["transport"] == "tcp"
+    streams = StreamNetwork(sim) if tcp else None
     subnets = min(params["subnets"], nodes)
     for i in range(senders + 1):
         sim.network.add_host(f"h{i}", subnet=i % subnets)
@@ -313,14 +363,15 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         def factory(ctx: NodeContext) -> LinkApp:
             node = LinkNode(
                 LinkConfig(address=(ctx.host.ip, ctx.port), node_id=ctx.node_id,
-                           transport=transport, channel=channel, max_message=size,
+                           transport=Transport.TCP if tcp else Transport.UDP,
+                           channel=channel, max_message=size,
                            names=names),
                 tracer=ctx.tracer,
                 rng=ctx.rng,
             )
             kind = hub_kind if i == 0 else sender_kind
             node.open_socket(kind, TAG, SocketOptions(capacity=capacity, batch=params["batch"]))
-            app = LinkApp(
+            app = (StreamLinkApp if tcp else DatagramLinkApp)(
                 node,
                 role="hub" if i == 0 else "sender",
                 pattern=pattern,
@@ -345,10 +396,13 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         return factory
 
     for i in range(senders + 1):
-        sim.add_node(ids[i], hosts[i], PORT, factory_for(i))
+        if streams is not None:
+            streams.add_node(ids[i], hosts[i], PORT, factory_for(i))
+        else:
+            sim.add_node(ids[i], hosts[i], PORT, factory_for(i))
     for node_id, when in params["crash"]:
         check_nodes_exist(sim, [node_id], "crash")
-        sim.crash(node_id, when)
+        (streams or sim).crash(node_id, when)
     for node_id, when in params["restart"]:
         check_nodes_exist(sim, [node_id], "restart")
         sim.restart(node_id, when)
@@ -410,7 +464,7 @@ SCENARIO = register(
     Scenario(
         name="link",
         description="Exon/A3M sockets: push/pull, req/rep or pub/sub with credits, over "
-        "reliable UDP or simulated TCP",
+        "reliable UDP or the simulator's TCP streams",
         default_duration=30.0,
         params=(
             Param(name="pattern", parse=_choice(PATTERNS), default="push",
@@ -420,7 +474,7 @@ SCENARIO = register(
             Param(name="messages", parse=positive_int, default=100,
                   help="messages per sender (pubsub: published by n0)"),
             Param(name="transport", parse=_choice(("udp", "tcp")), default="udp",
-                  help="udp (reliable channel) | tcp (simulated stream)"),
+                  help="udp (reliable channel) | tcp (the simulator's streams)"),
             Param(name="capacity", parse=positive_int, default=20,
                   help="credits each receiver grants per link"),
             Param(name="batch", parse=_fraction, default=0.25,
