@@ -281,6 +281,17 @@ class IsisConfig:
             )
         self.schedule  # noqa: B018 - validates the retransmission intervals
 
+    @classmethod
+    def of(cls, me: str, members: Sequence[tuple[str, Address]], **params: Any) -> IsisConfig:
+        """The configuration of member ``me`` of a group given as ``(name, (host, port))``
+        pairs, numbered from 1 in the given order (as the original's hostfile lines are);
+        ``params`` are the other fields (``retransmit_initial=``, ``wire=``...)."""
+        group = members_from(members)
+        ids = [m.id for m in group if m.name == me]
+        if not ids:
+            raise ConfigError("this member is not in the group", me=me)
+        return cls(me=ids[0], members=group, **params)
+
     @property
     def schedule(self) -> RetransmitSchedule:
         """The retransmission schedule of ``retransmit_initial`` and ``retransmit_max``."""
