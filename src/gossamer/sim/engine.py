@@ -67,6 +67,7 @@ class SimNode:
     incarnation: int = 0
     armed_at: float | None = None
     timer_generation: int = 0
+    #: The core's events, in order, when the simulator keeps them (``keep_events``).
     events: list[object] = field(default_factory=list)
 
     @property
@@ -100,6 +101,9 @@ class Simulator:
         self.stats: Counter[str] = Counter()
         self.nodes: dict[str, SimNode] = {}
         self.on_event: EventHandler | None = None
+        #: Keep every node's events in ``SimNode.events`` (memory grows with the run); a
+        #: scenario that watches them through ``on_event`` instead turns this off.
+        self.keep_events = True
         self._sink_for = sink_for
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -274,7 +278,8 @@ class Simulator:
             self._route(node, data, addr)
         events = core.events_received()
         if events:
-            node.events.extend(events)
+            if self.keep_events:
+                node.events.extend(events)
             if self.on_event is not None:
                 for event in events:
                     self.on_event(node, event)

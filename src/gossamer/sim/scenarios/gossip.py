@@ -2,14 +2,25 @@
 
     gossamer sim --scenario gossip --nodes N --param subnets=S --param broadcasts=B
                  --param size=BYTES --param multicast=on|off --param crashed=FRACTION
+                 --param destinations=D
 
 Timeline: every node boots at 0; with multicast on, every node announces itself
 ``announce`` times (a broadcast to nobody, which still multicasts on its LAN) so that LAN
-peers see each other; ``warmup`` broadcasts from random nodes to everyone let nodes learn
-the other subnets; then ``crashed`` of the nodes crash, and ``broadcasts`` measured
-broadcasts of ``size`` bytes go from random live nodes to everyone, ``interval`` apart.
-The summary checks that every live node delivered every measured broadcast exactly once,
-reports depth, TCP messages and bytes, redundant receptions, and checks bounded state.
+peers see each other; ``warmup`` broadcasts from random nodes let nodes learn the other
+subnets; then ``crashed`` of the nodes crash, and ``broadcasts`` measured broadcasts of
+``size`` bytes go from random live nodes, ``interval`` apart. Each broadcast is addressed
+to everyone, or to ``destinations`` nodes drawn at random when there are more nodes than
+that. The summary checks that every live addressee delivered every measured broadcast
+exactly once, reports depth, TCP messages and bytes, redundant receptions, and checks
+bounded state.
+
+Cost. A multicast reaches its whole subnet and carries its sender's seen list (a subnet's
+worth of entries), so the announcements cost a subnet's size squared per subnet; and every
+receiver of a broadcast records every addressee it carries. Unless told otherwise the
+scenario therefore keeps subnets at 64 nodes (``subnets`` defaults to one per 64 nodes)
+and addresses each broadcast to at most 256 nodes: the run then costs time and memory
+linear in the node count (``bench/sim_scale.py``). ``--param destinations=N`` addresses
+everyone, at a cost quadratic in N.
 
 Transports in the simulator. The engine (``gossamer.sim.engine``) carries datagrams only, so
 ``SimGossipNode`` wraps a gossip core and tags each datagram with its transport:
@@ -33,8 +44,8 @@ destinations (see docs/gossip.md).
 from __future__ import annotations
 
 import random
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,7 +53,6 @@ from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.proto.gossip import (
-    Delivered,
     GossipConfig,
     GossipCore,
     MessageHandler,
@@ -58,6 +68,7 @@ from gossamer.sim.scenarios import (
     non_negative_float,
     positive_int,
     register,
+    subnets_param,
 )
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import TraceSink
@@ -77,6 +88,9 @@ __all__ = [
 
 PORT = 29999
 GROUP = "224.1.1.1"
+#: Nodes per subnet, and addressees per broadcast, unless told otherwise (see "Cost").
+LAN = 64
+DESTINATIONS = 256
 #: The simulator's stand-in key: simulated traffic never leaves the process.
 SIM_KEY = b"gossamer-simulation-key-32-bytes"
 _MCAST, _DGRAM, _STREAM, _REPLY = b"\x00", b"\x01", b"\x02", b"\x03"
@@ -223,10 +237,17 @@ class GossipStats:
         elif kind == "replan":
             record.replans += 1
 
-    def figures(self, msg: str, live: Sequence[str]) -> dict[str, Any]:
-        """Coverage of ``live`` nodes (the origin excluded), depth, sends and redundancy."""
+    def figures(
+        self, msg: str, live: Sequence[str], addressed: Collection[str] | None = None
+    ) -> dict[str, Any]:
+        """Coverage of ``live`` nodes (the origin excluded; only those in ``addressed``
+        when given), depth, sends and redundancy."""
         record = self.broadcasts[msg]
-        targets = [node for node in live if node != record.origin]
+        targets = [
+            node
+            for node in live
+            if node != record.origin and (addressed is None or node in addressed)
+        ]
         delivered = [n for n in targets if (c := record.copies.get(n)) and c.deliveries]
         hops = [c.first_hop for c in record.copies.values() if c.first_hop is not None]
         receptions = sum(c.receptions for c in record.copies.values())
@@ -363,6 +384,8 @@ class GossipParams:
     wire: WireMode = WireMode.SEALED
     copies: int | None = None
     ack_timeout: float = 0.5
+    #: Addressees of each warmup and measured broadcast (``None``: everyone).
+    destinations: int | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GossipParams:
@@ -397,6 +420,10 @@ class GossipSim:
         self.node_ids: list[str] = []
         self.measured: list[str] = []
         self.crashed: list[str] = []
+        #: The addressees of the broadcasts not addressed to everyone, by trace id.
+        self.addressed: dict[str, frozenset[str]] = {}
+        # Deliveries are counted from the traces (``stats``): the engine need not keep them.
+        sim.keep_events = False
         self._factory = core_factory or self.gossamer_core
         subnets = max(1, min(params.subnets, nodes))
         if subnets > sim.network.subnets:
@@ -483,11 +510,14 @@ class GossipSim:
         """Have ``origin`` broadcast ``("sim", label, size)`` at ``when``; its trace id is
         appended to ``collect`` when given."""
         payload = ("sim", label, size)
+        everyone = len(dests) == len(self.netids)
 
         def request(wrapper: Any, now: float) -> None:
             msg = wrapper.core.broadcast(dests, payload, now)
             if collect is not None:
                 collect.append(msg)
+                if not everyone:
+                    self.addressed[msg] = frozenset(map(str, dests))
 
         self.sim.local(origin, request, when)
 
@@ -501,13 +531,19 @@ class GossipSim:
         interval: float,
         collect: list[str] | None = None,
     ) -> float:
-        """``count`` broadcasts to everyone from random nodes alive at ``start``."""
-        alive = [n for n in self.node_ids if n not in self.crashed]
+        """``count`` broadcasts from random nodes alive at ``start``, each to everyone or
+        to ``params.destinations`` random nodes (when there are more)."""
+        crashed = set(self.crashed)
+        alive = [n for n in self.node_ids if n not in crashed]
+        bound = self.params.destinations
         for k in range(count):
             origin = self.rng.choice(alive)
+            dests = self.netids
+            if bound is not None and bound < len(dests):
+                dests = self.rng.sample(dests, bound)
             self.broadcast_at(
                 origin,
-                self.netids,
+                dests,
                 start + k * interval,
                 label=f"{label}-{k}",
                 size=size,
@@ -529,20 +565,19 @@ class GossipSim:
         """Figures and property checks over the measured broadcasts (or ``msgs``)."""
         live = self.live()
         msgs = list(self.measured if msgs is None else msgs)
-        rows = [self.stats.figures(msg, live) for msg in msgs if msg in self.stats.broadcasts]
+        rows = [
+            self.stats.figures(msg, live, self.addressed.get(msg))
+            for msg in msgs
+            if msg in self.stats.broadcasts
+        ]
         violations: list[str] = []
         for row in rows:
             if row["max_deliveries"] > 1:
                 violations.append(f"{row['msg']} delivered {row['max_deliveries']} times")
-        deliveries: dict[str, int] = defaultdict(int)
         pending = 0
         peers = 0
         for node_id in live:
-            node = self.sim.nodes[node_id]
-            wrapper = node.core
-            for event in node.events:
-                if isinstance(event, Delivered):
-                    deliveries[event.msg] += 1
+            wrapper = self.sim.nodes[node_id].core
             if isinstance(wrapper, SimGossipNode) and isinstance(wrapper.core, GossipCore):
                 pending += wrapper.core.pending_hops
                 peers = max(peers, len(wrapper.core.peers_db))
@@ -626,9 +661,7 @@ SCENARIO = register(
         description="Chatter broadcasts: log-depth TCP tree plus per-subnet multicast",
         default_duration=30.0,
         params=(
-            Param(
-                name="subnets", parse=positive_int, default=1, help="subnets (multicast domains)"
-            ),
+            subnets_param(LAN),
             Param(name="broadcasts", parse=_count, default=4, help="measured broadcasts"),
             Param(name="size", parse=_count, default=64, help="payload bytes"),
             Param(
@@ -682,7 +715,14 @@ SCENARIO = register(
                 default=0.5,
                 help="seconds before an unacknowledged next hop is re-planned",
             ),
+            Param(
+                name="destinations",
+                parse=positive_int,
+                default=DESTINATIONS,
+                help="addressees of each broadcast, drawn at random when there are more nodes",
+            ),
         ),
         setup=_setup,
+        lan=LAN,
     )
 )

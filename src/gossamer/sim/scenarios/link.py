@@ -50,12 +50,12 @@ from gossamer.sim.scenarios import (
     Param,
     Scenario,
     Summarize,
-    check_nodes_exist,
-    node_at_list,
+    fault_params,
     non_negative_float,
-    partition_spec,
     positive_int,
     register,
+    schedule_faults,
+    subnets_param,
 )
 
 if TYPE_CHECKING:
@@ -295,7 +295,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
             f"the link scenario needs senders + 1 <= nodes (senders={senders}, nodes={nodes})"
         )
     transport = Transport.UDP if params["transport"] == "udp" else Transport.SIM_STREAM
-    subnets = min(params["subnets"], nodes)
+    subnets = sim.network.subnets
     for i in range(senders + 1):
         sim.network.add_host(f"h{i}", subnet=i % subnets)
     hosts = list(sim.network.hosts.values())
@@ -346,16 +346,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
 
     for i in range(senders + 1):
         sim.add_node(ids[i], hosts[i], PORT, factory_for(i))
-    for node_id, when in params["crash"]:
-        check_nodes_exist(sim, [node_id], "crash")
-        sim.crash(node_id, when)
-    for node_id, when in params["restart"]:
-        check_nodes_exist(sim, [node_id], "restart")
-        sim.restart(node_id, when)
-    if params["partition"] is not None:
-        isolated, start, end = params["partition"]
-        check_nodes_exist(sim, isolated, "partition")
-        sim.partition(isolated, start, end)
+    schedule_faults(sim, params)
 
     def summarize() -> dict[str, Any]:
         live = {n: apps[n] for n in ids if sim.nodes[n].alive and n in apps}
@@ -432,14 +423,8 @@ SCENARIO = register(
                   help="seconds before a sender links again after its link went down"),
             Param(name="settle", parse=non_negative_float, default=0.2,
                   help="pubsub: seconds between the last subscriber linking and publishing"),
-            Param(name="subnets", parse=positive_int, default=1,
-                  help="subnets the hosts are spread over"),
-            Param(name="crash", parse=node_at_list, default=[], shown="none",
-                  help="NODE@SECONDS[,...]: crash nodes"),
-            Param(name="restart", parse=node_at_list, default=[], shown="none",
-                  help="NODE@SECONDS[,...]: restart crashed nodes"),
-            Param(name="partition", parse=partition_spec, default=None, shown="none",
-                  help="NODE,NODE@FROM-TO: cut these nodes off from the rest"),
+            subnets_param(),
+            *fault_params(),
         ),
         setup=_setup,
     )
