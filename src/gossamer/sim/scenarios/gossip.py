@@ -15,11 +15,13 @@ exactly once, reports depth, TCP messages and bytes, redundant receptions, and c
 bounded state.
 
 Cost. A multicast reaches its whole subnet and carries its sender's seen list (a subnet's
-worth of entries), so the announcements cost a subnet's size squared per subnet; and every
-receiver of a broadcast records every addressee it carries. Unless told otherwise the
-scenario therefore keeps subnets at 64 nodes (``subnets`` defaults to one per 64 nodes)
-and addresses each broadcast to at most 256 nodes: the run then costs time and memory
-linear in the node count (``bench/sim_scale.py``). ``--param destinations=N`` addresses
+worth of entries), so the announcements cost a subnet's size squared per subnet; every
+receiver of a broadcast records every addressee it carries as a peer; and every node keeps
+a session per sender it hears. Unless told otherwise the scenario therefore keeps subnets
+at 32 nodes (``subnets`` defaults to one per 32 nodes), addresses each broadcast to at
+most 128 nodes and lets a node remember at most 128 peers (the core's ``max_peers``): a
+run then costs time and memory linear in the node count (``bench/sim_scale.py``). None of
+these bounds changes a run of at most 32 nodes. ``--param destinations=N`` addresses
 everyone, at a cost quadratic in N.
 
 Transports in the simulator. The engine (``gossamer.sim.engine``) carries datagrams only, so
@@ -43,6 +45,7 @@ destinations (see docs/gossip.md).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -89,8 +92,10 @@ __all__ = [
 PORT = 29999
 GROUP = "224.1.1.1"
 #: Nodes per subnet, and addressees per broadcast, unless told otherwise (see "Cost").
-LAN = 64
-DESTINATIONS = 256
+LAN = 32
+DESTINATIONS = 128
+#: Peers a node remembers at most, unless told otherwise (see "Cost").
+MAX_PEERS = 128
 #: The simulator's stand-in key: simulated traffic never leaves the process.
 SIM_KEY = b"gossamer-simulation-key-32-bytes"
 _MCAST, _DGRAM, _STREAM, _REPLY = b"\x00", b"\x01", b"\x02", b"\x03"
@@ -386,6 +391,8 @@ class GossipParams:
     ack_timeout: float = 0.5
     #: Addressees of each warmup and measured broadcast (``None``: everyone).
     destinations: int | None = None
+    #: Peers a node remembers at most (``None``: the core's default).
+    max_peers: int | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GossipParams:
@@ -460,6 +467,8 @@ class GossipSim:
             # Small seqnos the first time (short VarInts); each restart starts 2**32 higher.
             first_seqno=((ctx.incarnation - 1) << 32) + 1,
         )
+        if p.max_peers is not None:
+            config = dataclasses.replace(config, max_peers=p.max_peers)
         return GossipCore(
             config, tracer=ctx.tracer, rng=ctx.rng, handlers=[sim_handler()], epoch=ctx.incarnation
         )
@@ -514,7 +523,9 @@ class GossipSim:
 
         def request(wrapper: Any, now: float) -> None:
             msg = wrapper.core.broadcast(dests, payload, now)
-            if collect is not None:
+            if collect is None:
+                self.stats.broadcasts.pop(msg, None)  # not measured: no figures kept
+            else:
                 collect.append(msg)
                 if not everyone:
                     self.addressed[msg] = frozenset(map(str, dests))
@@ -720,6 +731,12 @@ SCENARIO = register(
                 parse=positive_int,
                 default=DESTINATIONS,
                 help="addressees of each broadcast, drawn at random when there are more nodes",
+            ),
+            Param(
+                name="max_peers",
+                parse=positive_int,
+                default=MAX_PEERS,
+                help="peers a node remembers at most (the least recently heard go first)",
             ),
         ),
         setup=_setup,
