@@ -47,8 +47,13 @@ class Host:
     name: str
     ip: str
     subnet: int
-    #: The directed broadcast address of the host's subnet.
-    broadcast: str
+    #: The length of the subnet's prefix.
+    prefix: int = 24
+
+    @property
+    def broadcast(self) -> str:
+        """The directed broadcast address of the host's subnet."""
+        return _broadcast_of(self.ip, self.prefix)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,13 +108,8 @@ class Network:
         if index > self.hosts_per_subnet:
             raise ConfigError(f"subnet {subnet} is full ({self.hosts_per_subnet} hosts)")
         self._next_in_subnet[subnet] = index + 1
-        base = (10 << 24) + (subnet << self._bits)
-        host = Host(
-            name=name,
-            ip=_dotted(base + index),
-            subnet=subnet,
-            broadcast=_dotted(base + (1 << self._bits) - 1),
-        )
+        address = (10 << 24) + (subnet << self._bits) + index
+        host = Host(name=name, ip=_dotted(address), subnet=subnet, prefix=self.prefix)
         self.hosts[name] = host
         self._by_ip[host.ip] = host
         return host
@@ -149,3 +149,8 @@ class Network:
 
 def _dotted(address: int) -> str:
     return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_of(ip: str, prefix: int) -> str:
+    return _dotted(int(ipaddress.IPv4Address(ip)) | ((1 << (32 - prefix)) - 1))
