@@ -27,6 +27,7 @@ __all__ = [
     "fault_params",
     "get",
     "node_at_list",
+    "param_table",
     "partition_spec",
     "register",
     "scenarios",
@@ -182,6 +183,11 @@ def check_nodes_exist(sim: Simulator, names: list[str], what: str) -> None:
             raise ConfigError(
                 f"{what} names unknown node {name!r} (nodes are n0..n{len(sim.nodes) - 1})"
             )
+
+
+def param_table(*rows: tuple[str, Callable[[str], Any], Any, str]) -> tuple[Param, ...]:
+    """Parameters from ``(name, parse, default, help)`` rows, for scenarios with many."""
+    return tuple(Param(name=n, parse=parse, default=d, help=h) for n, parse, d, h in rows)
 
 
 def subnets_param(lan: int = 0) -> Param:

@@ -91,23 +91,11 @@ SCENARIO = sc.register(
         description="every node pings the others over UDP and retransmits with back-off",
         default_duration=10.0,
         params=(
-            sc.Param(
-                name="count", parse=sc.positive_int, default=10, help="pings sent by each node"
-            ),
-            sc.Param(
-                name="interval",
-                parse=sc.non_negative_float,
-                default=0.1,
-                help="seconds between pings",
-            ),
-            sc.Param(
-                name="timeout",
-                parse=sc.non_negative_float,
-                default=0.2,
-                help="first retransmission timeout, doubling",
-            ),
-            sc.Param(
-                name="retries", parse=int, default=4, help="retransmissions before a ping is lost"
+            *sc.param_table(
+                ("count", sc.positive_int, 10, "pings sent by each node"),
+                ("interval", sc.non_negative_float, 0.1, "seconds between pings"),
+                ("timeout", sc.non_negative_float, 0.2, "first retransmission timeout, doubling"),
+                ("retries", int, 4, "retransmissions before a ping is lost"),
             ),
             sc.subnets_param(),
             *sc.fault_params(),

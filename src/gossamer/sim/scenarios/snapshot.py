@@ -163,18 +163,15 @@ SCENARIO = sc.register(
         default_duration=120.0,
         params=(
             *COMMON_PARAMS,
-            sc.Param(name="snapshots", parse=sc.positive_int, default=3, help="snapshots to take"),
-            sc.Param(
-                name="initial",
-                parse=sc.positive_int,
-                default=1000,
-                help="units in each account at the start",
-            ),
-            sc.Param(
-                name="overlap",
-                parse=sc.non_negative_float,
-                default=0.0,
-                help="if > 0, seconds between snapshot starts (they overlap)",
+            *sc.param_table(
+                ("snapshots", sc.positive_int, 3, "snapshots to take"),
+                ("initial", sc.positive_int, 1000, "units in each account at the start"),
+                (
+                    "overlap",
+                    sc.non_negative_float,
+                    0.0,
+                    "if > 0, seconds between snapshot starts (they overlap)",
+                ),
             ),
         ),
         setup=_setup,
