@@ -405,10 +405,10 @@ SCENARIO = register(
         "reliable UDP or simulated TCP",
         default_duration=30.0,
         params=(
+            *param_table(("pattern", _choice(PATTERNS), "push", "push | reqrep | pubsub")),
             Param(name="senders", parse=positive_int, default=None, shown="nodes-1",
                   help="sending nodes n1..nK (n0 is the hub)"),
             *param_table(
-                ("pattern", _choice(PATTERNS), "push", "push | reqrep | pubsub"),
                 ("messages", positive_int, 100, "messages per sender (pubsub: published by n0)"),
                 ("transport", _choice(("udp", "tcp")), "udp",
                  "udp (reliable channel) | tcp (simulated stream)"),
