@@ -202,9 +202,12 @@ def subnets_param(lan: int = 0) -> Param:
     )
 
 
-def fault_params(*, crash: str = "crash nodes", restart: bool = True) -> tuple[Param, ...]:
+def fault_params(
+    *, crash: str = "crash nodes", restart: bool = True, more: tuple[Param, ...] = ()
+) -> tuple[Param, ...]:
     """The ``crash``, ``restart`` (unless ``restart`` is false) and ``partition``
-    parameters, as ``schedule_faults`` applies them; ``crash`` is its help text."""
+    parameters, as ``schedule_faults`` applies them; ``crash`` is its help text, and
+    ``more`` are a scenario's own fault parameters, listed before ``partition``."""
     return (
         Param(
             name="crash",
@@ -226,6 +229,7 @@ def fault_params(*, crash: str = "crash nodes", restart: bool = True) -> tuple[P
             if restart
             else []
         ),
+        *more,
         Param(
             name="partition",
             parse=partition_spec,

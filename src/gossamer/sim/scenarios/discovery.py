@@ -344,13 +344,17 @@ SCENARIO = register(
                 help="every node sends a datagram to all its peers every SECONDS (0: never)",
             ),
             subnets_param(LAN),
-            *fault_params(crash="crash nodes (no agur!)"),
-            Param(
-                name="leave",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: stop nodes cleanly (agur! to their peers)",
+            *fault_params(
+                crash="crash nodes (no agur!)",
+                more=(
+                    Param(
+                        name="leave",
+                        parse=node_at_list,
+                        default=[],
+                        shown="none",
+                        help="NODE@SECONDS[,...]: stop nodes cleanly (agur! to their peers)",
+                    ),
+                ),
             ),
         ),
         setup=_setup,
