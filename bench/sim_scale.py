@@ -81,11 +81,13 @@ def measure(scenario: str, nodes: int) -> dict[str, Any]:
     return result
 
 
-def run(sizes: list[int], rounds: int) -> dict[str, dict[int, dict[str, Any]]]:
+def run(
+    scenarios: list[str], sizes: list[int], rounds: int
+) -> dict[str, dict[int, dict[str, Any]]]:
     """Best of ``rounds`` per scenario and size; rounds go through every size in turn."""
-    best: dict[str, dict[int, dict[str, Any]]] = {s: {} for s in SCENARIOS}
+    best: dict[str, dict[int, dict[str, Any]]] = {s: {} for s in scenarios}
     for r in range(rounds):
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             for nodes in sizes:
                 got = measure(scenario, nodes)
                 print(
@@ -101,60 +103,64 @@ def run(sizes: list[int], rounds: int) -> dict[str, dict[int, dict[str, Any]]]:
     return best
 
 
+DEFAULTS = {
+    "gossip": "30 simulated seconds, subnets of 32 nodes, 4 measured broadcasts to at most "
+    "128 addressees, at most 128 peers per node; *checks pass*: every measured broadcast "
+    "reached every addressee exactly once",
+    "discovery": "60 simulated seconds, subnets of 128 nodes, max_peers 64; *checks pass*: "
+    "every node reached its target view and nothing was removed falsely",
+}
+
+
 def report(
-    best: dict[str, dict[int, dict[str, Any]]], base_kb: int, command: str, load: str
+    scenario: str, by_size: dict[int, dict[str, Any]], base_kb: int, command: str, load: str
 ) -> str:
+    """The ``sim-scale-<scenario>`` section of ``docs/benchmarks.md``."""
     rows = []
-    for scenario, by_size in best.items():
-        sizes = sorted(by_size)
-        first = by_size[sizes[0]]
-        for nodes in sizes:
-            got = by_size[nodes]
-            per_node_kb = max(0, got["rss_kb"] - base_kb) / nodes
-            rows.append([
-                scenario,
-                f"{nodes:,}",
-                got["subnets"],
-                f"{got['events']:,}",
-                f"{got['delivered']:,}",
-                f"{got['cpu']:.1f}",
-                f"{got['wall']:.1f}",
-                f"{got['rss_kb'] / 1024:.0f}",
-                f"{per_node_kb:.0f}",
-                f"{nodes / sizes[0]:.0f}x",
-                f"{got['events'] / first['events']:.1f}x",
-                f"{got['cpu'] / first['cpu']:.1f}x",
-                f"{(got['cpu'] / got['events']) / (first['cpu'] / first['events']):.2f}x",
-                "yes" if got["ok"] else "NO",
-            ])  # fmt: skip
+    sizes = sorted(by_size)
+    first = by_size[sizes[0]]
+    for nodes in sizes:
+        got = by_size[nodes]
+        per_node_kb = max(0, got["rss_kb"] - base_kb) / nodes
+        rows.append([
+            f"{nodes:,}",
+            got["subnets"],
+            f"{got['events']:,}",
+            f"{got['delivered']:,}",
+            f"{got['cpu']:.1f}",
+            f"{got['wall']:.1f}",
+            f"{got['rss_kb'] / 1024:.0f}",
+            f"{per_node_kb:.0f}",
+            f"{nodes / sizes[0]:.0f}x",
+            f"{got['events'] / first['events']:.1f}x",
+            f"{got['cpu'] / first['cpu']:.1f}x",
+            f"{(got['cpu'] / got['events']) / (first['cpu'] / first['events']):.2f}x",
+            "yes" if got["ok"] else "NO",
+        ])  # fmt: skip
     header = [
-        "scenario", "nodes", "subnets", "trace events", "datagrams", "CPU s", "wall s",
-        "peak MB", "KB/node", "nodes ratio", "events ratio", "CPU ratio", "CPU/event ratio",
-        "checks pass",
+        "nodes", "subnets", "trace events", "datagrams", "CPU s", "wall s", "peak MB",
+        "KB/node", "nodes ratio", "events ratio", "CPU ratio", "CPU/event ratio", "checks pass",
     ]  # fmt: skip
     return "\n".join(
         [
-            "## simulator at scale",
+            f"## simulator at scale: {scenario}",
             "",
-            f"`{command}` on {machine()}, 2 CPUs shared with other jobs ({load}); each run in",
-            "its own process with the scenario's default parameters apart from `--nodes` (gossip:",
-            "30 simulated seconds, subnets of 32 nodes, 4 measured broadcasts to at most 128",
-            "addressees, at most 128 peers per node; discovery: 60 simulated seconds, subnets of",
-            "128 nodes, max_peers 64),",
-            "traces written to files. CPU time (user + system) is the best of the rounds; ratios",
-            "are to the smallest size. KB/node is the peak resident memory less that of a",
-            f"process that only imported the simulator ({base_kb / 1024:.0f} MB), per node.",
-            "*checks pass*: gossip delivered every measured broadcast to every addressee exactly",
-            "once; discovery: every node reached its target view and nothing was removed falsely.",
+            f"`{command}` on {machine()}, 2 CPUs shared with other jobs ({load}). Each run in its",
+            "own process with the scenario's defaults apart from `--nodes`, traces written to",
+            f"files: {DEFAULTS[scenario]}. CPU time is user + system of the run (best of the",
+            "rounds), the steadier figure on a shared machine; ratios are to the smallest size.",
+            "KB/node: peak resident memory less that of a process that only imported the",
+            f"simulator ({base_kb / 1024:.0f} MB), per node.",
             "",
             table(header, rows),
             "",
-            "Cost model: with the defaults the work is linear in nodes times events (the events",
-            "ratio follows the nodes ratio and CPU per event stays near 1x). Two things are",
-            "quadratic by design and bounded by the defaults: a subnet's multicast or broadcast",
-            "reaches all its nodes and (gossip) carries a seen list as long as the subnet, and a",
-            "broadcast's receivers record every addressee. `--param subnets=1` (one LAN) or",
-            "`--param destinations=N` (gossip to everyone) bring the square back.",
+            "Cost model: with the defaults the events grow linearly with the nodes (events",
+            "ratio = nodes ratio); CPU per event is what the table checks stays flat. What is",
+            "quadratic by design is bounded by the defaults: a subnet's broadcast or multicast",
+            "reaches all its nodes (and in gossip carries a seen list as long as the subnet),",
+            "and a gossip broadcast's receivers record every addressee. `--param subnets=1`",
+            "(one LAN) or, in gossip, `--param destinations=N` (to everyone) bring the square",
+            "back.",
         ]
     )
 
@@ -162,6 +168,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
     parser.add_argument("--sizes", help="comma-separated node counts")
     parser.add_argument("--rounds", type=int, default=1, help="rounds (best CPU time kept)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs")
@@ -177,17 +184,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     load = f"load average {os.getloadavg()[0]:.1f} at the start"
     base_kb = measure("gossip", 0)["rss_kb"]
-    best = run(sizes, args.rounds)
+    scenarios = args.scenarios.split(",")
+    best = run(scenarios, sizes, args.rounds)
     command = "python -m bench.sim_scale" + (" --quick" if args.quick else "")
+    if args.scenarios != ",".join(SCENARIOS):
+        command += f" --scenarios {args.scenarios}"
     if args.sizes:
         command += f" --sizes {args.sizes}"
     if args.rounds != 1:
         command += f" --rounds {args.rounds}"
     load += f", {os.getloadavg()[0]:.1f} at the end"
-    markdown = report(best, base_kb, command, load)
-    print(markdown)
-    if not args.no_write:
-        update_section("sim-scale", markdown)
+    for scenario, by_size in best.items():
+        markdown = report(scenario, by_size, base_kb, command, load)
+        print(markdown)
+        if not args.no_write:
+            update_section(f"sim-scale-{scenario}", markdown)
     failed = [(s, n) for s, by in best.items() for n, got in by.items() if not got["ok"]]
     if failed:
         print(f"checks failed: {failed}", file=sys.stderr)

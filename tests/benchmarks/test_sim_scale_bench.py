@@ -26,12 +26,18 @@ def test_tiny_run_reports_both_scenarios_at_every_size() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = re.findall(
-        r"^\| (gossip|discovery) \| (\d+) \| \d+ \| ([\d,]+) \| [\d,]+ \| [\d.]+ \| [\d.]+ "
-        r"\| \d+ \| \d+ \| (\d+)x \| ([\d.]+)x \| [\d.]+x \| [\d.]+x \| (\w+) \|$",
-        done.stdout,
-        re.M,
-    )
+    rows = []
+    for part in done.stdout.split("## simulator at scale: ")[1:]:
+        scenario = part.split(maxsplit=1)[0]
+        rows += [
+            (scenario, *row)
+            for row in re.findall(
+                r"^\| (\d+) \| \d+ \| ([\d,]+) \| [\d,]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ "
+                r"\| (\d+)x \| ([\d.]+)x \| [\d.]+x \| [\d.]+x \| (\w+) \|$",
+                part,
+                re.M,
+            )
+        ]
     assert [(r[0], r[1]) for r in rows] == [
         ("gossip", "8"), ("gossip", "16"), ("discovery", "8"), ("discovery", "16"),
     ], done.stdout  # fmt: skip

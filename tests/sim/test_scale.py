@@ -116,12 +116,12 @@ def test_gossip_bounds_addressees_and_measures_coverage_over_them(tmp_path: Path
 
 def test_the_trace_budget_flushes_early_without_changing_the_files(tmp_path: Path) -> None:
     def run(out: Path, budget: int) -> dict[str, bytes]:
-        original = TraceSpool.BUDGET
-        TraceSpool.BUDGET = budget
+        original = TraceSpool.BUDGET, TraceSpool.PER_NODE
+        TraceSpool.BUDGET, TraceSpool.PER_NODE = budget, 1
         try:
             run_simulation(SimRequest(scenario="ping", nodes=6, seed=4, out=out))
         finally:
-            TraceSpool.BUDGET = original
+            TraceSpool.BUDGET, TraceSpool.PER_NODE = original
         return {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
 
     small, large = run(tmp_path / "small", 2_000), run(tmp_path / "large", 1 << 30)

@@ -32,26 +32,30 @@ MAX_NODES = 100_000
 
 
 class TraceSpool:
-    """Holds the encoded events of every node, up to ``budget`` bytes in all, and appends
+    """Holds the encoded events of every node, up to a budget for them all, and appends
     them to the nodes' files (``<out>/<node>.jsonl``) when that is reached and at the end.
 
-    One budget for the whole run, not one per node: memory stays bounded however many
-    nodes there are, and files are opened only to append, so a simulation of thousands
-    of nodes never holds thousands of open file descriptors. A file's content does not
-    depend on when it is flushed.
+    The budget is ``BUDGET`` bytes or ``PER_NODE`` bytes per node, whichever is more: a
+    flush opens every node's file once, so the budget grows with the nodes to keep the
+    bytes written per open, and hence the cost per event, the same at any size, while
+    memory stays a few KB per node. Files are opened only to append, so a simulation of
+    thousands of nodes never holds thousands of open file descriptors. A file's content
+    does not depend on when it is flushed.
     """
 
-    BUDGET = 16 * 1024 * 1024
+    BUDGET = 4 * 1024 * 1024
+    PER_NODE = 8 * 1024
 
-    def __init__(self, out: Path, budget: int = BUDGET) -> None:
+    def __init__(self, out: Path, budget: int | None = None) -> None:
         self.out = out
-        self.budget = budget
+        self.budget = self.BUDGET if budget is None else budget
         self.pending = 0
         self.sinks: dict[str, SpoolSink] = {}
 
     def sink(self, node_id: str) -> SpoolSink:
         """The sink of node ``node_id`` (a new one replaces any earlier one)."""
         sink = self.sinks[node_id] = SpoolSink(self.out / f"{node_id}.jsonl", self)
+        self.budget = max(self.budget, self.PER_NODE * len(self.sinks))
         return sink
 
     @property
