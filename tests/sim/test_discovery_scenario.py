@@ -122,7 +122,7 @@ def test_five_hundred_nodes_with_max_peers_64_all_end_with_64(
     tmp_path: Path, record_property: Record
 ) -> None:
     # Two broadcast domains of 250 nodes keep the test cheap; one domain of 500
-    # (two nodes per host, sharing the broadcast port) is measured in docs/discovery.md.
+    # (--param subnets=1) is measured in docs/discovery.md.
     _, summary, replay = simulate(tmp_path, 500, 30.0, max_peers=64, subnets=2)
     record_property("full_view_s", summary["full_view_s"])
     record_property("rebalances", summary["rebalances"])

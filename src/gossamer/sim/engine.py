@@ -67,6 +67,7 @@ class SimNode:
     incarnation: int = 0
     armed_at: float | None = None
     timer_generation: int = 0
+    #: The core's events, in order, when the simulator keeps them (``keep_events``).
     events: list[object] = field(default_factory=list)
 
     @property
@@ -100,12 +101,18 @@ class Simulator:
         self.stats: Counter[str] = Counter()
         self.nodes: dict[str, SimNode] = {}
         self.on_event: EventHandler | None = None
+        #: Keep every node's events in ``SimNode.events`` (memory grows with the run); a
+        #: scenario that watches them through ``on_event`` instead turns this off.
+        self.keep_events = True
         self._sink_for = sink_for
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
         self._by_address: dict[Address, SimNode] = {}
-        self._groups: dict[Address, list[SimNode]] = {}
         self._shared: dict[Address, list[SimNode]] = {}
+        # Who a broadcast or multicast reaches, by (subnet, port) and (subnet, group, port),
+        # in the order the nodes were added: routing costs the receivers, not all nodes.
+        self._listeners: dict[tuple[int, int], list[SimNode]] = {}
+        self._groups: dict[tuple[int, str, int], list[SimNode]] = {}
 
     # -- scheduling -----------------------------------------------------------
 
@@ -172,8 +179,10 @@ class Simulator:
         for p in extra_ports:
             # Shared like SO_REUSEPORT sockets: every node of the host may listen on it.
             self._shared.setdefault((host.ip, p), []).append(node)
+        for p in ports:
+            self._listeners.setdefault((host.subnet, p), []).append(node)
         for group in groups:
-            self._groups.setdefault((group, port), []).append(node)
+            self._groups.setdefault((host.subnet, group, port), []).append(node)
         self.at(start, lambda: self._boot(node))
         return node
 
@@ -269,7 +278,8 @@ class Simulator:
             self._route(node, data, addr)
         events = core.events_received()
         if events:
-            node.events.extend(events)
+            if self.keep_events:
+                node.events.extend(events)
             if self.on_event is not None:
                 for event in events:
                     self.on_event(node, event)
@@ -292,16 +302,11 @@ class Simulator:
     def _route(self, sender: SimNode, data: bytes, addr: Address) -> None:
         ip, port = addr
         self.stats["datagrams_sent"] += 1
+        receivers: Sequence[SimNode]
         if is_multicast(ip):
-            receivers = [
-                n for n in self._groups.get(addr, ()) if n.host.subnet == sender.host.subnet
-            ]
+            receivers = self._groups.get((sender.host.subnet, ip, port), ())
         elif self.network.is_broadcast(ip, sender.host):
-            receivers = [
-                n
-                for n in self.nodes.values()
-                if port in n.ports and n.host.subnet == sender.host.subnet
-            ]
+            receivers = self._listeners.get((sender.host.subnet, port), ())
         else:
             target = self._by_address.get(addr)
             if target is None and addr in self._shared:

@@ -1,14 +1,21 @@
 """The simulated network: hosts with IPv4 addresses in subnets, and links.
 
-Subnet ``s`` is ``10.<s // 256>.<s % 256>.0/24`` with hosts from ``.1`` up and
-broadcast address ``.255``; subnets are joined by one router. Broadcast and
-multicast reach only the sender's subnet (the router forwards neither, as on a
-real LAN); unicast crosses the router with a higher latency. Latency is
-``base + uniform(0, jitter)`` per datagram, drawn from the simulator's RNG.
+Subnets are carved out of ``10.0.0.0/8``, all of one size: the smallest prefix, ``/24``
+or wider, that holds ``hosts_per_subnet`` hosts (254 by default: a ``/24``; 10,000: a
+``/18``). Subnet ``s`` of a ``/p`` starts at ``10.0.0.0 + s * 2**(32 - p)``, its hosts
+are numbered from 1 and its last address is the directed broadcast. With ``/24``
+subnets that is ``10.<s // 256>.<s % 256>.0/24`` and hosts ``.1`` to ``.254``; the
+address space bounds ``subnets * 2**(32 - p)`` to ``2**24``.
+
+Subnets are joined by one router. Broadcast and multicast reach only the sender's
+subnet (the router forwards neither, as on a real LAN); unicast crosses the router
+with a higher latency. Latency is ``base + uniform(0, jitter)`` per datagram, drawn
+from the simulator's RNG.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,8 +31,9 @@ _MULTICAST = ipaddress.IPv4Network("224.0.0.0/4")
 LIMITED_BROADCAST = "255.255.255.255"
 
 
+@functools.lru_cache(maxsize=4096)
 def is_multicast(ip: str) -> bool:
-    """True for an address in 224.0.0.0/4."""
+    """True for an address in 224.0.0.0/4 (memoised: the engine asks once per datagram)."""
     try:
         return ipaddress.IPv4Address(ip) in _MULTICAST
     except ipaddress.AddressValueError:
@@ -39,11 +47,13 @@ class Host:
     name: str
     ip: str
     subnet: int
+    #: The length of the subnet's prefix.
+    prefix: int = 24
 
     @property
     def broadcast(self) -> str:
         """The directed broadcast address of the host's subnet."""
-        return self.ip.rsplit(".", 1)[0] + ".255"
+        return _broadcast_of(self.ip, self.prefix)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,14 +72,29 @@ class LinkModel:
 class Network:
     """Hosts, their subnets, and which pairs can currently talk (partitions)."""
 
-    def __init__(self, *, subnets: int = 1, links: LinkModel | None = None) -> None:
-        if not 1 <= subnets <= 65536:
-            raise ConfigError("the number of subnets must be between 1 and 65536", subnets=subnets)
+    def __init__(
+        self, *, subnets: int = 1, hosts_per_subnet: int = 254, links: LinkModel | None = None
+    ) -> None:
+        if hosts_per_subnet < 1:
+            raise ConfigError("a subnet must hold at least one host", hosts=hosts_per_subnet)
+        # Host bits: room for the network and broadcast addresses too, and at least a /24.
+        bits = max(8, (hosts_per_subnet + 1).bit_length())
+        if not 1 <= subnets <= 1 << (24 - min(bits, 24)):
+            raise ConfigError(
+                f"10.0.0.0/8 holds between 1 and {1 << (24 - min(bits, 24))} subnets "
+                f"of {hosts_per_subnet} hosts",
+                subnets=subnets,
+            )
         self.subnets = subnets
+        #: Usable host addresses per subnet (``2**bits - 2``).
+        self.hosts_per_subnet = (1 << bits) - 2
+        #: The subnets' prefix length (``/24`` or wider).
+        self.prefix = 32 - bits
         self.links = links or LinkModel()
         self.hosts: dict[str, Host] = {}
         self._by_ip: dict[str, Host] = {}
         self._next_in_subnet = [1] * subnets
+        self._bits = bits
         # host name -> partition side; hosts on different sides cannot exchange datagrams.
         self._side: dict[str, int] = {}
 
@@ -80,10 +105,11 @@ class Network:
         if not 0 <= subnet < self.subnets:
             raise ConfigError(f"subnet {subnet} does not exist", subnets=self.subnets)
         index = self._next_in_subnet[subnet]
-        if index > 254:
-            raise ConfigError(f"subnet {subnet} is full (254 hosts)")
+        if index > self.hosts_per_subnet:
+            raise ConfigError(f"subnet {subnet} is full ({self.hosts_per_subnet} hosts)")
         self._next_in_subnet[subnet] = index + 1
-        host = Host(name=name, ip=f"10.{subnet // 256}.{subnet % 256}.{index}", subnet=subnet)
+        address = (10 << 24) + (subnet << self._bits) + index
+        host = Host(name=name, ip=_dotted(address), subnet=subnet, prefix=self.prefix)
         self.hosts[name] = host
         self._by_ip[host.ip] = host
         return host
@@ -119,3 +145,12 @@ class Network:
 
     def connected(self, a: Host, b: Host) -> bool:
         return self._side.get(a.name, 0) == self._side.get(b.name, 0)
+
+
+def _dotted(address: int) -> str:
+    return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_of(ip: str, prefix: int) -> str:
+    return _dotted(int(ipaddress.IPv4Address(ip)) | ((1 << (32 - prefix)) - 1))

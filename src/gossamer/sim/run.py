@@ -7,6 +7,7 @@ the same arguments give byte-identical files.
 
 from __future__ import annotations
 
+import math
 import platform
 import shlex
 from collections.abc import Mapping
@@ -25,34 +26,69 @@ from gossamer.sim.network import Network
 from gossamer.trace.jsonl import encode_event
 from gossamer.trace.schema import SCHEMA_VERSION, TraceEvent
 
-__all__ = ["RunResult", "SimRequest", "SpoolSink", "replay_command", "run_simulation"]
+__all__ = ["RunResult", "SimRequest", "SpoolSink", "TraceSpool", "replay_command", "run_simulation"]
 
 MAX_NODES = 100_000
 
 
-class SpoolSink:
-    """Buffers one node's encoded events and appends them to its file in chunks.
+class TraceSpool:
+    """Holds the encoded events of every node, up to a budget for them all, and appends
+    them to the nodes' files (``<out>/<node>.jsonl``) when that is reached and at the end.
 
-    Files are opened only to append a chunk, so a simulation of thousands of
-    nodes never holds thousands of open file descriptors.
+    The budget is ``BUDGET`` bytes or ``PER_NODE`` bytes per node, whichever is more: a
+    flush opens every node's file once, so the budget grows with the nodes to keep the
+    bytes written per open, and hence the cost per event, the same at any size, while
+    memory stays a few KB per node. Files are opened only to append, so a simulation of
+    thousands of nodes never holds thousands of open file descriptors. A file's content
+    does not depend on when it is flushed.
     """
 
-    CHUNK = 256 * 1024
+    BUDGET = 4 * 1024 * 1024
+    PER_NODE = 8 * 1024
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, out: Path, budget: int | None = None) -> None:
+        self.out = out
+        self.budget = self.BUDGET if budget is None else budget
+        self.pending = 0
+        self.sinks: dict[str, SpoolSink] = {}
+
+    def sink(self, node_id: str) -> SpoolSink:
+        """The sink of node ``node_id`` (a new one replaces any earlier one)."""
+        sink = self.sinks[node_id] = SpoolSink(self.out / f"{node_id}.jsonl", self)
+        self.budget = max(self.budget, self.PER_NODE * len(self.sinks))
+        return sink
+
+    @property
+    def events(self) -> int:
+        return sum(sink.count for sink in self.sinks.values())
+
+    def flush(self) -> None:
+        """Append everything pending; every node's file exists afterwards."""
+        for sink in self.sinks.values():
+            sink.flush()
+        self.pending = 0
+
+
+class SpoolSink:
+    """One node's share of a ``TraceSpool``: its encoded events not yet written."""
+
+    __slots__ = ("_created", "_pending", "_spool", "count", "path")
+
+    def __init__(self, path: Path, spool: TraceSpool) -> None:
         self.path = path
         self.count = 0
+        self._spool = spool
         self._pending: list[bytes] = []
-        self._size = 0
         self._created = False  # the file is created (truncated) on the first flush
 
     def emit(self, event: TraceEvent) -> None:
         line = encode_event(event)
         self._pending.append(line)
-        self._size += len(line)
         self.count += 1
-        if self._size >= self.CHUNK:
-            self.flush()
+        spool = self._spool
+        spool.pending += len(line)
+        if spool.pending >= spool.budget:
+            spool.flush()
 
     def flush(self) -> None:
         """Write what is pending; the first call creates the file even if nothing is."""
@@ -61,7 +97,6 @@ class SpoolSink:
                 handle.write(b"".join(self._pending))
             self._created = True
             self._pending.clear()
-            self._size = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,19 +143,18 @@ def run_simulation(request: SimRequest) -> RunResult:
     run_id = request.run or f"{scenario.name}-n{request.nodes}-s{request.seed}"
 
     out = request.out
-    sinks: dict[str, SpoolSink] = {}
-
-    def sink_for(node_id: str) -> SpoolSink:
-        sinks[node_id] = SpoolSink(out / f"{node_id}.jsonl")
-        return sinks[node_id]
-
-    subnets = int(params.get("subnets", 1))
+    spool = TraceSpool(out)
+    subnets = scenario.subnet_count(request.nodes, params)
+    if params.get("subnets", 0) is None:
+        params["subnets"] = subnets  # "auto", as resolved for this run
     sim = Simulator(
         seed=request.seed,
         run=run_id,
-        network=Network(subnets=max(1, min(subnets, request.nodes))),
+        network=Network(
+            subnets=subnets, hosts_per_subnet=max(254, math.ceil(request.nodes / subnets))
+        ),
         faults=request.faults,
-        sink_for=sink_for,
+        sink_for=spool.sink,
     )
     summarize = scenario.setup(sim, request.nodes, params)
     # Setup validated every parameter; only now touch the output directory.
@@ -128,8 +162,7 @@ def run_simulation(request: SimRequest) -> RunResult:
     for stale in out.glob("*.jsonl"):
         stale.unlink()  # a previous run's nodes must not mix into this one
     sim.run(until=duration)
-    for sink in sinks.values():
-        sink.flush()
+    spool.flush()
 
     summary = summarize()
     metadata: dict[str, Any] = {
@@ -149,7 +182,7 @@ def run_simulation(request: SimRequest) -> RunResult:
         "versions": {"gossamer": __version__, "python": platform.python_version()},
         "fault_counts": dict(sorted(sim.fault_counts.items())),
         "network": dict(sorted(sim.stats.items())),
-        "events": sum(s.count for s in sinks.values()),
+        "events": spool.events,
         "summary": summary,
     }
     (out / "run.json").write_bytes(orjson.dumps(metadata, option=orjson.OPT_INDENT_2) + b"\n")

@@ -20,13 +20,16 @@ heartbeats; ``crash``, ``restart``, ``leave`` (a clean stop with ``agur!``) and
   registration cleaned up by an ``agur!`` answer to ``hor?``);
 - final peer counts, one-sided pairs left at the end, and datagrams by type.
 
-Ports. As on a LAN, every node has its unicast port (21450) and also listens
-on the broadcast port 21451 (``add_node(..., extra_ports=(21451,))``); it sends
-everything, its broadcast included, from the unicast port. A subnet has 254
-host addresses, so more nodes than that per subnet must share hosts: the k-th
-node of a host takes unicast port 21451 + k, and all of them listen on 21451,
-shared as ``SO_REUSEPORT`` sockets are; ``--param subnets=K`` spreads the nodes
-over K broadcast domains instead (see ``docs/discovery.md``).
+Ports. As on a LAN, every node has its own host, its unicast port (21450), and
+also listens on the broadcast port 21451 (``add_node(..., extra_ports=(21451,))``);
+it sends everything, its broadcast included, from the unicast port.
+
+Subnets. Node ``i`` sits on subnet ``i % subnets``; a subnet is as large as it needs
+to be. Every broadcast reaches its whole subnet, so a subnet of L nodes costs about L
+squared while its nodes look for peers: unless ``--param subnets=K`` says otherwise
+there is one subnet per 128 nodes, which keeps a run's cost linear in the node count
+(``bench/sim_scale.py``). A node can only find peers on its own subnet, so its target
+view is ``min(max_peers, its subnet's nodes - 1)``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from gossamer._types import Address
-from gossamer.errors import ConfigError
 from gossamer.proto.discovery import (
     DiscoveryConfig,
     DiscoveryCore,
@@ -53,15 +55,17 @@ from gossamer.sim.scenarios import (
     Scenario,
     Summarize,
     check_nodes_exist,
+    fault_params,
     node_at_list,
     non_negative_float,
-    partition_spec,
     positive_int,
     register,
+    subnets_param,
 )
 from gossamer.wire.prototari import BROADCAST_PORT, UNICAST_PORT
 
-HOSTS_PER_SUBNET = 254
+#: Nodes per subnet unless ``--param subnets`` says otherwise (see "Subnets").
+LAN = 128
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(DiscoveryCounters))
 
 
@@ -74,36 +78,17 @@ def _positive_float(text: str) -> float:
 
 def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     subnets = sim.network.subnets
-    per_subnet = math.ceil(nodes / subnets)
-    per_host = math.ceil(per_subnet / HOSTS_PER_SUBNET)
-    broadcast_port = BROADCAST_PORT
-
-    # Node i: subnet i % subnets; within its subnet, host (j // per_host), port slot j % per_host.
     ids = [f"n{i}" for i in range(nodes)]
-    placement: list[tuple[int, int, int]] = []  # (subnet, host index, slot)
-    counts = [0] * subnets
-    for i in range(nodes):
-        subnet = i % subnets
-        j = counts[subnet]
-        counts[subnet] += 1
-        placement.append((subnet, j // per_host, j % per_host))
-    hosts = {}
-    for subnet, host_index, _ in placement:
-        if (subnet, host_index) not in hosts:
-            hosts[(subnet, host_index)] = sim.network.add_host(
-                f"h{subnet}-{host_index}", subnet=subnet
-            )
-    addresses: list[Address] = []
-    for subnet, host_index, slot in placement:
-        host = hosts[(subnet, host_index)]
-        port = UNICAST_PORT if slot == 0 else BROADCAST_PORT + slot
-        addresses.append((host.ip, port))
+    hosts = [
+        sim.network.add_host(f"h{i % subnets}-{i // subnets}", i % subnets) for i in range(nodes)
+    ]
+    addresses: list[Address] = [(host.ip, UNICAST_PORT) for host in hosts]
     names: dict[Address, str] = dict(zip(addresses, ids, strict=True))
 
     template = DiscoveryConfig(
         address=addresses[0],
         broadcast_address="255.255.255.255",
-        broadcast_port=broadcast_port,
+        broadcast_port=BROADCAST_PORT,
         max_peers=params["max_peers"],
         broadcast_interval=params["interval"],
         inactive_time=params["inactive"],
@@ -114,40 +99,19 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     )  # validates the timing parameters before any node exists
 
     def factory_for(i: int) -> Any:
-        host = hosts[placement[i][:2]]
-
         def factory(ctx: NodeContext) -> DiscoveryCore:
-            config = DiscoveryConfig(
+            config = dataclasses.replace(
+                template,
                 address=addresses[i],
-                broadcast_address=host.broadcast,
-                broadcast_port=broadcast_port,
-                max_peers=template.max_peers,
-                broadcast_interval=template.broadcast_interval,
-                inactive_time=template.inactive_time,
-                heartbeat_wait=template.heartbeat_wait,
-                heartbeat_attempts=template.heartbeat_attempts,
-                rebalance=template.rebalance,
+                broadcast_address=hosts[i].broadcast,
                 start=ctx.now,
-                names=names,
             )
             return DiscoveryCore(config, tracer=ctx.tracer, rng=ctx.rng)
 
         return factory
 
     for i in range(nodes):
-        host = hosts[placement[i][:2]]
-        try:
-            sim.add_node(
-                ids[i], host, addresses[i][1], factory_for(i), extra_ports=(BROADCAST_PORT,)
-            )
-        except ConfigError as exc:
-            if per_host == 1:
-                raise
-            raise ConfigError(
-                f"{nodes} nodes on {subnets} subnet(s) put {per_host} nodes on a host, and this "
-                f"engine does not let them share the broadcast port ({exc.reason}); pass "
-                f"--param subnets=K with K >= {math.ceil(nodes / HOSTS_PER_SUBNET)}"
-            ) from None
+        sim.add_node(ids[i], hosts[i], UNICAST_PORT, factory_for(i), extra_ports=(BROADCAST_PORT,))
 
     # -- faults and workload ------------------------------------------------------------
     down_since: dict[str, float] = {}  # node -> when it crashed or left (while down)
@@ -214,13 +178,16 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
             chat(node_id)
 
     # -- measurements -------------------------------------------------------------------
-    target = min(template.max_peers, nodes - 1)
+    # A node's target view: every other node of its subnet, or max_peers of them.
+    subnet_of = {n: i % subnets for i, n in enumerate(ids)}
+    subnet_size = [len(range(s, nodes, subnets)) for s in range(subnets)]
+    targets = {n: min(template.max_peers, subnet_size[subnet_of[n]] - 1) for n in ids}
     views: dict[str, set[str]] = {n: set() for n in ids}
-    reached: dict[str, float] = {}  # node -> when it first held ``target`` peers
-    last_reached: dict[str, float] = {}  # node -> when it last came up to ``target``
-    if target == 0:
-        reached = dict.fromkeys(ids, 0.0)
-        last_reached = dict.fromkeys(ids, 0.0)
+    reached: dict[str, float] = {}  # node -> when it first held its target of peers
+    last_reached: dict[str, float] = {}  # node -> when it last came up to its target
+    for n in ids:
+        if targets[n] == 0:
+            reached[n] = last_reached[n] = 0.0
     detections: list[float] = []
     leave_delays: list[float] = []
     false_removals: list[dict[str, Any]] = []
@@ -233,7 +200,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         view = views[node.node_id]
         if isinstance(event, PeerUp):
             view.add(event.name)
-            if len(view) == target:
+            if len(view) == targets[node.node_id]:
                 last_reached[node.node_id] = now
                 reached.setdefault(node.node_id, now)
         elif isinstance(event, PeerDown):
@@ -281,14 +248,16 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
                 for name in _COUNTER_NAMES:
                     setattr(counters, name, getattr(counters, name) + getattr(core.counters, name))
         times = sorted(reached.get(n, math.inf) for n in ids)
+        live_in = [0] * subnets
+        for n in live:
+            live_in[subnet_of[n]] += 1
         result: dict[str, Any] = {
-            "nodes_per_host": per_host,
-            "target_peers": target,
+            "target_peers": min(targets.values()),
             "full_view_s": None if math.isinf(times[-1]) else round(times[-1], 3),
             "full_view_s_p50": _round(statistics.median(times)),
             "settled_s": (
                 _round(max((last_reached.get(n, math.inf) for n in live), default=0.0))
-                if all(len(views[n]) >= target for n in live)
+                if all(len(views[n]) >= targets[n] for n in live)
                 else None
             ),
             "nodes_never_full": sum(1 for t in times if math.isinf(t)),
@@ -296,7 +265,9 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
             "final_peers_max": max(final, default=0),
             "final_peers_mean": round(statistics.fmean(final), 3) if final else 0,
             "nodes_below_target_at_end": sum(
-                1 for c in final if c < min(template.max_peers, len(live) - 1)
+                1
+                for n in live
+                if len(views[n]) < min(template.max_peers, live_in[subnet_of[n]] - 1)
             ),
             "one_sided_at_end": one_sided,
             "crash_pairs": len(expected),
@@ -372,41 +343,21 @@ SCENARIO = register(
                 default=0.0,
                 help="every node sends a datagram to all its peers every SECONDS (0: never)",
             ),
-            Param(
-                name="subnets",
-                parse=positive_int,
-                default=1,
-                help="subnets (broadcast domains) the nodes are spread over",
-            ),
-            Param(
-                name="crash",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: crash nodes (no agur!)",
-            ),
-            Param(
-                name="restart",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: restart crashed nodes with fresh state",
-            ),
-            Param(
-                name="leave",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: stop nodes cleanly (agur! to their peers)",
-            ),
-            Param(
-                name="partition",
-                parse=partition_spec,
-                default=None,
-                shown="none",
-                help="NODE,NODE@FROM-TO: cut these nodes off from the rest",
+            subnets_param(LAN),
+            *fault_params(
+                crash="crash nodes (no agur!)",
+                more=(
+                    Param(
+                        name="leave",
+                        parse=node_at_list,
+                        default=[],
+                        shown="none",
+                        help="NODE@SECONDS[,...]: stop nodes cleanly (agur! to their peers)",
+                    ),
+                ),
             ),
         ),
         setup=_setup,
+        lan=LAN,
     )
 )

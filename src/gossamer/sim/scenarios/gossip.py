@@ -2,14 +2,27 @@
 
     gossamer sim --scenario gossip --nodes N --param subnets=S --param broadcasts=B
                  --param size=BYTES --param multicast=on|off --param crashed=FRACTION
+                 --param destinations=D
 
 Timeline: every node boots at 0; with multicast on, every node announces itself
 ``announce`` times (a broadcast to nobody, which still multicasts on its LAN) so that LAN
-peers see each other; ``warmup`` broadcasts from random nodes to everyone let nodes learn
-the other subnets; then ``crashed`` of the nodes crash, and ``broadcasts`` measured
-broadcasts of ``size`` bytes go from random live nodes to everyone, ``interval`` apart.
-The summary checks that every live node delivered every measured broadcast exactly once,
-reports depth, TCP messages and bytes, redundant receptions, and checks bounded state.
+peers see each other; ``warmup`` broadcasts from random nodes let nodes learn the other
+subnets; then ``crashed`` of the nodes crash, and ``broadcasts`` measured broadcasts of
+``size`` bytes go from random live nodes, ``interval`` apart. Each broadcast is addressed
+to everyone, or to ``destinations`` nodes drawn at random when there are more nodes than
+that. The summary checks that every live addressee delivered every measured broadcast
+exactly once, reports depth, TCP messages and bytes, redundant receptions, and checks
+bounded state.
+
+Cost. A multicast reaches its whole subnet and carries its sender's seen list (a subnet's
+worth of entries), so the announcements cost a subnet's size squared per subnet; every
+receiver of a broadcast records every addressee it carries as a peer; and every node keeps
+a session per sender it hears. Unless told otherwise the scenario therefore keeps subnets
+at 32 nodes (``subnets`` defaults to one per 32 nodes), addresses each broadcast to at
+most 128 nodes and lets a node remember at most 128 peers (the core's ``max_peers``): a
+run then costs time and memory linear in the node count (``bench/sim_scale.py``). None of
+these bounds changes a run of at most 32 nodes. ``--param destinations=N`` addresses
+everyone, at a cost quadratic in N.
 
 Transports in the simulator: each node is its core under the multi-connection contract
 (``gossamer.proto.gossip.connections.GossipConnections``) on the simulator's TCP
@@ -23,16 +36,16 @@ is re-planned as soon as the bytes sent to it come back refused (``stream_failed
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.proto.gossip import (
-    Delivered,
     GossipConfig,
     GossipCore,
     MessageHandler,
@@ -47,6 +60,7 @@ from gossamer.sim.scenarios import (
     non_negative_float,
     positive_int,
     register,
+    subnets_param,
 )
 from gossamer.sim.streams import StreamNetwork, StreamPort
 from gossamer.trace.schema import TraceEvent
@@ -66,6 +80,11 @@ __all__ = [
 
 PORT = 29999
 GROUP = "224.1.1.1"
+#: Nodes per subnet, and addressees per broadcast, unless told otherwise (see "Cost").
+LAN = 32
+DESTINATIONS = 128
+#: Peers a node remembers at most, unless told otherwise (see "Cost").
+MAX_PEERS = 128
 #: The simulator's stand-in key: simulated traffic never leaves the process.
 SIM_KEY = b"gossamer-simulation-key-32-bytes"
 
@@ -187,10 +206,17 @@ class GossipStats:
         elif kind == "replan":
             record.replans += 1
 
-    def figures(self, msg: str, live: Sequence[str]) -> dict[str, Any]:
-        """Coverage of ``live`` nodes (the origin excluded), depth, sends and redundancy."""
+    def figures(
+        self, msg: str, live: Sequence[str], addressed: Collection[str] | None = None
+    ) -> dict[str, Any]:
+        """Coverage of ``live`` nodes (the origin excluded; only those in ``addressed``
+        when given), depth, sends and redundancy."""
         record = self.broadcasts[msg]
-        targets = [node for node in live if node != record.origin]
+        targets = [
+            node
+            for node in live
+            if node != record.origin and (addressed is None or node in addressed)
+        ]
         delivered = [n for n in targets if (c := record.copies.get(n)) and c.deliveries]
         hops = [c.first_hop for c in record.copies.values() if c.first_hop is not None]
         receptions = sum(c.receptions for c in record.copies.values())
@@ -250,6 +276,10 @@ class GossipParams:
     wire: WireMode = WireMode.SEALED
     copies: int | None = None
     ack_timeout: float = 0.5
+    #: Addressees of each warmup and measured broadcast (``None``: everyone).
+    destinations: int | None = None
+    #: Peers a node remembers at most (``None``: the core's default).
+    max_peers: int | None = None
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GossipParams:
@@ -283,6 +313,10 @@ class GossipSim:
         self.node_ids: list[str] = []
         self.measured: list[str] = []
         self.crashed: list[str] = []
+        #: The addressees of the broadcasts not addressed to everyone, by trace id.
+        self.addressed: dict[str, frozenset[str]] = {}
+        # Deliveries are counted from the traces (``stats``): the engine need not keep them.
+        sim.keep_events = False
         self._factory = core_factory or self.gossamer_core
         subnets = max(1, min(params.subnets, nodes))
         if subnets > sim.network.subnets:
@@ -327,6 +361,8 @@ class GossipSim:
             # Small seqnos the first time (short VarInts); each restart starts 2**32 higher.
             first_seqno=((ctx.incarnation - 1) << 32) + 1,
         )
+        if p.max_peers is not None:
+            config = dataclasses.replace(config, max_peers=p.max_peers)
         return GossipCore(
             config, tracer=ctx.tracer, rng=ctx.rng, handlers=[sim_handler()], epoch=ctx.incarnation
         )
@@ -361,11 +397,16 @@ class GossipSim:
         """Have ``origin`` broadcast ``("sim", label, size)`` at ``when``; its trace id is
         appended to ``collect`` when given."""
         payload = ("sim", label, size)
+        everyone = len(dests) == len(self.netids)
 
         def request(node: GossipConnections, now: float) -> None:
             msg = node.core.broadcast(dests, payload, now)
-            if collect is not None:
+            if collect is None:
+                self.stats.broadcasts.pop(msg, None)  # not measured: no figures kept
+            else:
                 collect.append(msg)
+                if not everyone:
+                    self.addressed[msg] = frozenset(map(str, dests))
 
         self.streams.local(origin, request, when)
 
@@ -379,13 +420,19 @@ class GossipSim:
         interval: float,
         collect: list[str] | None = None,
     ) -> float:
-        """``count`` broadcasts to everyone from random nodes alive at ``start``."""
-        alive = [n for n in self.node_ids if n not in self.crashed]
+        """``count`` broadcasts from random nodes alive at ``start``, each to everyone or
+        to ``params.destinations`` random nodes (when there are more)."""
+        crashed = set(self.crashed)
+        alive = [n for n in self.node_ids if n not in crashed]
+        bound = self.params.destinations
         for k in range(count):
             origin = self.rng.choice(alive)
+            dests = self.netids
+            if bound is not None and bound < len(dests):
+                dests = self.rng.sample(dests, bound)
             self.broadcast_at(
                 origin,
-                self.netids,
+                dests,
                 start + k * interval,
                 label=f"{label}-{k}",
                 size=size,
@@ -407,20 +454,19 @@ class GossipSim:
         """Figures and property checks over the measured broadcasts (or ``msgs``)."""
         live = self.live()
         msgs = list(self.measured if msgs is None else msgs)
-        rows = [self.stats.figures(msg, live) for msg in msgs if msg in self.stats.broadcasts]
+        rows = [
+            self.stats.figures(msg, live, self.addressed.get(msg))
+            for msg in msgs
+            if msg in self.stats.broadcasts
+        ]
         violations: list[str] = []
         for row in rows:
             if row["max_deliveries"] > 1:
                 violations.append(f"{row['msg']} delivered {row['max_deliveries']} times")
-        deliveries: dict[str, int] = defaultdict(int)
         pending = 0
         peers = 0
         for node_id in live:
-            node = self.sim.nodes[node_id]
-            port = node.core
-            for event in node.events:
-                if isinstance(event, Delivered):
-                    deliveries[event.msg] += 1
+            port = self.sim.nodes[node_id].core
             if isinstance(port, StreamPort) and isinstance(port.inner, GossipConnections):
                 core = port.inner.core
                 if isinstance(core, GossipCore):
@@ -506,9 +552,7 @@ SCENARIO = register(
         description="Chatter broadcasts: log-depth TCP tree plus per-subnet multicast",
         default_duration=30.0,
         params=(
-            Param(
-                name="subnets", parse=positive_int, default=1, help="subnets (multicast domains)"
-            ),
+            subnets_param(LAN),
             Param(name="broadcasts", parse=_count, default=4, help="measured broadcasts"),
             Param(name="size", parse=_count, default=64, help="payload bytes"),
             Param(
@@ -562,7 +606,20 @@ SCENARIO = register(
                 default=0.5,
                 help="seconds before an unacknowledged next hop is re-planned",
             ),
+            Param(
+                name="destinations",
+                parse=positive_int,
+                default=DESTINATIONS,
+                help="addressees of each broadcast, drawn at random when there are more nodes",
+            ),
+            Param(
+                name="max_peers",
+                parse=positive_int,
+                default=MAX_PEERS,
+                help="peers a node remembers at most (the least recently heard go first)",
+            ),
         ),
         setup=_setup,
+        lan=LAN,
     )
 )

@@ -52,12 +52,13 @@ from gossamer.sim.scenarios import (
     Param,
     Scenario,
     Summarize,
-    check_nodes_exist,
-    node_at_list,
+    fault_params,
     non_negative_float,
-    partition_spec,
+    param_table,
     positive_int,
     register,
+    schedule_faults,
+    subnets_param,
 )
 from gossamer.sim.streams import StreamNetwork
 
@@ -345,7 +346,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         )
     tcp = params["transport"] == "tcp"
     streams = StreamNetwork(sim) if tcp else None
-    subnets = min(params["subnets"], nodes)
+    subnets = sim.network.subnets
     for i in range(senders + 1):
         sim.network.add_host(f"h{i}", subnet=i % subnets)
     hosts = list(sim.network.hosts.values())
@@ -400,16 +401,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
             streams.add_node(ids[i], hosts[i], PORT, factory_for(i))
         else:
             sim.add_node(ids[i], hosts[i], PORT, factory_for(i))
-    for node_id, when in params["crash"]:
-        check_nodes_exist(sim, [node_id], "crash")
-        (streams or sim).crash(node_id, when)
-    for node_id, when in params["restart"]:
-        check_nodes_exist(sim, [node_id], "restart")
-        sim.restart(node_id, when)
-    if params["partition"] is not None:
-        isolated, start, end = params["partition"]
-        check_nodes_exist(sim, isolated, "partition")
-        sim.partition(isolated, start, end)
+    # Over TCP a crash also resets the node's connections, as its operating system would.
+    schedule_faults(sim, params, crash=None if streams is None else streams.crash)
 
     def summarize() -> dict[str, Any]:
         live = {n: apps[n] for n in ids if sim.nodes[n].alive and n in apps}
@@ -467,33 +460,25 @@ SCENARIO = register(
         "reliable UDP or the simulator's TCP streams",
         default_duration=30.0,
         params=(
-            Param(name="pattern", parse=_choice(PATTERNS), default="push",
-                  help="push | reqrep | pubsub"),
+            *param_table(("pattern", _choice(PATTERNS), "push", "push | reqrep | pubsub")),
             Param(name="senders", parse=positive_int, default=None, shown="nodes-1",
                   help="sending nodes n1..nK (n0 is the hub)"),
-            Param(name="messages", parse=positive_int, default=100,
-                  help="messages per sender (pubsub: published by n0)"),
-            Param(name="transport", parse=_choice(("udp", "tcp")), default="udp",
-                  help="udp (reliable channel) | tcp (the simulator's streams)"),
-            Param(name="capacity", parse=positive_int, default=20,
-                  help="credits each receiver grants per link"),
-            Param(name="batch", parse=_fraction, default=0.25,
-                  help="fraction of the capacity returned per FLOW"),
-            Param(name="size", parse=positive_int, default=100, help="message size in bytes"),
-            Param(name="consume", parse=non_negative_float, default=0.0,
-                  help="messages a receiver takes per second (0: as they come)"),
-            Param(name="relink", parse=non_negative_float, default=0.5,
-                  help="seconds before a sender links again after its link went down"),
-            Param(name="settle", parse=non_negative_float, default=0.2,
-                  help="pubsub: seconds between the last subscriber linking and publishing"),
-            Param(name="subnets", parse=positive_int, default=1,
-                  help="subnets the hosts are spread over"),
-            Param(name="crash", parse=node_at_list, default=[], shown="none",
-                  help="NODE@SECONDS[,...]: crash nodes"),
-            Param(name="restart", parse=node_at_list, default=[], shown="none",
-                  help="NODE@SECONDS[,...]: restart crashed nodes"),
-            Param(name="partition", parse=partition_spec, default=None, shown="none",
-                  help="NODE,NODE@FROM-TO: cut these nodes off from the rest"),
+            *param_table(
+                ("messages", positive_int, 100, "messages per sender (pubsub: published by n0)"),
+                ("transport", _choice(("udp", "tcp")), "udp",
+                 "udp (reliable channel) | tcp (the simulator's streams)"),
+                ("capacity", positive_int, 20, "credits each receiver grants per link"),
+                ("batch", _fraction, 0.25, "fraction of the capacity returned per FLOW"),
+                ("size", positive_int, 100, "message size in bytes"),
+                ("consume", non_negative_float, 0.0,
+                 "messages a receiver takes per second (0: as they come)"),
+                ("relink", non_negative_float, 0.5,
+                 "seconds before a sender links again after its link went down"),
+                ("settle", non_negative_float, 0.2,
+                 "pubsub: seconds between the last subscriber linking and publishing"),
+            ),
+            subnets_param(),
+            *fault_params(),
         ),
         setup=_setup,
     )

@@ -11,23 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gossamer.proto.ping import PingConfig, PingCore, PingLost, PongReceived
+from gossamer.sim import scenarios as sc
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
-from gossamer.sim.scenarios import (
-    Param,
-    Scenario,
-    Summarize,
-    check_nodes_exist,
-    node_at_list,
-    non_negative_float,
-    partition_spec,
-    positive_int,
-    register,
-)
 
 PORT = 7000
 
 
-def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
+def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summarize:
     # Validate the timing parameters once, before any node exists.
     PingConfig(
         node_id="check",
@@ -36,7 +26,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
         timeout=params["timeout"],
         max_retries=params["retries"],
     )
-    subnets = min(params["subnets"], nodes)
+    subnets = sim.network.subnets
     for i in range(nodes):
         sim.network.add_host(f"h{i}", subnet=i % subnets)
     ids = [f"n{i}" for i in range(nodes)]
@@ -63,18 +53,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     for i in range(nodes):
         sim.add_node(ids[i], hosts[i], PORT, factory_for(i))
 
-    crashes = params["crash"]
-    check_nodes_exist(sim, [n for n, _ in crashes], "crash")
-    for node_id, when in crashes:
-        sim.crash(node_id, when)
-    restarts = params["restart"]
-    check_nodes_exist(sim, [n for n, _ in restarts], "restart")
-    for node_id, when in restarts:
-        sim.restart(node_id, when)
-    if params["partition"] is not None:
-        isolated, start, end = params["partition"]
-        check_nodes_exist(sim, isolated, "partition")
-        sim.partition(isolated, start, end)
+    sc.schedule_faults(sim, params)
 
     def summarize() -> dict[str, Any]:
         rtts = sorted(
@@ -106,52 +85,20 @@ def _live(sim: Simulator) -> list[SimNode]:
     return [n for n in sim.nodes.values() if n.alive]
 
 
-SCENARIO = register(
-    Scenario(
+SCENARIO = sc.register(
+    sc.Scenario(
         name="ping",
         description="every node pings the others over UDP and retransmits with back-off",
         default_duration=10.0,
         params=(
-            Param(name="count", parse=positive_int, default=10, help="pings sent by each node"),
-            Param(
-                name="interval", parse=non_negative_float, default=0.1, help="seconds between pings"
+            *sc.param_table(
+                ("count", sc.positive_int, 10, "pings sent by each node"),
+                ("interval", sc.non_negative_float, 0.1, "seconds between pings"),
+                ("timeout", sc.non_negative_float, 0.2, "first retransmission timeout, doubling"),
+                ("retries", int, 4, "retransmissions before a ping is lost"),
             ),
-            Param(
-                name="timeout",
-                parse=non_negative_float,
-                default=0.2,
-                help="first retransmission timeout, doubling",
-            ),
-            Param(
-                name="retries", parse=int, default=4, help="retransmissions before a ping is lost"
-            ),
-            Param(
-                name="subnets",
-                parse=positive_int,
-                default=1,
-                help="subnets the hosts are spread over",
-            ),
-            Param(
-                name="crash",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: crash nodes",
-            ),
-            Param(
-                name="restart",
-                parse=node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: restart crashed nodes",
-            ),
-            Param(
-                name="partition",
-                parse=partition_spec,
-                default=None,
-                shown="none",
-                help="NODE,NODE@FROM-TO: cut these nodes off from the rest",
-            ),
+            sc.subnets_param(),
+            *sc.fault_params(),
         ),
         setup=_setup,
     )

@@ -26,15 +26,8 @@ from gossamer.proto.snapshot import (
     check_bank,
     check_cut,
 )
+from gossamer.sim import scenarios as sc
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
-from gossamer.sim.scenarios import (
-    Param,
-    Scenario,
-    Summarize,
-    non_negative_float,
-    positive_int,
-    register,
-)
 from gossamer.sim.scenarios.isis import (
     COMMON_PARAMS,
     PORT,
@@ -98,7 +91,7 @@ class SnapshotRun(IsisRun):
         return {**self.summary(), **self.snapshot_summary()}
 
 
-def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
+def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summarize:
     members = build_group(sim, nodes)
     run = SnapshotRun(sim, members, params["initial"])
     sim.on_event = run.on_event
@@ -156,25 +149,22 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     return run.full_summary
 
 
-SCENARIO = register(
-    Scenario(
+SCENARIO = sc.register(
+    sc.Scenario(
         name="snapshot",
         description="Chandy-Lamport snapshots of bank transfers multicast with ISIS",
         default_duration=120.0,
         params=(
             *COMMON_PARAMS,
-            Param(name="snapshots", parse=positive_int, default=3, help="snapshots to take"),
-            Param(
-                name="initial",
-                parse=positive_int,
-                default=1000,
-                help="units in each account at the start",
-            ),
-            Param(
-                name="overlap",
-                parse=non_negative_float,
-                default=0.0,
-                help="if > 0, seconds between snapshot starts (they overlap)",
+            *sc.param_table(
+                ("snapshots", sc.positive_int, 3, "snapshots to take"),
+                ("initial", sc.positive_int, 1000, "units in each account at the start"),
+                (
+                    "overlap",
+                    sc.non_negative_float,
+                    0.0,
+                    "if > 0, seconds between snapshot starts (they overlap)",
+                ),
             ),
         ),
         setup=_setup,
