@@ -20,7 +20,6 @@ from gossamer.lab.config import (
 )
 from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.proto.isis.core import IsisConfig, Member
-from gossamer.proto.isis.retransmit import RetransmitSchedule
 
 MINIMAL = """
 [node]
@@ -294,13 +293,13 @@ def test_every_protocol_field_is_a_key_of_its_section(tmp_path: Path, section: s
 
 def test_protocol_settings_reach_the_core_config(tmp_path: Path) -> None:
     text = KEYED + PEERS + "[isis]\nbatch_delay = 0.01\nretain_finals = 7\n"
-    text += "[isis.retransmit]\ninitial = 0.1\nmaximum = 2.0\n"
+    text += "retransmit_initial = 0.1\nretransmit_max = 2.0\n"
     config = load_config(write(tmp_path, text), env={})
     assert config.isis.protocol["batch_delay"] == 0.01
-    assert config.isis.protocol["retransmit"] == RetransmitSchedule(initial=0.1, maximum=2.0)
+    assert config.isis.protocol["retransmit_initial"] == 0.1
     member = Member(id=1, name="h1", addr=("127.0.0.1", 7000))
     core = IsisConfig(me=1, members=(member,), **config.isis.protocol)
-    assert core.retain_finals == 7 and core.retransmit.initial == 0.1
+    assert core.retain_finals == 7 and core.retransmit_initial == 0.1
     env = {"GOSSAMER__ISIS__RETAIN_FINALS": "9"}
     assert load_config(write(tmp_path, text), env=env).isis.protocol["retain_finals"] == 9
 
@@ -310,8 +309,9 @@ def test_protocol_settings_reach_the_core_config(tmp_path: Path) -> None:
     [
         ("[isis]\nretain_finals = 'many'\n", "isis.retain_finals: expected an integer"),
         ("[isis]\nme = 3\n", "isis.me: is set by the caller"),
-        ("[isis]\nbogus = 3\n", "isis.bogus: unknown key of IsisConfig (known: batch_bytes"),
-        ("[isis.retransmit]\nfactor = 'x'\n", "isis.retransmit.factor: expected a finite"),
+        ("[isis]\nbogus = 3\n", "isis.bogus: unknown key of IsisConfig (known: ack_delay"),
+        ("[isis]\nretransmit_max = 'x'\n", "isis.retransmit_max: expected a finite"),
+        ("[gateway.queues]\nbogus = 1\n", "gateway.queues.bogus: unknown key"),
         ("[link]\ntransport = 'carrier-pigeon'\n", "link.transport: expected one of udp"),
         ("[gateway]\nheartbeat_grace = 0.5\n", "gateway: heartbeat_interval_ms >= 1"),
         ("[gossip]\nmulticast_port = 0\n", "gossip.multicast_port: multicast_port must be"),

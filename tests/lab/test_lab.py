@@ -112,7 +112,7 @@ def test_lab_list_shows_every_scenario(capsys: pytest.CaptureFixture[str]) -> No
     for name in ("discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo"):
         assert f"\n{name}: " in f"\n{out}"
     assert "--param broken=...  TEST ONLY" in out
-    assert "\n    isis (IsisConfig): batch_bytes, batch_delay, faults, retain_finals" in out
+    assert "\n    isis (IsisConfig): ack_delay, batch_bytes, batch_delay, drop_rate" in out
     assert "default faults: --drop 0.02, --delay 20, --crash h1@13, --partition h2@6-8" in out
 
 
@@ -179,7 +179,7 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
             "isis_rate": "5",
             # Protocol fields reach every node's core (docs/lab.md, "Parameters").
             "isis.batch_delay": "0.002",
-            "isis.retransmit.initial": "0.1",
+            "isis.retransmit_initial": "0.1",
             "discovery.handshake_timeout": "1.5",
         },
         seed=3,
@@ -198,7 +198,7 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
     assert meta["params"]["isis.batch_delay"] == 0.002
     node_config = load_config(out / "config" / "h1.toml", env={})
     assert node_config.isis.protocol["batch_delay"] == 0.002
-    assert node_config.isis.protocol["retransmit"].initial == 0.1
+    assert node_config.isis.protocol["retransmit_initial"] == 0.1
     assert node_config.discovery.protocol["handshake_timeout"] == 1.5
     assert meta["lab"]["unexpected_exits"] == {}
     nodes = meta["summary"]["nodes"]

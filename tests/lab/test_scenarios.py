@@ -274,14 +274,13 @@ def test_protocol_parameters_reach_every_node(tmp_path: Path) -> None:
     params = {
         "isis_rate": "2",
         "isis.batch_delay": "0.01",
-        "isis.retransmit.initial": "0.1",
+        "isis.retransmit_initial": "0.1",
         "discovery.answer_rate": "8",
         "link.max_message": "512",  # link is not a service of this scenario: ignored
     }
     the_plan = plan(LabRequest(scenario="isis", hosts=3, out=tmp_path / "run", params=params))
     assert the_plan.values["isis_rate"] == 2.0
-    assert the_plan.protocol["isis"]["retransmit"] == {"initial": 0.1, "maximum": 4.0,
-                                                       "factor": 2.0}  # fmt: skip
+    assert the_plan.protocol["isis"]["retransmit_initial"] == 0.1
     placement = hosts.loopback_placement(3, base_port=32_000)
     key = tmp_path / "cluster.key"
     write_secret(key)
@@ -293,7 +292,7 @@ def test_protocol_parameters_reach_every_node(tmp_path: Path) -> None:
     for node, doc in docs.items():
         config = write_config(tmp_path / f"{node}.toml", doc)
         assert config.isis.protocol["batch_delay"] == 0.01
-        assert config.isis.protocol["retransmit"].initial == 0.1
+        assert config.isis.protocol["retransmit_initial"] == 0.1
         assert config.discovery.protocol["answer_rate"] == 8.0
         assert config.discovery.protocol["broadcast_interval"] == 1.0  # the scenario's
         assert not config.link.enabled and "max_message" not in config.link.protocol

@@ -8,7 +8,7 @@ later stages only read it.
 ``--param`` takes two kinds of names: the scenario's own (``isis_rate``, see ``gossamer
 lab list``) and ``SECTION.FIELD`` for any field of a protocol's core configuration
 (``isis.batch_delay=0.01``, ``discovery.answer_rate=8``,
-``isis.retransmit.initial=0.1``; :mod:`gossamer.lab.protocols`), which every node of
+``isis.retransmit_initial=0.1``; :mod:`gossamer.lab.protocols`), which every node of
 the run gets in that section of its file.
 """
 
