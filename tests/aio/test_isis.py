@@ -356,7 +356,7 @@ def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: R
             assert isinstance(waited.value, TimeoutError)
             assert isinstance(waited.value.__cause__, TimeoutError)
             await c.send(b"last")
-            await until(lambda: not a._deliveries.empty())
+            await until(lambda: len(a._deliveries) > 0)
             await a.close()
             await a.close()  # idempotent
             assert a.closed

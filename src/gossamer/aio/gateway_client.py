@@ -43,6 +43,7 @@ from websockets.protocol import State
 
 from gossamer._types import Address
 from gossamer.aio._pump import Pump, deadline, now
+from gossamer.aio.inbox import Inbox
 from gossamer.aio.opening import Opening
 from gossamer.errors import (
     ClosedError,
@@ -174,7 +175,7 @@ class GatewayClient:
         self._max_size = max_size
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
-        self._messages: asyncio.Queue[Message | None] = asyncio.Queue()
+        self._messages: Inbox[Message] = Inbox("the gateway client")
         self._ready = asyncio.Event()
         self._wake = asyncio.Event()
         self._pending: dict[Any, asyncio.Future[Any]] = {}
@@ -266,32 +267,22 @@ class GatewayClient:
             if not future.done():
                 future.set_exception(ClosedError("the gateway client is closed"))
         self._pending.clear()
-        self._messages.put_nowait(None)
+        self._messages.end()
 
     # -- receiving -------------------------------------------------------------
 
     async def receive(self, timeout: float | None = None) -> Message:
         """The next dispatch (SEND, BROADCAST, QUEUE, CLIENT_CONNECTED...), waiting up to
         ``timeout`` seconds (``TimedOutError``); ``ClosedError`` once closed and drained."""
-        async with deadline(timeout, "the receive"):
-            message = await self._messages.get()
-        if message is None:
-            self._messages.put_nowait(None)  # every later receive ends too
-            raise ClosedError("the gateway client is closed")
-        return message
+        return await self._messages.get(timeout)
 
     def pending_messages(self) -> int:
         """Dispatches received and not yet taken."""
-        return self._messages.qsize() - (1 if self._closed else 0)
+        return len(self._messages)
 
-    async def __aiter__(self) -> AsyncIterator[Message]:
+    def __aiter__(self) -> AsyncIterator[Message]:
         """Every dispatch until the client closes."""
-        while True:
-            try:
-                message = await self.receive()
-            except ClosedError:
-                return
-            yield message
+        return self._messages
 
     # -- requests --------------------------------------------------------------
 
@@ -498,7 +489,7 @@ class GatewayClient:
             if future is not None and not future.done():
                 future.set_result(dispatch.d)
             return
-        self._messages.put_nowait(_message(dispatch))
+        self._messages.put(_message(dispatch))
 
 
 def _timed_out(what: str, timeout: float | None, last: BaseException | None) -> TimedOutError:

@@ -36,6 +36,7 @@ from gossamer.aio._pump import EventCallback
 from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import DatagramDriver, open_datagram
 from gossamer.aio.faults import FaultInjector
+from gossamer.aio.inbox import Inbox
 from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
@@ -46,7 +47,6 @@ from gossamer.errors import (
     LocalProtocolError,
     NetworkError,
     RemoteProtocolError,
-    TimedOutError,
 )
 from gossamer.proto.core import DatagramLayer
 from gossamer.proto.isis import Delivered, HostEntry, IsisConfig, IsisCore, Member
@@ -278,11 +278,6 @@ class _MarkersFirst(DatagramLayer[OriginalSnapshotNode]):
         self.inner.receive_datagram(data, addr, now)
 
 
-class _End:
-    """Ends the delivery and event queues."""
-
-
-_END = _End()
 
 
 class IsisService:
@@ -314,12 +309,11 @@ class IsisService:
         elif markers is not None:
             self._sequencer = markers.node
         self._queues = queues
-        self._deliveries: asyncio.Queue[Delivered | _End] = asyncio.Queue()
-        self._events: asyncio.Queue[object] = asyncio.Queue()
+        self._deliveries: Inbox[Delivered] = Inbox("the ISIS member")
+        self._events: Inbox[object] = Inbox("the ISIS member")
         # Sends held back by a snapshot, oldest first: each gets its msg_id on release.
         self._held: deque[asyncio.Future[int]] = deque()
         self._closing = False
-        self._ended = False
         self._failure: BaseException | None = None  # why the driver stopped, if it failed
         self._close_task: asyncio.Task[None] | None = None
         self._watch = asyncio.get_running_loop().create_task(self._watch_driver())
@@ -388,46 +382,25 @@ class IsisService:
         the service is closed and what had arrived was received, ``ClosedError``.
         """
         self._require_queues()
-        queue = self._deliveries
-        if queue.empty() and self._ended:
-            raise self._closed_error("the service is closed: nothing more will be delivered")
-        try:
-            async with asyncio.timeout(timeout):
-                item = await queue.get()
-        except TimeoutError as exc:
-            raise TimedOutError("no delivery in time", timeout=timeout) from exc
-        if isinstance(item, _End):
-            queue.put_nowait(item)  # every other receiver ends too
-            raise self._closed_error("the service is closed: nothing more will be delivered")
-        return item
+        return await self._deliveries.get(timeout)
 
     def __aiter__(self) -> AsyncIterator[Delivered]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Delivered]:
-        while True:
-            try:
-                yield await self.receive()
-            except ClosedError:
-                return
+        self._require_queues()
+        return self._deliveries
 
     async def events(self) -> AsyncIterator[object]:
         """The other notifications, in order, until the service closes: ``SnapshotDone``
         (this member's part of a snapshot), ``Discarded`` (a crashed sender's message
         the survivors agreed to drop) and ``MemberRemoved``."""
         self._require_queues()
-        while True:
-            item = await self._events.get()
-            if isinstance(item, _End):
-                self._events.put_nowait(item)
-                return
-            yield item
+        async for event in self._events:
+            yield event
 
     def _on_event(self, event: object) -> None:
         if isinstance(event, Delivered):
-            self._deliveries.put_nowait(event)
+            self._deliveries.put(event)
         else:
-            self._events.put_nowait(event)
+            self._events.put(event)
 
     # -- snapshots and membership ---------------------------------------------------------
 
@@ -487,10 +460,9 @@ class IsisService:
         except Exception as exc:
             failure = exc
         self._closing = True
-        self._ended = True
         self._failure = failure
-        self._deliveries.put_nowait(_END)
-        self._events.put_nowait(_END)
+        self._deliveries.end(failure)
+        self._events.end(failure)
         while self._held:
             future = self._held.popleft()
             if not future.done():
