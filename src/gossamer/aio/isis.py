@@ -358,16 +358,23 @@ class IsisService:
         """
         self._require_open()
         sequencer = self._sequencer
-        msg_id = self.driver.call(lambda now: sequencer.multicast(data, now))
-        if msg_id is not None:
-            return msg_id
-        held: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._held.append(held)
-        return await held
+        if sequencer is self.isis:  # no snapshot layer: nothing is ever held back
+            return self.driver.call(lambda now: self.isis.multicast(data, now))
+        # The future waits in line before the call: the call itself may release this
+        # message (and older ones) before it returns, and each release answers the
+        # oldest waiting send (``_released``).
+        entered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._held.append(entered)
+        try:
+            self.driver.call(lambda now: sequencer.multicast(data, now))
+        except BaseException:
+            self._held.remove(entered)  # refused: it never entered the line
+            raise
+        return await entered
 
     def _released(self, msg_id: int, data: bytes, now: float) -> None:
-        # The snapshot layers release held multicasts in order, and multicast at once
-        # only when nothing is held: the oldest waiting send is this one.
+        # The snapshot layers report every message entering the sequencer, in the order
+        # of the sends (at once, or released by a snapshot): it is the oldest waiting one.
         if self._held:
             future = self._held.popleft()
             if not future.done():

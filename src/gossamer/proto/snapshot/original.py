@@ -92,7 +92,8 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         self._released: list[Datagram] = []  # held datagrams whose marker has arrived
         self._held_multicasts: list[bytes] = []
         self._incoming: dict[int, list[tuple[bytes, Address]]] = {}
-        #: Called as ``(msg_id, data, now)`` when a held-back multicast is released.
+        #: Called as ``(msg_id, data, now)`` whenever a message really enters the
+        #: sequencer (at once, or when its markers arrived and it is released).
         self.on_multicast: Callable[[int, bytes, float], None] | None = None
         inner.data_observer = self._observe
 
@@ -133,7 +134,10 @@ class OriginalSnapshotNode(DatagramLayer[Sequencer]):
         if self._unsent:
             self._held_multicasts.append(data)
             return None
-        return self.inner.multicast(data, now)
+        msg_id = self.inner.multicast(data, now)
+        if self.on_multicast is not None:
+            self.on_multicast(msg_id, data, now)
+        return msg_id
 
     # -- the snapshot ---------------------------------------------------------------------
 
