@@ -250,6 +250,7 @@ def test_drain_blocks_a_local_producer_until_the_peer_reads(run: Runner) -> None
 
     async def main() -> None:
         release = asyncio.Event()
+        finished = asyncio.Event()
         received = 0
 
         async def slow_reader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -258,6 +259,10 @@ def test_drain_blocks_a_local_producer_until_the_peer_reads(run: Runner) -> None
             while data := await reader.read(1 << 20):
                 received += len(data)
             writer.close()
+            # Closed before the loop ends: a transport left to the garbage collector
+            # warns in whichever later test collects it.
+            await writer.wait_closed()
+            finished.set()
 
         listener = await asyncio.start_server(slow_reader, LOCALHOST, 0)
         port = listener.sockets[0].getsockname()[1]
@@ -281,6 +286,7 @@ def test_drain_blocks_a_local_producer_until_the_peer_reads(run: Runner) -> None
         driver.close()
         await driver.wait_closed()
         await until(lambda: received == 32 * chunk)
+        await asyncio.wait_for(finished.wait(), 10)
         listener.close()
         await listener.wait_closed()
 
