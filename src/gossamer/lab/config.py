@@ -24,7 +24,6 @@ file's directory.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tomllib
@@ -33,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+import tomli_w
 
 from gossamer.errors import ConfigError
 from gossamer.lab.protocols import PROTOCOLS, plain
@@ -240,35 +241,38 @@ class NodeConfig:
 
     def to_toml(self) -> str:
         """This configuration as TOML that ``load_config`` reads back to an equal value
-        (the key itself is never written; only its file)."""
-        lines: list[str] = []
+        (the key itself is never written; only its file). A field that is ``None`` is
+        left out: TOML has no null, and an absent key means the default."""
         n = self.node
-        _table(lines, "node", {
-            "id": n.id, "run": n.run, "trace": str(n.trace), "address": n.address,
-            "seed": n.seed, "start_at": n.start_at, "duration": n.duration,
-            "linger": n.linger, "exit_when_done": n.exit_when_done, "wire": n.wire.value,
-            "key_file": None if n.key_file is None else str(n.key_file), "cluster": n.cluster,
-        })
-        _table(lines, "ports", self.ports.as_dict())
-        for peer in self.peers:
-            lines.append("[[peers]]")
-            _pairs(lines, {"id": peer.id, "address": peer.address,
-                           "ports": peer.ports.as_dict(), "subnet": peer.subnet})
-            lines.append("")
         f = self.faults
-        _table(lines, "faults", {"drop": f.drop, "delay_ms": f.delay_ms,
-                                 "delay_rate": f.delay_rate, "duplicate": f.duplicate})
-        for part in f.partitions:
-            lines.append("[[faults.partition]]")
-            _pairs(lines, {"peers": list(part.peers), "from": part.start, "to": part.end})
-            lines.append("")
-        _table(lines, "discovery", _fields(self.discovery))
-        _table(lines, "gossip", _fields(self.gossip))
-        _table(lines, "isis", _fields(self.isis))
-        _table(lines, "link", _fields(self.link))
         w = self.gateway
-        _table(lines, "gateway", {**_fields(w), "db": None if w.db is None else str(w.db)})
-        return "\n".join(lines)
+        document = {
+            "node": {
+                "id": n.id, "run": n.run, "trace": str(n.trace), "address": n.address,
+                "seed": n.seed, "start_at": n.start_at, "duration": n.duration,
+                "linger": n.linger, "exit_when_done": n.exit_when_done, "wire": n.wire.value,
+                "key_file": None if n.key_file is None else str(n.key_file),
+                "cluster": n.cluster,
+            },
+            "ports": self.ports.as_dict(),
+            "peers": [{"id": p.id, "address": p.address, "ports": p.ports.as_dict(),
+                       "subnet": p.subnet} for p in self.peers],
+            "faults": {
+                "drop": f.drop, "delay_ms": f.delay_ms, "delay_rate": f.delay_rate,
+                "duplicate": f.duplicate,
+                "partition": [{"peers": list(part.peers), "from": part.start, "to": part.end}
+                              for part in f.partitions],
+            },
+            "discovery": _fields(self.discovery),
+            "gossip": _fields(self.gossip),
+            "isis": _fields(self.isis),
+            "link": _fields(self.link),
+            "gateway": {**_fields(w), "db": None if w.db is None else str(w.db)},
+        }
+        try:
+            return tomli_w.dumps(_without_none(document))
+        except (TypeError, ValueError) as exc:  # a non-finite number or an unknown type
+            raise ConfigError(f"cannot write the configuration as TOML: {exc}") from exc
 
 
 def _fields(section: Any) -> dict[str, Any]:
@@ -278,35 +282,17 @@ def _fields(section: Any) -> dict[str, Any]:
     return table
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ConfigError("cannot write a non-finite number to TOML", value=value)
-        return repr(value)
-    if isinstance(value, str | Path):
-        # A JSON string (ASCII, \\uXXXX escapes) is a valid TOML basic string.
-        return json.dumps(str(value))
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
+def _without_none(value: Any) -> Any:
+    """``value`` with every ``None`` left out of its tables and arrays, and empty arrays of
+    tables dropped (TOML has no null; ``load_config`` reads an absent key as the default)."""
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + " }"
-    raise ConfigError(f"cannot write {type(value).__name__} to TOML")
-
-
-def _pairs(lines: list[str], values: Mapping[str, Any]) -> None:
-    for key, value in values.items():
-        if value is not None:  # TOML has no null: an absent key means the default
-            lines.append(f"{key} = {_value(value)}")
-
-
-def _table(lines: list[str], name: str, values: Mapping[str, Any]) -> None:
-    lines.append(f"[{name}]")
-    _pairs(lines, values)
-    lines.append("")
+        kept = {k: _without_none(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in kept.items() if v != []}
+    if isinstance(value, list | tuple):
+        return [_without_none(v) for v in value if v is not None]
+    if isinstance(value, Path):
+        return str(value)
+    return value
 
 
 # -- reading -------------------------------------------------------------------------------
