@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
 from gossamer.proto.backoff import FULL_JITTER, Backoff
+from gossamer.proto.core import EventOutputs
 from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, decode_packet, encode_packet
 
 if TYPE_CHECKING:
@@ -286,12 +287,13 @@ class _Counters:
     bad_frames: int = 0
 
 
-class ClientCore:
+class ClientCore(EventOutputs[ClientEvent]):
     """One logical gateway client (see the module docstring)."""
 
     def __init__(
         self, config: ClientConfig, *, rng: Random, metadata: dict[str, Any] | None = None
     ) -> None:
+        super().__init__()
         self.config = config
         self.state = ClientState.DISCONNECTED
         self.restricted = False
@@ -302,7 +304,6 @@ class ClientCore:
             key: typed(value) for key, value in (metadata or {}).items()
         }
         self._out: list[str | bytes] = []
-        self._events: list[ClientEvent] = []
         self._buffer: deque[Packet] = deque()
         self._interval: float | None = None
         self._next_heartbeat: float | None = None
@@ -315,14 +316,10 @@ class ClientCore:
         )
         self.close_requested = False
 
-    # -- outputs ---------------------------------------------------------------
+    # -- outputs (and events_received: EventOutputs) ---------------------------
 
     def frames_to_send(self) -> list[str | bytes]:
         out, self._out = self._out, []
-        return out
-
-    def events_received(self) -> list[ClientEvent]:
-        out, self._events = self._events, []
         return out
 
     def next_deadline(self) -> float | None:
