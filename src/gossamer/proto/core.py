@@ -59,6 +59,7 @@ __all__ = [
     "OpenIds",
     "StreamCore",
     "TimedCore",
+    "Untimed",
 ]
 
 
@@ -120,6 +121,20 @@ class OpenIds:
 T = TypeVar("T", bound=TimedCore)
 C = TypeVar("C", bound=DatagramCore)
 E = TypeVar("E")
+
+
+class Untimed:
+    """The ``TimedCore`` part of a core with no timer and no events of its own (a port in
+    front of another core, a test's scripted core), for it to inherit."""
+
+    def handle_timer(self, now: float) -> None:
+        pass
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def events_received(self) -> list[object]:
+        return []
 
 
 class EventOutputs(Generic[E]):
