@@ -44,6 +44,7 @@ and ``channel_state`` ``attrs.value``: the conventions of ``gossamer.analysis.ch
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -130,15 +131,8 @@ class SnapshotDone:
     channels: Mapping[str, Mapping[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "snapshot_id": self.snapshot_id,
-            "initiator": self.initiator,
-            "node": self.node,
-            "recorded_at": self.recorded_at,
-            "completed_at": self.completed_at,
-            "local_state": dict(self.local_state),
-            "channels": {peer: dict(ch) for peer, ch in self.channels.items()},
-        }
+        """Every field, as plain (copied) dicts and lists."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(slots=True, kw_only=True)
