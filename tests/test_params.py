@@ -176,9 +176,10 @@ def test_bounds_in_annotations_allow_their_limits() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"chance": 1.5}, "chance must be from 0 to 1"),
-        ({"chance": float("nan")}, "chance must be from 0 to 1"),
-        ({"wait": 0.0}, "wait must be above 0 s"),
+        ({"chance": 1.5}, "chance must be a probability from 0 to 1"),
+        ({"chance": float("nan")}, "chance must be a probability from 0 to 1"),
+        ({"tries": "3"}, "tries must be at least 0"),
+        ({"wait": 0.0}, r"wait must be positive \(s\)"),
         ({"tries": -1}, "tries must be at least 0"),
         ({"window": 65}, "window must be from 1 to 64"),
     ],

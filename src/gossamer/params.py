@@ -235,13 +235,15 @@ class Bounds:
 
     ``low`` and ``high`` are inclusive, except ``low`` when ``above`` is set (the value
     must be greater: a positive time). ``unit`` is the field's one unit (``s``, ``bytes``;
-    empty for counts and probabilities). NaN is never within bounds.
+    empty for counts and probabilities); ``kind`` names what the value is, in errors (``a
+    probability``). NaN is never within bounds.
     """
 
     low: float | None = None
     high: float | None = None
     above: bool = False
     unit: str = ""
+    kind: str = ""
 
     def holds(self, value: float) -> bool:
         """Whether ``value`` is within the bounds."""
@@ -250,17 +252,21 @@ class Bounds:
         return self.high is None or value <= self.high
 
     def __str__(self) -> str:
-        """``from 0 to 1``, ``above 0 s``, ``at least 1``."""
+        """``a probability from 0 to 1``, ``positive (s)``, ``at least 1``."""
         unit = f" {self.unit}" if self.unit else ""
         if self.low is not None and self.high is not None:
-            return f"from {self.low:g} to {self.high:g}{unit}"
-        if self.low is not None:
-            return f"{'above' if self.above else 'at least'} {self.low:g}{unit}"
-        return f"at most {self.high:g}{unit}" if self.high is not None else "a number"
+            text = f"from {self.low:g} to {self.high:g}{unit}"
+        elif self.low == 0 and self.above:
+            text = f"positive ({self.unit})" if self.unit else "positive"
+        elif self.low is not None:
+            text = f"{'above' if self.above else 'at least'} {self.low:g}{unit}"
+        else:
+            text = f"at most {self.high:g}{unit}" if self.high is not None else "a number"
+        return f"{self.kind} {text}" if self.kind else text
 
 
 #: A probability, 0 to 1.
-Probability: TypeAlias = Annotated[float, Bounds(low=0.0, high=1.0)]
+Probability: TypeAlias = Annotated[float, Bounds(low=0.0, high=1.0, kind="a probability")]
 #: A duration that may be zero, in seconds.
 Seconds: TypeAlias = Annotated[float, Bounds(low=0.0, unit="s")]
 #: A duration greater than zero, in seconds.
@@ -286,10 +292,13 @@ class Checked:
 
 def check(config: Any) -> None:
     """Refuse the first field of the dataclass instance ``config`` outside its
-    :class:`Bounds` (``None`` is left to the field's type to allow)."""
+    :class:`Bounds`, or holding something else than a number (``None`` is left to the
+    field's type to allow)."""
     for name, bounds in _bounds(type(config)):
         value = getattr(config, name)
-        if value is not None and not bounds.holds(value):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not bounds.holds(value):
             raise ConfigError(f"{name} must be {bounds}", **{name: value})
 
 
