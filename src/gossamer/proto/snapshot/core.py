@@ -54,6 +54,7 @@ import orjson
 
 from gossamer._types import Address
 from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.params import Checked, PositiveSeconds, Probability, check
 from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
@@ -92,20 +93,19 @@ def initiator_of(sid: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotConfig:
+class SnapshotConfig(Checked):
     """Marker retransmission and the original's receive drop rate, applied to markers too:
     the sequencer's own settings, same names and units (seconds), when a ``SnapshotNode``
     makes it (``IsisConfig.retransmit_initial``, ``retransmit_max``, ``drop_rate``)."""
 
-    retransmit_initial: float = 0.2
-    retransmit_max: float = 4.0
-    drop_rate: float = 0.0
+    retransmit_initial: PositiveSeconds = 0.2
+    retransmit_max: PositiveSeconds = 4.0
+    drop_rate: Probability = 0.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.retransmit_initial <= self.retransmit_max:
-            raise ConfigError("need 0 < retransmit_initial <= retransmit_max")
-        if not 0.0 <= self.drop_rate <= 1.0:
-            raise ConfigError("drop_rate must be a probability in [0, 1]")
+        check(self)  # the Bounds of the fields (not super(): see Checked)
+        if self.retransmit_initial > self.retransmit_max:
+            raise ConfigError("need retransmit_initial <= retransmit_max")
 
     def interval(self, attempt: int) -> float:
         value = self.retransmit_initial
