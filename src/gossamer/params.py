@@ -252,12 +252,13 @@ class Bounds:
         return self.high is None or value <= self.high
 
     def __str__(self) -> str:
-        """``a probability from 0 to 1``, ``positive (s)``, ``at least 1``."""
+        """``a probability from 0 to 1``, ``a positive number of seconds``, ``at least 1``."""
         unit = f" {self.unit}" if self.unit else ""
         if self.low is not None and self.high is not None:
-            text = f"from {self.low:g} to {self.high:g}{unit}"
+            low = f"above {self.low:g} and at most" if self.above else f"from {self.low:g} to"
+            text = f"{low} {self.high:g}{unit}"
         elif self.low == 0 and self.above:
-            text = f"positive ({self.unit})" if self.unit else "positive"
+            text = "a positive number of seconds" if self.unit == "s" else f"positive{unit}"
         elif self.low is not None:
             text = f"{'above' if self.above else 'at least'} {self.low:g}{unit}"
         else:
