@@ -10,7 +10,8 @@
 - :mod:`gossamer.testing.aio`: run a coroutine on each event loop, wait for a condition;
 - :mod:`gossamer.testing.pytest_plugin`: the ``netns`` fixture (hosts as Linux network
   namespaces, over :mod:`gossamer.lab.netns`);
-- :mod:`gossamer.testing.sim`: simulator checks.
+- :mod:`gossamer.testing.sim`: check that a simulated run injected its faults;
+- :mod:`gossamer.testing.processes`: wait for a child process to say it is ready.
 
 Production code never imports this package (an import-linter contract).
 """
