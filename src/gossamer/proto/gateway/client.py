@@ -35,6 +35,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.params import Checked, PositiveSeconds, check
 from gossamer.proto.backoff import FULL_JITTER, Backoff
 from gossamer.proto.core import EventOutputs
 from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, decode_packet, encode_packet
@@ -255,7 +256,7 @@ TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClientConfig:
+class ClientConfig(Checked):
     """Who the client is and how it behaves."""
 
     application_id: str
@@ -267,15 +268,16 @@ class ClientConfig:
     receive_client_updates: bool = False
     receive_metadata_updates: bool = False
     reconnect: bool = True
-    reconnect_base: float = 0.25
-    reconnect_max: float = 30.0
+    reconnect_base: PositiveSeconds = 0.25
+    reconnect_max: PositiveSeconds = 30.0
     max_buffered: int = 10_000
 
     def __post_init__(self) -> None:
+        check(self)  # the Bounds of the fields (not super(): see Checked)
         if not self.application_id or not self.client_id:
             raise ConfigError("application_id and client_id are required")
-        if self.reconnect_base <= 0 or self.reconnect_max < self.reconnect_base:
-            raise ConfigError("0 < reconnect_base <= reconnect_max required")
+        if self.reconnect_max < self.reconnect_base:
+            raise ConfigError("reconnect_base <= reconnect_max required")
 
 
 @dataclass(slots=True)
