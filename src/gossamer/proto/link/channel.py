@@ -137,7 +137,7 @@ class ChannelConfig(Checked):
     """Sizes and timers of the channel. Times in seconds."""
 
     #: Largest datagram, header included (Exon used a 1400-byte buffer).
-    max_datagram: int = 1400
+    max_datagram: Annotated[int, Bounds(low=SEQ_HEADER_SIZE + 64, unit="bytes")] = 1400
     #: Datagrams in flight (sent, not acknowledged) per peer.
     window: Annotated[int, Bounds(low=1, high=4096)] = 64
     initial_rto: PositiveSeconds = 0.1
@@ -153,8 +153,6 @@ class ChannelConfig(Checked):
 
     def __post_init__(self) -> None:
         check(self)  # not super(): a slots dataclass is a copy of the class it was written as
-        if self.max_datagram < SEQ_HEADER_SIZE + 64:
-            raise ConfigError("max_datagram is too small", max_datagram=self.max_datagram)
         if not self.min_rto <= self.initial_rto <= self.max_rto:
             raise ConfigError("need min_rto <= initial_rto <= max_rto")
 
