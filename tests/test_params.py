@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Annotated, Any
 
 import pytest
 
@@ -18,7 +19,12 @@ from gossamer.faults import (
     partition_spec,
 )
 from gossamer.params import (
+    Bounds,
+    Checked,
+    Count,
     Param,
+    PositiveSeconds,
+    Probability,
     Sources,
     boolean,
     fill,
@@ -153,3 +159,34 @@ def test_fill_errors_name_the_parameter(kwargs: dict[str, object], message: str)
     with pytest.raises(ConfigError) as info:
         fill(Example, Sources(**kwargs), fixed=fixed, where="ex")  # type: ignore[arg-type]
     assert message in str(info.value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Bounded(Checked):
+    chance: Probability = 0.5
+    wait: PositiveSeconds = 1.0
+    tries: Count = 3
+    window: Annotated[int, Bounds(low=1, high=64)] | None = None
+
+
+def test_bounds_in_annotations_allow_their_limits() -> None:
+    assert _Bounded(chance=1.0, tries=0, window=64) == _Bounded(chance=1, tries=0, window=64)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"chance": 1.5}, "chance must be a probability from 0 to 1"),
+        ({"chance": float("nan")}, "chance must be a probability from 0 to 1"),
+        ({"tries": "3"}, "tries must be at least 0"),
+        ({"wait": 0.0}, "wait must be a positive number of seconds"),
+        ({"tries": -1}, "tries must be at least 0"),
+        ({"window": 65}, "window must be from 1 to 64"),
+    ],
+)
+def test_bounds_in_annotations_are_checked_on_construction(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as caught:
+        _Bounded(**kwargs)
+    assert list(caught.value.fields) == list(kwargs)  # the field is named

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from gossamer.errors import ConfigError
+from gossamer.params import Checked, Probability, Seconds
 
 if TYPE_CHECKING:
     from random import Random
@@ -56,7 +57,7 @@ _PASS = FaultDecision(copies=(0.0,), faults=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FaultPlan:
+class FaultPlan(Checked):
     """Probabilities and delays applied independently to each datagram.
 
     - ``drop``: probability the datagram is lost.
@@ -66,23 +67,11 @@ class FaultPlan:
       datagrams sent after it overtake it.
     """
 
-    drop: float = 0.0
-    duplicate: float = 0.0
-    delay: float = 0.0
-    reorder: float = 0.0
-    reorder_by: float = 0.05
-
-    def __post_init__(self) -> None:
-        for name in ("drop", "duplicate", "reorder"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigError(f"{name} must be a probability in [0, 1]", **{name: value})
-        for name in ("delay", "reorder_by"):
-            value = getattr(self, name)
-            if value < 0.0:
-                raise ConfigError(
-                    f"{name} must be a non-negative number of seconds", **{name: value}
-                )
+    drop: Probability = 0.0
+    duplicate: Probability = 0.0
+    delay: Seconds = 0.0
+    reorder: Probability = 0.0
+    reorder_by: Seconds = 0.05
 
     @property
     def is_clean(self) -> bool:

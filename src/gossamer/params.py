@@ -28,14 +28,22 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Annotated, Any, Final, TypeAlias
 
 from gossamer.errors import ConfigError
 
 __all__ = [
+    "Bounds",
+    "Checked",
+    "Count",
     "Param",
+    "PositiveCount",
+    "PositiveSeconds",
+    "Probability",
+    "Seconds",
     "Sources",
     "boolean",
+    "check",
     "choice",
     "describe",
     "fill",
@@ -215,6 +223,110 @@ def resolve(params: Sequence[Param], raw: Mapping[str, str], *, owner: str) -> d
             names = ", ".join(known) or "none"
             raise ConfigError(f"{owner} has no parameter {name!r} (known: {names})")
     return {p.name: p.value(raw[p.name]) if p.name in raw else p.default for p in params}
+
+
+# -- bounds of configuration fields --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """The allowed range and the unit of a numeric configuration field, written in its
+    annotation: ``delay: Annotated[float, Bounds(low=0.0, unit="s")]`` (or an alias below).
+
+    ``low`` and ``high`` are inclusive, except ``low`` when ``above`` is set (the value
+    must be greater: a positive time). ``unit`` is the field's one unit (``s``, ``bytes``;
+    empty for counts and probabilities); ``kind`` names what the value is, in errors (``a
+    probability``). NaN is never within bounds.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    unit: str = ""
+    kind: str = ""
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` is within the bounds."""
+        if self.low is not None and not (value > self.low if self.above else value >= self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def __str__(self) -> str:
+        """``a probability from 0 to 1``, ``a positive number of seconds``, ``at least 1``."""
+        unit = f" {self.unit}" if self.unit else ""
+        if self.low is not None and self.high is not None:
+            low = f"above {self.low:g} and at most" if self.above else f"from {self.low:g} to"
+            text = f"{low} {self.high:g}{unit}"
+        elif self.low == 0 and self.above:
+            text = "a positive number of seconds" if self.unit == "s" else f"positive{unit}"
+        elif self.low is not None:
+            text = f"{'above' if self.above else 'at least'} {self.low:g}{unit}"
+        else:
+            text = f"at most {self.high:g}{unit}" if self.high is not None else "a number"
+        return f"{self.kind} {text}" if self.kind else text
+
+
+#: A probability, 0 to 1.
+Probability: TypeAlias = Annotated[float, Bounds(low=0.0, high=1.0, kind="a probability")]
+#: A duration that may be zero, in seconds.
+Seconds: TypeAlias = Annotated[float, Bounds(low=0.0, unit="s")]
+#: A duration greater than zero, in seconds.
+PositiveSeconds: TypeAlias = Annotated[float, Bounds(low=0.0, above=True, unit="s")]
+#: A count that may be zero.
+Count: TypeAlias = Annotated[int, Bounds(low=0)]
+#: A count of at least one.
+PositiveCount: TypeAlias = Annotated[int, Bounds(low=1)]
+
+
+class Checked:
+    """The base of a configuration dataclass whose numeric fields carry :class:`Bounds`:
+    constructing one refuses a field outside its bounds with a ``ConfigError`` naming the
+    field, its value and the bounds. A subclass with checks across fields overrides
+    ``__post_init__`` and calls :func:`check` first (not ``super()``, which a dataclass
+    with ``slots=True`` breaks before Python 3.14)."""
+
+    __slots__ = ()
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def check(config: Any) -> None:
+    """Refuse the first field of the dataclass instance ``config`` outside its
+    :class:`Bounds`, or holding something else than a number (``None`` is left to the
+    field's type to allow)."""
+    for name, bounds in _bounds(type(config)):
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not bounds.holds(value):
+            raise ConfigError(f"{name} must be {bounds}", **{name: value})
+
+
+#: ``(field, bounds)`` per configuration class: a class's annotations never change.
+_BOUNDS: dict[type[Any], tuple[tuple[str, Bounds], ...]] = {}
+
+
+def _bounds(cls: type[Any]) -> tuple[tuple[str, Bounds], ...]:
+    found = _BOUNDS.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        found = _BOUNDS[cls] = tuple(
+            (f.name, meta)
+            for f in dataclasses.fields(cls)
+            for meta in _metadata(hints[f.name])
+            if isinstance(meta, Bounds)
+        )
+    return found
+
+
+def _metadata(hint: Any) -> tuple[Any, ...]:
+    """The ``Annotated`` metadata of ``hint``, also inside an optional (``X | None``)."""
+    if typing.get_origin(hint) is Annotated:
+        return tuple(hint.__metadata__)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(meta for arg in typing.get_args(hint) for meta in _metadata(arg))
+    return ()
 
 
 # -- protocol configurations from TOML, environment and command line ---------------------

@@ -1,6 +1,6 @@
 """gossamer.aio.connections: any ConnectionsCore over real TCP on 127.0.0.1.
 
-A small echo core written here exercises the contract (ids, opens, bytes, closes, losses
+``gossamer.testing.ScriptedConnections`` exercises the contract (ids, opens, bytes, closes, losses
 exactly once, flow control); the gossip adapter (``GossipConnections``) runs a real
 broadcast between two drivers. Every test runs on uvloop and on the default loop.
 """
@@ -14,13 +14,12 @@ from collections.abc import Callable
 
 import pytest
 
-from gossamer._types import Address
 from gossamer.aio.connections import ConnectionsDriver, tcp_listener
 from gossamer.errors import NetworkError
-from gossamer.proto.core import OpenIds
 from gossamer.proto.gossip import Delivered, GossipConfig, GossipCore, bytes_handler
 from gossamer.proto.gossip.connections import GossipConnections
 from gossamer.testing.aio import Runner, until
+from gossamer.testing.connections import ScriptedConnections
 from gossamer.testing.ports import free_ports
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.chatter import NetID
@@ -28,107 +27,47 @@ from gossamer.wire.chatter import NetID
 LOCALHOST = "127.0.0.1"
 
 
-class EchoCore:
-    """Echoes what accepted connections send (times ``factor``); dials and closes on
-    request; records every input as an event: ``(kind, conn, ...)``."""
+class PausedReads(ScriptedConnections):
+    """Echoes like ``ScriptedConnections`` and counts the reads of a connection made
+    while ``paused(conn)`` says its writing is paused."""
 
-    def __init__(self, factor: int = 1) -> None:
-        self.factor = factor
-        self.ids = OpenIds()
-        self.log: list[tuple[object, ...]] = []
-        self._events: list[tuple[object, ...]] = []
-        self._open: list[tuple[int, Address]] = []
-        self._out: list[tuple[int, bytes]] = []
-        self._close: list[int] = []
-        #: Tells whether the connection being read is paused: reads then are counted.
-        self.paused: Callable[[int], bool] = lambda conn: False
+    def __init__(self, echo: int, paused: Callable[[int], bool]) -> None:
+        super().__init__(echo=echo)
+        self.paused = paused
         self.reads_while_paused = 0
 
-    # requests
-    def dial(self, peer: Address, first: bytes, now: float) -> int:
-        conn = self.ids.next()
-        self._open.append((conn, peer))
-        self._out.append((conn, first))
-        return conn
-
-    def send(self, conn: int, data: bytes, *, close: bool = False) -> None:
-        self._out.append((conn, data))
-        if close:
-            self._close.append(conn)
-
-    # ConnectionsCore
-    def _record(self, *event: object) -> None:
-        self.log.append(event)
-        self._events.append(event)
-
-    def connection_made(self, conn: int, peer: Address, now: float) -> None:
-        self._record("made", conn, peer)
-
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
-        self._record("data", conn, data)
         if self.paused(conn):
             self.reads_while_paused += 1
-        if conn > 0:  # accepted: echo
-            self._out.append((conn, data * self.factor))
-
-    def connection_lost(self, conn: int, now: float) -> None:
-        self._record("lost", conn)
-
-    def connections_to_open(self) -> list[tuple[int, Address]]:
-        out, self._open = self._open, []
-        return out
-
-    def data_to_send(self) -> list[tuple[int, bytes]]:
-        out, self._out = self._out, []
-        return out
-
-    def connections_to_close(self) -> list[int]:
-        out, self._close = self._close, []
-        return out
-
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[tuple[object, ...]]:
-        out, self._events = self._events, []
-        return out
-
-    def kinds(self, conn: int) -> list[object]:
-        return [event[0] for event in self.log if event[1] == conn]
-
-    def received(self, conn: int) -> bytes:
-        return b"".join(e[2] for e in self.log if e[0] == "data" and e[1] == conn)  # type: ignore[misc]
+        super().receive_data(conn, data, now)
 
 
 def test_accepted_and_opened_connections_echo_and_are_lost_once(run: Runner) -> None:
     async def main() -> None:
-        server_core, client_core = EchoCore(), EchoCore()
+        server_core, client_core = ScriptedConnections(echo=1), ScriptedConnections(echo=1)
         server = ConnectionsDriver(server_core)
         client = ConnectionsDriver(client_core)
         await server.start(LOCALHOST, 0)
         await client.start()
         port = server.address[1]
         # Bytes queued before the connection is made leave once it is; a name resolves.
-        conn = client.call(lambda now: client_core.dial(("localhost", port), b"hello", now))
+        conn = client.call(lambda now: client_core.dial(("localhost", port), b"hello"))
         assert conn == -1
-        await until(lambda: client_core.received(-1) == b"hello")
-        assert client_core.log[0] == ("made", -1, (LOCALHOST, port))
-        assert [e[:2] for e in server_core.log[:2]] == [("made", 1), ("data", 1)]
+        await until(lambda: client_core.data(-1) == b"hello")
+        assert client_core.made[0][:2] == (-1, (LOCALHOST, port))
+        assert server_core.log[:2] == [("made", 1), ("data", 1)]
         # The opener closes after its last bytes: the server still gets them, then
         # both sides lose the connection exactly once.
         client.call(lambda now: client_core.send(-1, b" bye", close=True))
         await until(lambda: "lost" in server_core.kinds(1) and "lost" in client_core.kinds(-1))
         await asyncio.sleep(0.05)  # a second report would come now
-        assert server_core.received(1) == b"hello bye"
+        assert server_core.data(1) == b"hello bye"
         assert server_core.kinds(1)[0] == "made" and server_core.kinds(1)[-1] == "lost"
         assert server_core.kinds(1).count("lost") == 1 and client_core.kinds(-1).count("lost") == 1
         # A second accepted connection gets the next id.
-        client.call(lambda now: client_core.dial((LOCALHOST, port), b"again", now))
-        await until(lambda: client_core.received(-2) == b"again")
-        assert ("made", 2) in [e[:2] for e in server_core.log]
+        client.call(lambda now: client_core.dial((LOCALHOST, port), b"again"))
+        await until(lambda: client_core.data(-2) == b"again")
+        assert ("made", 2) in server_core.log
         client.close()
         server.close()
         await client.wait_closed()
@@ -140,12 +79,12 @@ def test_accepted_and_opened_connections_echo_and_are_lost_once(run: Runner) -> 
 
 def test_a_refused_or_unresolvable_open_is_lost_without_being_made(run: Runner) -> None:
     async def main() -> None:
-        core = EchoCore()
+        core = ScriptedConnections(echo=1)
         (absent,) = free_ports(1, kind="tcp")
         async with ConnectionsDriver(core, connect_timeout=2.0) as driver:
             await driver.start()
-            driver.call(lambda now: core.dial((LOCALHOST, absent), b"x", now))
-            driver.call(lambda now: core.dial(("no-such-host.invalid", 1), b"y", now))
+            driver.call(lambda now: core.dial((LOCALHOST, absent), b"x"))
+            driver.call(lambda now: core.dial(("no-such-host.invalid", 1), b"y"))
             await until(lambda: core.kinds(-1) == ["lost"] and core.kinds(-2) == ["lost"])
             assert driver.counters.sent == 0
 
@@ -154,7 +93,7 @@ def test_a_refused_or_unresolvable_open_is_lost_without_being_made(run: Runner) 
 
 def test_the_peer_ending_its_stream_ends_the_connection(run: Runner) -> None:
     async def main() -> None:
-        core = EchoCore()
+        core = ScriptedConnections(echo=1)
         async with ConnectionsDriver(core) as driver:
             await driver.start(LOCALHOST, 0)
             reader, writer = await asyncio.open_connection(*driver.address)
@@ -171,7 +110,7 @@ def test_the_peer_ending_its_stream_ends_the_connection(run: Runner) -> None:
 
 def test_the_core_closes_after_its_queued_bytes(run: Runner) -> None:
     async def main() -> None:
-        core = EchoCore()
+        core = ScriptedConnections(echo=1)
         async with ConnectionsDriver(core) as driver:
             await driver.start(LOCALHOST, 0)
             reader, writer = await asyncio.open_connection(*driver.address)
@@ -192,14 +131,14 @@ def test_a_reader_that_stops_reading_pauses_writing_and_reading(run: Runner) -> 
 
     async def main() -> None:
         factor = 1 << 20
-        core = EchoCore(factor=factor)
+        driver: ConnectionsDriver[PausedReads]
+
+        def paused(conn: int) -> bool:
+            link = driver.connections.get(conn)
+            return link is not None and link.writing_paused
+
+        core = PausedReads(factor, paused)
         async with ConnectionsDriver(core) as driver:
-
-            def paused(conn: int) -> bool:
-                link = driver.connections.get(conn)
-                return link is not None and link.writing_paused
-
-            core.paused = paused
             await driver.start(LOCALHOST, 0)
             reader, writer = await asyncio.open_connection(*driver.address)
             sent = 0
@@ -207,7 +146,7 @@ def test_a_reader_that_stops_reading_pauses_writing_and_reading(run: Runner) -> 
                 assert sent < 64, "64 MiB went out without the write buffer filling"
                 writer.write(b"a")
                 sent += 1
-                await until(lambda n=sent: len(core.received(1)) == n or paused(1))  # type: ignore[misc]
+                await until(lambda n=sent: len(core.data(1)) == n or paused(1))  # type: ignore[misc]
             for _ in range(10):  # more requests while paused: read only once it drains
                 writer.write(b"b")
                 sent += 1
@@ -217,7 +156,7 @@ def test_a_reader_that_stops_reading_pauses_writing_and_reading(run: Runner) -> 
                 chunk = await reader.read(1 << 20)
                 assert chunk
                 total += len(chunk)
-            assert total == sent * factor and len(core.received(1)) == sent
+            assert total == sent * factor and len(core.data(1)) == sent
             assert core.reads_while_paused == 0
             writer.close()
             await writer.wait_closed()
@@ -227,7 +166,7 @@ def test_a_reader_that_stops_reading_pauses_writing_and_reading(run: Runner) -> 
 
 def test_without_coalescing_each_pair_is_its_own_write(run: Runner) -> None:
     async def main() -> None:
-        core = EchoCore()
+        core = ScriptedConnections(echo=1)
         async with ConnectionsDriver(core, coalesce=False) as driver:
             await driver.start(LOCALHOST, 0)
             reader, writer = await asyncio.open_connection(*driver.address)
@@ -250,7 +189,8 @@ def test_a_port_in_use_is_a_network_error(run: Runner) -> None:
                 tcp_listener(LOCALHOST, squatter.getsockname()[1])
             assert isinstance(error.value.__cause__, OSError)
             with pytest.raises(NetworkError):
-                await ConnectionsDriver(EchoCore()).start(LOCALHOST, squatter.getsockname()[1])
+                driver = ConnectionsDriver(ScriptedConnections())
+                await driver.start(LOCALHOST, squatter.getsockname()[1])
 
     run(main())
 

@@ -9,13 +9,10 @@ tests").
 from __future__ import annotations
 
 import json
-import os
-import select
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 from typing import Any
 
 import pytest
@@ -23,6 +20,7 @@ import pytest
 from gossamer.aio.sockets import broadcast_socket, multicast_socket, udp_socket
 from gossamer.errors import ConfigError
 from gossamer.lab.netns import Host
+from gossamer.testing.processes import wait_ready
 from gossamer.testing.pytest_plugin import NetnsFactory
 
 GROUP = "239.77.0.1"
@@ -98,20 +96,7 @@ def _start_node(host: Host, node: str, mode: str, expect: list[str], count: int 
            "iface": host.iface, "group": GROUP, "port": PORT, "expect": expect, "count": count}
     proc = host.popen([sys.executable, "-c", NODE, json.dumps(cfg)], stdin=subprocess.PIPE,
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    line = b""
-    deadline = time.monotonic() + 15.0
-    # Byte by byte on the raw fd, so that communicate() later sees everything after it.
-    while not line.endswith(b"\n"):
-        readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        chunk = os.read(fd, 1) if readable else b""
-        if not chunk:
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"node {node} in {host.name} did not start: {err}")
-        line += chunk
-    assert line == b"ready\n"
+    wait_ready(proc, timeout=15.0, what=f"node {node} in {host.name}")
     return proc
 
 

@@ -14,6 +14,7 @@ import socket
 import pytest
 
 from gossamer.aio.stream import StreamDriver, connect, serve
+from gossamer.proto.core import Untimed
 from gossamer.proto.ping import PongReceived
 from gossamer.proto.ping.stream import StreamEnded, StreamPingConfig, StreamPingCore
 from gossamer.testing.aio import Runner, until
@@ -44,7 +45,7 @@ async def _read_frames(reader: asyncio.StreamReader, count: int) -> list[bytes]:
     return frames
 
 
-class EchoCore:
+class EchoCore(Untimed):
     """A stream core without ``closing``: echoes bytes; records the end of stream."""
 
     def __init__(self) -> None:
@@ -62,15 +63,6 @@ class EchoCore:
         out = bytes(self.out)
         self.out.clear()
         return out
-
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
 
 
 class FloodCore(EchoCore):

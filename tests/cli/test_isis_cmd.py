@@ -12,7 +12,7 @@ from gossamer.proto.isis import TUNABLES, tunable_defaults
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="gossamer")
-    isis_cmd.add_parser(parser.add_subparsers(dest="command"))
+    isis_cmd.COMMAND.add_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(["isis", "--hostfile", "hosts", *argv])
 
 

@@ -20,7 +20,7 @@ def parsed(add: object, argv: list[str]) -> argparse.Namespace:
 
 
 def test_discovery_options_are_the_configuration_names() -> None:
-    args = parsed(discovery_cmd._configure, [
+    args = parsed(discovery_cmd.configure, [
         "--address", "localhost:7000", "--broadcast-address", "127.0.0.1",
         "--broadcast-interval", "0.5", "--inactive-time", "2", "--heartbeat-wait", "0.25",
     ])  # fmt: skip
@@ -33,7 +33,7 @@ def test_discovery_options_are_the_configuration_names() -> None:
 
 
 def test_gossip_options_override_chatters_environment() -> None:
-    args = parsed(gossip_cmd._arguments, ["--my-addr", "localhost", "--ack-timeout", "0.5"])
+    args = parsed(gossip_cmd.configure, ["--my-addr", "localhost", "--ack-timeout", "0.5"])
     env = {"CHATTER_ADDRESS": "10.0.0.1", "CHATTER_PORT": "4000", "CHATTER_KEY": "k" * 32}
     config = gossip_cmd._config(args, env)
     assert (config.my_addr, config.my_port, config.ack_timeout) == ("localhost", 4000, 0.5)

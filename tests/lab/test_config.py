@@ -313,7 +313,7 @@ def test_protocol_settings_reach_the_core_config(tmp_path: Path) -> None:
         ("[isis]\nretransmit_max = 'x'\n", "isis.retransmit_max: expected a finite"),
         ("[gateway.queues]\nbogus = 1\n", "gateway.queues.bogus: unknown key"),
         ("[link]\ntransport = 'carrier-pigeon'\n", "link.transport: expected one of udp"),
-        ("[gateway]\nheartbeat_grace = 0.5\n", "gateway: heartbeat_interval_ms >= 1"),
+        ("[gateway]\nheartbeat_grace = 0.5\n", "gateway.heartbeat_grace: heartbeat_grace must be"),
         ("[gossip]\nmulticast_port = 0\n", "gossip.multicast_port: multicast_port must be"),
     ],
 )

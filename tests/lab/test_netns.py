@@ -7,11 +7,9 @@ sent, broadcast or multicast in the machine's own namespace.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 import sys
 import textwrap
-import time
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from gossamer.lab.netns import (
     leftovers,
     netns_pids,
 )
+from gossamer.testing.processes import wait_ready
 from gossamer.testing.pytest_plugin import NetnsFactory
 
 GROUP = "239.1.2.3"
@@ -76,20 +75,7 @@ def start_receiver(
     """Start RECEIVER in ``host`` and return once it is listening."""
     argv = [sys.executable, "-c", RECEIVER, str(port), group, str(wait), str(want)]
     proc = host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    line = b""
-    deadline = time.monotonic() + 10.0
-    # Byte by byte on the raw fd, so communicate() later sees everything after "ready".
-    while not line.endswith(b"\n"):
-        readable, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        chunk = os.read(fd, 1) if readable else b""
-        if not chunk:
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            pytest.fail(f"receiver in {host.name} did not start: {err}")
-        line += chunk
-    assert line == b"ready\n"
+    wait_ready(proc, timeout=10.0, what=f"receiver in {host.name}")
     return proc
 
 

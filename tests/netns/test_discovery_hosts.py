@@ -223,7 +223,7 @@ def test_the_role_never_guesses_where_it_lives(capsys: pytest.CaptureFixture[str
     assert discovery_cmd.main(["--port", "21450"]) == 2
     assert "--interface or --address" in capsys.readouterr().err
     parser = argparse.ArgumentParser()
-    discovery_cmd.add_parser(parser.add_subparsers(dest="command"))
+    discovery_cmd.COMMAND.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["discovery", "--interface", "eth0", "--max-peers", "8"])
     assert (args.command, args.interface, args.max_peers) == ("discovery", "eth0", 8)
     assert args.handler is discovery_cmd.run

@@ -15,8 +15,10 @@ import pytest
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
-from gossamer.sim.run import RunResult, SimRequest, run_simulation
+from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
+
+from . import runs
 
 INTERVAL, INACTIVE, WAIT = 5.0, 10.0, 1.0
 
@@ -32,17 +34,9 @@ def simulate(
     faults: FaultPlan | None = None,
     **params: object,
 ) -> tuple[RunResult, dict[str, Any], str]:
-    request = SimRequest(
-        scenario="discovery",
-        nodes=nodes,
-        seed=seed,
-        out=tmp_path / "run",
-        faults=faults or FaultPlan(),
-        duration=duration,
-        params={key: str(value) for key, value in params.items()},
-    )
-    result = run_simulation(request)
-    return result, result.summary, f"replay: {replay_command(request)}"
+    result = runs.simulate("discovery", tmp_path / "run", nodes=nodes, seed=seed, faults=faults,
+                           duration=duration, **params)
+    return result, result.summary, f"replay: {replay_command(result.request)}"
 
 
 def test_full_view_within_two_broadcast_intervals_without_loss(

@@ -16,6 +16,7 @@ from gossamer.proto.gateway.core import ClientJoined, ClientLeft, GatewayConfig,
 from gossamer.proto.gateway.websocket import ClientConnections, GatewayConnections
 from gossamer.sim import LinkModel, Network, NodeContext, Simulator
 from gossamer.sim.streams import StreamNetwork
+from gossamer.testing.connections import ScriptedConnections
 from gossamer.trace import MemorySink
 
 
@@ -39,29 +40,26 @@ def make_sim() -> tuple[Simulator, StreamNetwork, MemorySink]:
     return sim, StreamNetwork(sim), sink
 
 
-class RawClient:
+class RawClient(ScriptedConnections):
     """A websocket client written directly on websockets' ``ClientProtocol``, to send
-    what ``ClientCore`` never would."""
+    what ``ClientCore`` never would: once upgraded, it sends ``to_send`` (``PING`` is a
+    ping, ``a|b`` a message in two fragments) and keeps every websocket event."""
 
     def __init__(self, path: str) -> None:
+        super().__init__()
         self.path = path
         self.ws: ClientProtocol | None = None
         self.events: list[object] = []
-        self.lost = False
-        self._out: list[tuple[int, bytes]] = []
-        self._open: list[tuple[int, Address]] = []
         self.to_send: list[str] = []
 
-    def dial(self, gateway: Address) -> None:
-        self.gateway = gateway
-        self._open.append((-1, gateway))
-
     def connection_made(self, conn: int, peer: Address, now: float) -> None:
+        super().connection_made(conn, peer, now)
         self.ws = ClientProtocol(parse_uri(f"ws://{peer[0]}:{peer[1]}{self.path}"))
         self.ws.send_request(self.ws.connect())
-        self._pump()
+        self._pump(conn)
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        super().receive_data(conn, data, now)
         assert self.ws is not None
         self.ws.receive_data(data)
         for event in self.ws.events_received():
@@ -76,34 +74,13 @@ class RawClient:
                         self.ws.send_continuation(tail.encode(), fin=True)
                     else:
                         self.ws.send_text(text.encode())
-        self._pump()
+        self._pump(conn)
 
-    def connection_lost(self, conn: int, now: float) -> None:
-        self.lost = True
-
-    def _pump(self) -> None:
+    def _pump(self, conn: int) -> None:
         assert self.ws is not None
-        self._out.extend((-1, data) for data in self.ws.data_to_send() if data)
-
-    def connections_to_open(self) -> list[tuple[int, Address]]:
-        out, self._open = self._open, []
-        return out
-
-    def data_to_send(self) -> list[tuple[int, bytes]]:
-        out, self._out = self._out, []
-        return out
-
-    def connections_to_close(self) -> list[int]:
-        return []
-
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
+        for data in self.ws.data_to_send():
+            if data:
+                self.send(conn, data)
 
 
 def raw(sim: Simulator, streams: StreamNetwork, path: str, *texts: str) -> RawClient:

@@ -26,19 +26,13 @@ from gossamer.sim.run import RunResult, SimRequest, run_simulation
 from gossamer.testing.sim import assert_faults_injected, replay_command
 from gossamer.trace import read_run
 
+from . import runs
+
 
 def simulate(
     out: Path, nodes: int, seed: int, faults: FaultPlan | None = None, **params: Any
 ) -> RunResult:
-    request = SimRequest(
-        scenario="gossip",
-        nodes=nodes,
-        seed=seed,
-        out=out,
-        faults=faults or FaultPlan(),
-        params={k: str(v) for k, v in params.items()},
-    )
-    return run_simulation(request)
+    return runs.simulate("gossip", out, nodes=nodes, seed=seed, faults=faults, **params)
 
 
 def check(result: RunResult, *, coverage: float = 1.0, depth: int | None = None) -> None:

@@ -18,40 +18,21 @@ from hypothesis import strategies as st
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import IsisConfig
-from gossamer.sim.run import RunResult, SimRequest, run_simulation
+from gossamer.sim.run import RunResult
 from gossamer.sim.scenarios import get as get_scenario
 from gossamer.sim.scenarios.isis import TUNABLES
-from gossamer.testing.sim import assert_faults_injected, replay_command
+from gossamer.testing.sim import assert_faults_injected, expected_faults, replay_command
 from gossamer.trace import read_run
 from gossamer.wire.isis import MAX_DATA_SIZE
+
+from . import runs
 
 
 def simulate(
     out: Path, nodes: int, seed: int, faults: FaultPlan | None = None, **params: Any
 ) -> RunResult:
-    request = SimRequest(
-        scenario="isis",
-        nodes=nodes,
-        seed=seed,
-        out=out,
-        faults=faults or FaultPlan(),
-        duration=600.0,
-        params={k: str(v) for k, v in params.items()},
-    )
-    return run_simulation(request)
-
-
-def expected_faults(result: RunResult, faults: FaultPlan) -> list[str]:
-    """The faults the run must have injected: those whose expected count over the datagrams
-    the run sent is at least 10 (a smaller run may by chance inject none)."""
-    sent = result.stats.get("datagrams_sent", 0)
-    plan = {
-        "drop": faults.drop,
-        "duplicate": faults.duplicate,
-        "reorder": faults.reorder,
-        "delay": 1.0 if faults.delay else 0.0,
-    }
-    return [name for name, p in plan.items() if p * sent * (1 - faults.drop) >= 10]
+    return runs.simulate("isis", out, nodes=nodes, seed=seed, faults=faults, duration=600.0,
+                         **params)
 
 
 def assert_correct(result: RunResult, *, expected: int) -> None:

@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
-from gossamer.sim.run import RunResult, SimRequest, run_simulation
+from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
 from gossamer.trace import read_run
+
+from . import runs
 
 LOSSY = FaultPlan(drop=0.2, duplicate=0.1, reorder=0.1, delay=0.005)
 
@@ -31,17 +33,8 @@ def simulate(
     duration: float = 60.0,
     **params: Any,
 ) -> RunResult:
-    return run_simulation(
-        SimRequest(
-            scenario="link",
-            nodes=nodes,
-            seed=seed,
-            out=out,
-            faults=faults or FaultPlan(),
-            duration=duration,
-            params={k: str(v) for k, v in params.items()},
-        )
-    )
+    return runs.simulate("link", out, nodes=nodes, seed=seed, faults=faults, duration=duration,
+                         **params)
 
 
 def expected_deliveries(result: RunResult) -> int:

@@ -11,37 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gossamer.faults import FaultPlan
-from gossamer.sim.run import RunResult, SimRequest, run_simulation
-from gossamer.testing.sim import assert_faults_injected, replay_command
+from gossamer.sim.run import RunResult
+from gossamer.testing.sim import assert_faults_injected, expected_faults, replay_command
 from gossamer.trace import read_run
+
+from . import runs
 
 
 def simulate(
     out: Path, nodes: int, seed: int, faults: FaultPlan | None = None, **params: Any
 ) -> RunResult:
-    request = SimRequest(
-        scenario="snapshot",
-        nodes=nodes,
-        seed=seed,
-        out=out,
-        faults=faults or FaultPlan(),
-        duration=600.0,
-        params={k: str(v) for k, v in params.items()},
-    )
-    return run_simulation(request)
-
-
-def expected_faults(result: RunResult, faults: FaultPlan) -> list[str]:
-    """The faults the run must have injected: those expected at least 10 times over the
-    datagrams it sent (a small run may by chance inject none of a rare fault)."""
-    sent = result.stats.get("datagrams_sent", 0)
-    plan = {
-        "drop": faults.drop,
-        "duplicate": faults.duplicate,
-        "reorder": faults.reorder,
-        "delay": 1.0 if faults.delay else 0.0,
-    }
-    return [name for name, p in plan.items() if p * sent * (1 - faults.drop) >= 10]
+    return runs.simulate("snapshot", out, nodes=nodes, seed=seed, faults=faults, duration=600.0,
+                         **params)
 
 
 def assert_snapshots_good(result: RunResult) -> None:

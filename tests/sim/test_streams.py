@@ -8,76 +8,19 @@ from pathlib import Path
 import pytest
 
 from gossamer._types import Address
-from gossamer.proto.core import ConnectionsCore, OpenIds
+from gossamer.proto.core import ConnectionsCore
 from gossamer.sim import LinkModel, Network, NodeContext, Simulator
 from gossamer.sim.run import SimRequest, run_simulation
 from gossamer.sim.streams import StreamConfig, StreamNetwork
+from gossamer.testing.connections import ScriptedConnections
 from gossamer.trace import MemorySink, read_run
 
 LAN = 0.001
 
 
-class Peer:
-    """A minimal ``ConnectionsCore``: records what happens, sends what it is told to,
-    and echoes bytes back when ``echo``."""
-
-    def __init__(self, *, echo: bool = False) -> None:
-        self.echo = echo
-        self.ids = OpenIds()
-        self.made: list[tuple[int, Address, float]] = []
-        self.received: list[tuple[int, bytes, float]] = []
-        self.lost: list[tuple[int, float]] = []
-        self._open: list[tuple[int, Address]] = []
-        self._out: list[tuple[int, bytes]] = []
-        self._close: list[int] = []
-
-    def dial(self, peer: Address) -> int:
-        conn = self.ids.next()
-        self._open.append((conn, peer))
-        return conn
-
-    def send(self, conn: int, data: bytes) -> None:
-        self._out.append((conn, data))
-
-    def close(self, conn: int) -> None:
-        self._close.append(conn)
-
-    def connection_made(self, conn: int, peer: Address, now: float) -> None:
-        self.made.append((conn, peer, now))
-
-    def receive_data(self, conn: int, data: bytes, now: float) -> None:
-        self.received.append((conn, data, now))
-        if self.echo:
-            self._out.append((conn, data))
-
-    def connection_lost(self, conn: int, now: float) -> None:
-        self.lost.append((conn, now))
-
-    def connections_to_open(self) -> list[tuple[int, Address]]:
-        out, self._open = self._open, []
-        return out
-
-    def data_to_send(self) -> list[tuple[int, bytes]]:
-        out, self._out = self._out, []
-        return out
-
-    def connections_to_close(self) -> list[int]:
-        out, self._close = self._close, []
-        return out
-
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
-
-
 def build(
     config: StreamConfig | None = None, seed: int = 1
-) -> tuple[Simulator, StreamNetwork, dict[str, Peer], MemorySink]:
+) -> tuple[Simulator, StreamNetwork, dict[str, ScriptedConnections], MemorySink]:
     sink = MemorySink()
     sim = Simulator(
         seed=seed,
@@ -86,11 +29,11 @@ def build(
         sink_for=lambda _node: sink,
     )
     net = StreamNetwork(sim, config)
-    cores: dict[str, Peer] = {}
+    cores: dict[str, ScriptedConnections] = {}
 
     def factory(name: str, echo: bool) -> Callable[[NodeContext], ConnectionsCore]:
         def make(_ctx: NodeContext) -> ConnectionsCore:
-            cores[name] = Peer(echo=echo)
+            cores[name] = ScriptedConnections(echo=1 if echo else 0)
             return cores[name]
 
         return make
@@ -109,7 +52,7 @@ def test_open_send_in_order_with_latency_and_close() -> None:
     sim, net, cores, _ = build()
     conns: list[int] = []
 
-    def start(core: Peer, now: float) -> None:
+    def start(core: ScriptedConnections, now: float) -> None:
         conn = core.dial(server_address(sim))
         conns.append(conn)
         for i in range(20):
@@ -138,7 +81,7 @@ def test_open_send_in_order_with_latency_and_close() -> None:
 def test_bandwidth_serialises_each_direction() -> None:
     sim, net, cores, _ = build(StreamConfig(bandwidth=1000.0))
 
-    def start(core: Peer, now: float) -> None:
+    def start(core: ScriptedConnections, now: float) -> None:
         core.dial(server_address(sim))
         core.send(-1, b"a" * 500)
         core.send(-1, b"b" * 500)  # one flush: one segment of 1000 bytes
@@ -157,7 +100,7 @@ def test_refused_when_nothing_listens_and_timeout_when_no_host() -> None:
     sim, net, cores, _ = build(StreamConfig(connect_timeout=5.0))
     client_ip = sim.node("client").host.ip
 
-    def start(core: Peer, now: float) -> None:
+    def start(core: ScriptedConnections, now: float) -> None:
         core.dial((client_ip, 1))  # a host, but no listener on that port
         core.dial(("10.0.0.200", 9000))  # no such host
 

@@ -101,6 +101,11 @@ class FaultInjector:
         Copies without extra delay are passed to ``deliver`` before this returns,
         in order; the others are scheduled with ``loop.call_later``.
         """
+        reason = self.blocked(direction, addr)
+        if reason is not None:
+            attrs = {"reason": reason, "direction": direction, "addr": f"{addr[0]}:{addr[1]}"}
+            self._record(f"{reason}_drop", "drop", data, attrs)
+            return
         plan = self.plan_for(direction)
         if plan is None:
             deliver(data, addr)
@@ -108,22 +113,32 @@ class FaultInjector:
         self.seen[direction] += 1
         decision = plan.decide(self.rng)
         if decision.faults:
-            now = clock()
             held = [delay for delay in decision.copies if delay > 0.0]
             attrs = {"direction": direction, "addr": f"{addr[0]}:{addr[1]}"}
             if held:
                 attrs["delays"] = ",".join(f"{delay:.6f}" for delay in decision.copies)
             for fault in decision.faults:
-                self.counts[fault] = self.counts.get(fault, 0) + 1
-                if self.tracer is not None:
-                    self.tracer(
-                        now, LAYER, "fault", size=len(data), attrs={"fault": fault, **attrs}
-                    )
+                self._record(fault, fault, data, attrs)
         for delay in decision.copies:
             if delay > 0.0:
                 self._hold(delay, data, addr, deliver, loop)
             else:
                 deliver(data, addr)
+
+    def blocked(self, direction: Direction, addr: Address) -> str | None:
+        """Why every datagram to or from ``addr`` is dropped right now, whatever the
+        plans say (``"partition"``, say), or ``None``: the base blocks nothing.
+
+        A subclass overrides it; a blocked datagram is counted as ``<reason>_drop``
+        and traced as fault ``drop`` with ``attrs["reason"]``.
+        """
+        return None
+
+    def _record(self, name: str, fault: str, data: bytes, attrs: dict[str, str]) -> None:
+        """Count fault ``name`` and trace it as ``fault`` with ``attrs``."""
+        self.counts[name] = self.counts.get(name, 0) + 1
+        if self.tracer is not None:
+            self.tracer(clock(), LAYER, "fault", size=len(data), attrs={"fault": fault, **attrs})
 
     def cancel(self) -> int:
         """Discard every held copy (the driver is closing); return how many there were."""

@@ -56,6 +56,7 @@ from gossamer.aio.inbox import Inbox
 from gossamer.aio.opening import Opening
 from gossamer.aio.sockets import multicast_socket
 from gossamer.errors import ClosedError, LocalProtocolError, NetworkError
+from gossamer.proto.core import Untimed
 from gossamer.proto.gossip import (
     Delivered,
     GossipConfig,
@@ -110,7 +111,7 @@ def open_gossip(
     return Opening(node._open)
 
 
-class _MulticastPort:
+class _MulticastPort(Untimed):
     """The multicast socket's side of the node, as the datagram driver's core: datagrams
     in go to the gossip core through the connections driver's pump (which keeps the one
     timer and delivers); ``outbox`` is filled by that pump's ``on_flush``."""
@@ -129,15 +130,6 @@ class _MulticastPort:
     def datagrams_to_send(self) -> list[Datagram]:
         out, self.outbox = self.outbox, []
         return out
-
-    def handle_timer(self, now: float) -> None:
-        pass
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def events_received(self) -> list[object]:
-        return []
 
 
 class Gossip:

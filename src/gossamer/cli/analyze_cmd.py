@@ -11,27 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from gossamer.cli.standalone import run_alone
+from gossamer.cli.command import Command
 from gossamer.errors import ConfigError, GossamerError
 
-__all__ = ["add_parser", "main", "run"]
+__all__ = ["COMMAND", "main", "run"]
 
 EXIT_OK, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
 _SHOWN_BAD_LINES = 20
-
-
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "analyze",
-        help="check a run's traces on Spark: properties, metrics, HTML report",
-        description="Load a run's <node>.jsonl traces (converted once to Parquet), run every "
-        "checker and metric, print a table, write summary.json and report.html. "
-        "Exit 0 if every property holds, 1 if any is violated, 2 on unusable input.",
-    )
-    add_arguments(p)
-    p.set_defaults(handler=run)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -116,9 +103,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_VIOLATED if analysis.violated else EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run just this command (``python -m gossamer.cli.analyze_cmd RUN_DIR ...``)."""
-    return run_alone("gossamer analyze", add_arguments, run, argv)
+COMMAND = Command("analyze", __doc__, add_arguments, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,14 @@ import orjson
 from gossamer.aio.addresses import resolve
 from gossamer.aio.discovery import Discovery, PeerEvent, interface_addresses, open_discovery
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.command import Command
 from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
-from gossamer.errors import ConfigError, GossamerError, NetworkError
+from gossamer.errors import ConfigError, NetworkError
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
-__all__ = ["add_parser", "main", "run"]
+__all__ = ["COMMAND", "configure", "main", "run"]
 
 
 #: The ``DiscoveryConfig`` parameters the command sets, as ``--name-with-dashes``:
@@ -68,7 +68,8 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _configure(p: argparse.ArgumentParser) -> None:
+def configure(p: argparse.ArgumentParser) -> None:
+    """Add the command's options to ``p``."""
     add_options(p, _OPTIONS)
     p.add_argument("--trace", type=Path, help="append trace events to this JSON-lines file")
     p.add_argument("--run", default="discovery", help="run id written into trace events")
@@ -81,18 +82,6 @@ def _configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, help="seed for the first-broadcast jitter")
     add_wire_arguments(p)
-
-
-def add_parser(commands: Any) -> None:
-    """Register ``discovery`` on the ``gossamer`` command's subparsers."""
-    p = commands.add_parser(
-        "discovery",
-        help="run one Prototari discovery node (lab role)",
-        description="Run a Prototari node until SIGTERM/SIGINT or --duration; "
-        "print its peer events as JSON lines.",
-    )
-    _configure(p)
-    p.set_defaults(handler=run)
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -200,16 +189,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gossamer.cli.discovery_cmd``: the subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="gossamer discovery", description=__doc__)
-    _configure(parser)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        return run(args)
-    except GossamerError as exc:
-        print(f"gossamer discovery: error: {exc}", file=sys.stderr)
-        return 2
+COMMAND = Command("discovery", __doc__, configure, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

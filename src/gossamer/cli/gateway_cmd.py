@@ -24,36 +24,23 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from gossamer.addresses import format_address
 from gossamer.aio.gateway_server import open_gateway_server
 from gossamer.aio.loop import run as run_loop
-from gossamer.cli.standalone import run_alone
+from gossamer.cli.command import Command
 from gossamer.errors import ConfigError
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.sink import JsonlSink, Tracer
 
-__all__ = ["add_parser", "main", "run"]
+__all__ = ["COMMAND", "main", "run"]
 
 PASSWORD_ENV = ("GOSSAMER_GATEWAY_PASSWORD", "AUTH")
-
-
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "gateway",
-        help="run a singyeong-compatible websocket gateway",
-        description="A singyeong (신경) websocket gateway: metadata routing queries, "
-        "durable queues, and the HTTP API.",
-    )
-    configure(p)
-    p.set_defaults(handler=run)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -190,9 +177,8 @@ async def _serve(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``gossamer gateway`` alone (``python -m gossamer.cli.gateway_cmd``)."""
-    return run_alone("gossamer gateway", configure, run, argv)
+COMMAND = Command("gateway", __doc__, configure, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -30,33 +30,21 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from gossamer.addresses import format_address, parse_address
 from gossamer.aio.addresses import resolve
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.command import Command
 from gossamer.cli.config_options import Option, add_options, given
 from gossamer.cli.wire_args import read_key_file
-from gossamer.errors import GossamerError
 from gossamer.proto.gossip import Delivered, GossipConfig, text_handler
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 from gossamer.wire.mode import WIRE_CHOICES, parse_wire
 
-__all__ = ["add_parser", "main", "run"]
-
-
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "gossip",
-        help="run one Chatter broadcast node (TCP tree + multicast)",
-        description="One gossip node: Chatter's log-depth tree over TCP with the multicast "
-        "shortcut, gossamer's authenticated envelope by default.",
-    )
-    _arguments(p)
-    p.set_defaults(handler=run)
+__all__ = ["COMMAND", "configure", "main", "run"]
 
 
 #: The ``GossipConfig`` parameters the command sets, as ``--name-with-dashes``:
@@ -72,7 +60,8 @@ _OPTIONS: tuple[Option, ...] = (
 )
 
 
-def _arguments(p: argparse.ArgumentParser) -> None:
+def configure(p: argparse.ArgumentParser) -> None:
+    """Add the command's options to ``p``."""
     add_options(p, _OPTIONS)
     p.add_argument(
         "--wire",
@@ -194,16 +183,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gossamer.cli.gossip_cmd``: the subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="gossamer gossip", description=__doc__)
-    _arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except GossamerError as exc:
-        print(f"gossamer gossip: error: {exc}", file=sys.stderr)
-        return 2
+COMMAND = Command("gossip", __doc__, configure, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``gossamer isis``: one member of an ISIS group, like the original program (reference (a)).
+"""``gossamer isis``: run one member of an ISIS group, like the original program.
 
     gossamer isis --hostfile F --senders A,B --msg-count N --drop-rate P --ack-delay S \\
                   --initiate-snapshot-count K [--wire sealed|original] [--key-file KEY]
@@ -42,7 +42,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +50,9 @@ import orjson
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.isis import IsisService, find_me, open_isis, resolve_members
 from gossamer.aio.loop import run as run_loop
+from gossamer.cli.command import Command
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
-from gossamer.errors import ConfigError, GossamerError
+from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.proto.isis import (
     TUNABLES,
@@ -66,7 +66,7 @@ from gossamer.proto.snapshot import SnapshotDone
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
-__all__ = ["add_parser", "main", "run"]
+__all__ = ["COMMAND", "configure", "main", "run"]
 
 _REFUSALS_SHOWN = 5
 _REFUSALS_EVERY = 1000
@@ -103,13 +103,8 @@ def _add_tunables(p: argparse.ArgumentParser) -> None:
                            + (", in milliseconds" if in_ms else ""))  # fmt: skip
 
 
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "isis",
-        help="run one member of an ISIS total-order multicast group",
-        description="One member of an ISIS group (total-order multicast with snapshots), "
-        "mirroring the original program's flags and delivery log lines.",
-    )
+def configure(p: argparse.ArgumentParser) -> None:
+    """Add the command's options to ``p``."""
     p.add_argument(
         "--hostfile",
         type=Path,
@@ -180,7 +175,6 @@ def add_parser(commands: Any) -> None:
         help="exit once every expected message is delivered, nothing is left to "
         "retransmit and nothing happened for SECONDS",
     )
-    p.set_defaults(handler=run)
 
 
 class _EchoSink:
@@ -368,18 +362,8 @@ def _write_snapshot(out: Path | None, done: SnapshotDone) -> None:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``gossamer isis`` on its own (``python -m gossamer.cli.isis_cmd ARGS``)."""
-    parser = argparse.ArgumentParser(prog="gossamer")
-    commands = parser.add_subparsers(dest="command")
-    add_parser(commands)
-    args = parser.parse_args(["isis", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        code: int = args.handler(args)
-    except GossamerError as exc:
-        print(f"gossamer: error: {exc}", file=sys.stderr)
-        return 2
-    return code
+COMMAND = Command("isis", __doc__, configure, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

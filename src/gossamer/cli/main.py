@@ -51,12 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cmd.add_parser(commands)
     trace_cmd.add_parser(commands)
     ping_cmd.add_parser(commands)
-    isis_cmd.add_parser(commands)
-    gateway_cmd.add_parser(commands)
-    discovery_cmd.add_parser(commands)
-    gossip_cmd.add_parser(commands)
-    analyze_cmd.add_parser(commands)
-    node_cmd.add_parser(commands)
+    isis_cmd.COMMAND.add_parser(commands)
+    gateway_cmd.COMMAND.add_parser(commands)
+    discovery_cmd.COMMAND.add_parser(commands)
+    gossip_cmd.COMMAND.add_parser(commands)
+    analyze_cmd.COMMAND.add_parser(commands)
+    node_cmd.COMMAND.add_parser(commands)
     lab_cmd.add_parser(commands)
     return parser
 

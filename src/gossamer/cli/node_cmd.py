@@ -15,27 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gossamer.aio.loop import run as run_loop
-from gossamer.cli.standalone import run_alone
+from gossamer.cli.command import Command
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.lab.config import load_config
 from gossamer.lab.node import run_node
 
-__all__ = ["add_parser", "main", "run"]
-
-
-def add_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "node",
-        help="run one lab node (discovery, gossip, ISIS, links, gateway) from a TOML file",
-        description="One lab node composing the configured services; see docs/node.md.",
-    )
-    configure(p)
-    p.set_defaults(handler=run)
+__all__ = ["COMMAND", "main", "run"]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -64,9 +52,8 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gossamer.cli.node_cmd --config FILE``: the subcommand on its own."""
-    return run_alone("gossamer node", configure, run, argv, description=__doc__)
+COMMAND = Command("node", __doc__, configure, run)
+main = COMMAND.main
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import tomli_w
 
@@ -47,6 +47,7 @@ from gossamer.wire.mode import (
 )
 
 __all__ = [
+    "DEFAULT_PORTS",
     "KEY_ENV",
     "PORT_NAMES",
     "DiscoverySection",
@@ -66,7 +67,11 @@ __all__ = [
 
 _ENV_PREFIX = "GOSSAMER__"
 
-PORT_NAMES = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
+#: The service ports of one node, in the order of the ``[ports]`` table.
+PORT_NAMES: Final = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
+#: The lab's ports, 7100 and up in ``PORT_NAMES`` order: the ``[ports]`` defaults, and what
+#: every node uses inside network namespaces (each host has its own address there).
+DEFAULT_PORTS: Final = {name: 7100 + i for i, name in enumerate(PORT_NAMES)}
 
 _T = TypeVar("_T")
 
@@ -86,12 +91,12 @@ def _fail(key: str, problem: str) -> ConfigError:
 class Ports:
     """One node's ports (the defaults are the lab's, not the protocols')."""
 
-    discovery: int = 7100
-    discovery_broadcast: int = 7101
-    gossip: int = 7102
-    isis: int = 7103
-    link: int = 7104
-    gateway: int = 7105
+    discovery: int = DEFAULT_PORTS["discovery"]
+    discovery_broadcast: int = DEFAULT_PORTS["discovery_broadcast"]
+    gossip: int = DEFAULT_PORTS["gossip"]
+    isis: int = DEFAULT_PORTS["isis"]
+    link: int = DEFAULT_PORTS["link"]
+    gateway: int = DEFAULT_PORTS["gateway"]
 
     def as_dict(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in PORT_NAMES}
@@ -420,7 +425,7 @@ def _kind(value: Any) -> str:
 
 def _ports(table: _Table) -> Ports:
     ports = Ports(**{
-        name: table.integer(name, getattr(Ports(), name), low=1, high=65535)
+        name: table.integer(name, DEFAULT_PORTS[name], low=1, high=65535)
         for name in PORT_NAMES
     })
     table.finish()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from gossamer.errors import ConfigError
+from gossamer.lab.config import DEFAULT_PORTS, PORT_NAMES
 from gossamer.lab.netns import Topology, netns_unavailable_reason
 
 __all__ = [
@@ -47,10 +48,6 @@ __all__ = [
 
 Mode = Literal["netns", "loopback"]
 
-#: The service ports of one node, in the order of the config's ``[ports]`` table.
-PORT_NAMES: Final = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
-#: Ports every node uses inside network namespaces (each host has its own address).
-DEFAULT_PORTS: Final = {name: 7100 + i for i, name in enumerate(PORT_NAMES)}
 LOOPBACK: Final = "127.0.0.1"
 #: Upper bound on ``--hosts``: a 2-core machine runs a few dozen Python nodes at most.
 MAX_HOSTS: Final = 64

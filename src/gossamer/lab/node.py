@@ -41,7 +41,7 @@ import orjson
 from gossamer._types import Address
 from gossamer.addresses import format_address
 from gossamer.aio.discovery import Discovery, open_discovery
-from gossamer.aio.faults import Deliver, Direction, FaultInjector
+from gossamer.aio.faults import Direction, FaultInjector
 from gossamer.aio.gateway_client import GatewayClient, Message, open_gateway_client
 from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
@@ -182,6 +182,8 @@ class LabFaults(FaultInjector):
             reorder_by=f.delay_ms / 1000.0,
         )
         outgoing = None if plan.is_clean and not f.partitions else plan
+        # A clean incoming plan makes the driver pass received datagrams through
+        # ``blocked``, so one side's partition cuts both directions.
         incoming = FaultPlan() if f.partitions else None
         super().__init__(outgoing, incoming=incoming, rng=rng, tracer=tracer)
         self.owners = dict(owners)
@@ -198,27 +200,10 @@ class LabFaults(FaultInjector):
             return False
         return any(owner in peers and lo <= now < hi for peers, lo, hi in self.windows)
 
-    def apply(
-        self,
-        direction: Direction,
-        data: bytes,
-        addr: Address,
-        deliver: Deliver,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
+    def blocked(self, direction: Direction, addr: Address) -> str | None:
         if self.windows and self.partitioned(addr, time.monotonic()):
-            self.counts["partition_drop"] = self.counts.get("partition_drop", 0) + 1
-            if self.tracer is not None:
-                self.tracer(
-                    time.monotonic(), "net", "fault", size=len(data),
-                    attrs={"fault": "drop", "reason": "partition", "direction": direction,
-                           "addr": f"{addr[0]}:{addr[1]}"},
-                )
-            return
-        if direction == "in" and self.incoming is not None and self.incoming.is_clean:
-            deliver(data, addr)  # the clean incoming plan exists only for partitions
-            return
-        super().apply(direction, data, addr, deliver, loop)
+            return "partition"
+        return None
 
 
 # -- the node --------------------------------------------------------------------------------

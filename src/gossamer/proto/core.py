@@ -54,10 +54,12 @@ __all__ = [
     "DatagramCore",
     "DatagramLayer",
     "DatagramOutputs",
+    "EventOutputs",
     "Layer",
     "OpenIds",
     "StreamCore",
     "TimedCore",
+    "Untimed",
 ]
 
 
@@ -121,21 +123,43 @@ C = TypeVar("C", bound=DatagramCore)
 E = TypeVar("E")
 
 
-class DatagramOutputs(Generic[E]):
-    """The outputs of a datagram core, for it to inherit: the core appends to ``_outbox``
-    and ``_events`` as it works, and ``datagrams_to_send`` and ``events_received`` hand
-    them to the driver, each call taking what was queued since the last one."""
+class Untimed:
+    """The ``TimedCore`` part of a core with no timer and no events of its own (a port in
+    front of another core, a test's scripted core), for it to inherit."""
+
+    def handle_timer(self, now: float) -> None:
+        pass
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def events_received(self) -> list[object]:
+        return []
+
+
+class EventOutputs(Generic[E]):
+    """The application's events of a core, for it to inherit: the core appends to
+    ``_events`` as it works, and ``events_received`` hands them to the driver, each call
+    taking what was queued since the last one."""
 
     def __init__(self) -> None:
-        self._outbox: list[Datagram] = []
         self._events: list[E] = []
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
 
     def events_received(self) -> list[E]:
         out, self._events = self._events, []
+        return out
+
+
+class DatagramOutputs(EventOutputs[E]):
+    """The outputs of a datagram core, for it to inherit: ``_outbox`` and
+    ``datagrams_to_send`` for the datagrams, as ``EventOutputs`` for the events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._outbox: list[Datagram] = []
+
+    def datagrams_to_send(self) -> list[Datagram]:
+        out, self._outbox = self._outbox, []
         return out
 
 

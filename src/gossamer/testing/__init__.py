@@ -5,18 +5,31 @@
 - :func:`free_port` and :func:`free_ports`: ports free for UDP, TCP or both
   (:mod:`gossamer.testing.ports`);
 - :func:`sealed_wire`: a sealed wire with a fresh key;
+- :class:`ScriptedConnections`: a ``ConnectionsCore`` the test drives by hand, to test a
+  driver or a transport of connections (:mod:`gossamer.testing.connections`);
 - :mod:`gossamer.testing.aio`: run a coroutine on each event loop, wait for a condition;
 - :mod:`gossamer.testing.pytest_plugin`: the ``netns`` fixture (hosts as Linux network
   namespaces, over :mod:`gossamer.lab.netns`);
-- :mod:`gossamer.testing.sim`: simulator checks.
+- :mod:`gossamer.testing.sim`: check that a simulated run injected its faults;
+- :mod:`gossamer.testing.processes`: wait for a child process to say it is ready.
 
 Production code never imports this package (an import-linter contract).
 """
 
 from __future__ import annotations
 
+from gossamer.testing.connections import ScriptedConnections
 from gossamer.testing.group import Cluster, Seat, cluster, pair
 from gossamer.testing.ports import free_port, free_ports
 from gossamer.testing.wire import sealed_wire
 
-__all__ = ["Cluster", "Seat", "cluster", "free_port", "free_ports", "pair", "sealed_wire"]
+__all__ = [
+    "Cluster",
+    "ScriptedConnections",
+    "Seat",
+    "cluster",
+    "free_port",
+    "free_ports",
+    "pair",
+    "sealed_wire",
+]

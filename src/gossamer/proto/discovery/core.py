@@ -71,11 +71,12 @@ import heapq
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Literal, cast
 
 from gossamer._types import Address
 from gossamer.addresses import AddressLike, parse_address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.params import Bounds, Checked, PositiveCount, PositiveSeconds, Seconds, check
 from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.discovery.ratelimit import AnswerLimiter
 from gossamer.proto.discovery.table import Action, Input, PeerState, transition
@@ -119,7 +120,7 @@ def _check_port(name: str, port: int, *, low: int = 1) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiscoveryConfig:
+class DiscoveryConfig(Checked):
     """Everything a node needs: the one configuration of Prototari, for the core, the
     asyncio driver (``gossamer.open_discovery``), the CLI and the lab. Durations are
     seconds; the defaults are the spec's where it gives one.
@@ -185,29 +186,34 @@ class DiscoveryConfig:
     listen_port: int | None = None
     broadcast_targets: tuple[Address, ...] = ()
     node_id: str | None = None
-    max_peers: int = 64
-    broadcast_interval: float = 5.0
-    inactive_time: float = 10.0
-    heartbeat_wait: float = 1.0
-    heartbeat_attempts: int = 3
-    max_missed: int = 3
-    handshake_timeout: float = 2.0
-    handshake_attempts: int = 3
+    max_peers: PositiveCount = 64
+    broadcast_interval: PositiveSeconds = 5.0
+    inactive_time: PositiveSeconds = 10.0
+    heartbeat_wait: PositiveSeconds = 1.0
+    heartbeat_attempts: PositiveCount = 3
+    max_missed: PositiveCount = 3
+    handshake_timeout: PositiveSeconds = 2.0
+    handshake_attempts: PositiveCount = 3
     start: float = 0.0
-    start_jitter: float | None = None
+    start_jitter: Seconds | None = None
     answer_rate: float = 4.0
     answer_burst: int = 8
     global_answer_rate: float = 100.0
     global_answer_burst: int = 200
     rate_table_size: int = 4096
-    max_datagram: int = wire.MAX_DATAGRAM
+    max_datagram: Annotated[int, Bounds(low=2, high=wire.MAX_DATAGRAM, unit="bytes")] = (
+        wire.MAX_DATAGRAM
+    )
     rebalance: bool = True
-    rebalance_patience: int = 3
-    rebalance_chance: float = 0.25
+    rebalance_patience: PositiveCount = 3
+    rebalance_chance: Annotated[
+        float, Bounds(low=0.0, above=True, high=1.0, kind="a probability")
+    ] = 0.25
     names: Mapping[Address, str] = field(default_factory=dict)
     wire: WireMode = WireMode.SEALED
 
     def __post_init__(self) -> None:
+        check(self)  # the Bounds of the fields (not super(): see Checked)
         # Text and tuples as users write them (docs/api.md, "Addresses"), held as tuples.
         address: object = self.address
         if address is not None:
@@ -223,32 +229,6 @@ class DiscoveryConfig:
         _check_port("broadcast_port", self.broadcast_port)
         if self.listen_port is not None:
             _check_port("listen_port", self.listen_port, low=0)
-        if self.max_peers < 1:
-            raise ConfigError("max_peers must be at least 1", max_peers=self.max_peers)
-        for name in ("broadcast_interval", "inactive_time", "heartbeat_wait", "handshake_timeout"):
-            value = getattr(self, name)
-            if not value > 0:
-                raise ConfigError(f"{name} must be a positive number of seconds", **{name: value})
-        for name in (
-            "heartbeat_attempts",
-            "max_missed",
-            "handshake_attempts",
-            "rebalance_patience",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1", **{name: getattr(self, name)})
-        if not 0.0 < self.rebalance_chance <= 1.0:
-            raise ConfigError(
-                "rebalance_chance must be a probability in (0, 1]",
-                rebalance_chance=self.rebalance_chance,
-            )
-        if self.start_jitter is not None and not self.start_jitter >= 0:
-            raise ConfigError("start_jitter must be non-negative", start_jitter=self.start_jitter)
-        if not 2 <= self.max_datagram <= wire.MAX_DATAGRAM:
-            raise ConfigError(
-                f"max_datagram must be between 2 and {wire.MAX_DATAGRAM}",
-                max_datagram=self.max_datagram,
-            )
 
     @property
     def identity(self) -> Address:

@@ -35,7 +35,9 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.params import Checked, PositiveSeconds, check
 from gossamer.proto.backoff import FULL_JITTER, Backoff
+from gossamer.proto.core import EventOutputs
 from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, decode_packet, encode_packet
 
 if TYPE_CHECKING:
@@ -254,7 +256,7 @@ TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClientConfig:
+class ClientConfig(Checked):
     """Who the client is and how it behaves."""
 
     application_id: str
@@ -266,15 +268,16 @@ class ClientConfig:
     receive_client_updates: bool = False
     receive_metadata_updates: bool = False
     reconnect: bool = True
-    reconnect_base: float = 0.25
-    reconnect_max: float = 30.0
+    reconnect_base: PositiveSeconds = 0.25
+    reconnect_max: PositiveSeconds = 30.0
     max_buffered: int = 10_000
 
     def __post_init__(self) -> None:
+        check(self)  # the Bounds of the fields (not super(): see Checked)
         if not self.application_id or not self.client_id:
             raise ConfigError("application_id and client_id are required")
-        if self.reconnect_base <= 0 or self.reconnect_max < self.reconnect_base:
-            raise ConfigError("0 < reconnect_base <= reconnect_max required")
+        if self.reconnect_max < self.reconnect_base:
+            raise ConfigError("reconnect_base <= reconnect_max required")
 
 
 @dataclass(slots=True)
@@ -286,12 +289,13 @@ class _Counters:
     bad_frames: int = 0
 
 
-class ClientCore:
+class ClientCore(EventOutputs[ClientEvent]):
     """One logical gateway client (see the module docstring)."""
 
     def __init__(
         self, config: ClientConfig, *, rng: Random, metadata: dict[str, Any] | None = None
     ) -> None:
+        super().__init__()
         self.config = config
         self.state = ClientState.DISCONNECTED
         self.restricted = False
@@ -302,7 +306,6 @@ class ClientCore:
             key: typed(value) for key, value in (metadata or {}).items()
         }
         self._out: list[str | bytes] = []
-        self._events: list[ClientEvent] = []
         self._buffer: deque[Packet] = deque()
         self._interval: float | None = None
         self._next_heartbeat: float | None = None
@@ -315,14 +318,10 @@ class ClientCore:
         )
         self.close_requested = False
 
-    # -- outputs ---------------------------------------------------------------
+    # -- outputs (and events_received: EventOutputs) ---------------------------
 
     def frames_to_send(self) -> list[str | bytes]:
         out, self._out = self._out, []
-        return out
-
-    def events_received(self) -> list[ClientEvent]:
-        out, self._events = self._events, []
         return out
 
     def next_deadline(self) -> float | None:

@@ -47,11 +47,12 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 import orjson
 
-from gossamer.errors import ConfigError, DecodeError
+from gossamer.errors import DecodeError
+from gossamer.params import Bounds, Checked, PositiveCount
 from gossamer.proto.gateway.lifecycle import ConnInput, ConnState, next_state
 from gossamer.proto.gateway.metadata import (
     MetadataLimits,
@@ -155,19 +156,19 @@ class CloseCode(IntEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GatewayConfig:
+class GatewayConfig(Checked):
     """Everything a gateway core needs to know; defaults follow the reference (§12)."""
 
     node_id: str = "gateway"
     #: Sent in hello (reference: fixed 45000).
-    heartbeat_interval_ms: int = 45_000
+    heartbeat_interval_ms: Annotated[int, Bounds(low=1, unit="ms")] = 45_000
     #: A client is closed after this many intervals without a heartbeat (reference 1.5).
-    heartbeat_grace: float = 1.5
+    heartbeat_grace: Annotated[float, Bounds(low=1.0)] = 1.5
     #: None: every client is normal (see ``docs/gateway.md``, "Auth").
     password: str | None = None
     #: Metadata updates applied per client per second, and the burst (singyeong.md: 50/s).
-    metadata_rate: float = 50.0
-    metadata_burst: float = 50.0
+    metadata_rate: Annotated[float, Bounds(low=0.0, above=True, unit="/s")] = 50.0
+    metadata_burst: Annotated[float, Bounds(low=1.0)] = 50.0
     metadata_limits: MetadataLimits = field(default_factory=MetadataLimits)
     query_limits: QueryLimits = field(default_factory=QueryLimits)
     queues: QueueConfig = field(default_factory=QueueConfig)
@@ -177,20 +178,12 @@ class GatewayConfig:
     #: ``ts`` and ``last_heartbeat_time`` are ``(now + epoch_offset)`` in ms; a driver
     #: sets the offset from the wall clock once, so the core never reads a clock.
     epoch_offset: float = 0.0
-    max_frame_size: int = DEFAULT_MAX_SIZE
+    max_frame_size: Annotated[int, Bounds(low=64, unit="bytes")] = DEFAULT_MAX_SIZE
     #: client_id and application_id: 1..max_id_length characters, no whitespace.
-    max_id_length: int = 128
-    query_cache_size: int = 1024
+    max_id_length: PositiveCount = 128
+    query_cache_size: PositiveCount = 1024
     #: Reported by ``GET /api/version``.
     version: str = "0.0.1"
-
-    def __post_init__(self) -> None:
-        if self.heartbeat_interval_ms < 1 or self.heartbeat_grace < 1.0:
-            raise ConfigError("heartbeat_interval_ms >= 1 and heartbeat_grace >= 1 required")
-        if self.metadata_rate <= 0 or self.metadata_burst < 1:
-            raise ConfigError("metadata_rate > 0 and metadata_burst >= 1 required")
-        if self.max_id_length < 1 or self.query_cache_size < 1 or self.max_frame_size < 64:
-            raise ConfigError("id length, cache size and frame size must be positive")
 
     @property
     def liveness_timeout(self) -> float:

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from gossamer.errors import RemoteProtocolError
+from gossamer.params import Checked, PositiveCount
 from gossamer.proto.gateway.semver import Version, parse_version
 
 __all__ = [
@@ -117,13 +118,13 @@ class QueryError(RemoteProtocolError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueryLimits:
+class QueryLimits(Checked):
     """Bounds on one query, so that a query's cost is bounded before it runs."""
 
-    max_nodes: int = 256
-    max_depth: int = 16
-    max_path_segments: int = 32
-    max_in_list: int = 10_000
+    max_nodes: PositiveCount = 256
+    max_depth: PositiveCount = 16
+    max_path_segments: PositiveCount = 32
+    max_in_list: PositiveCount = 10_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

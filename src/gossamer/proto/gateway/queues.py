@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from gossamer.errors import ConfigError
+from gossamer.params import Checked, PositiveCount, PositiveSeconds
 from gossamer.proto.gateway.query import Query, QueryError, parse_query
 from gossamer.proto.gateway.routing import Client, Directory
 
@@ -67,19 +67,13 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueConfig:
+class QueueConfig(Checked):
     """Queue timing and bounds (reference: 15 s ack timeout, no attempt limit, §12)."""
 
-    ack_timeout: float = 15.0
-    max_attempts: int = 5
-    max_name_length: int = 256
-    max_credits: int = 1000
-
-    def __post_init__(self) -> None:
-        if self.ack_timeout <= 0:
-            raise ConfigError("ack_timeout must be positive seconds")
-        if self.max_attempts < 1 or self.max_credits < 1 or self.max_name_length < 1:
-            raise ConfigError("queue bounds must be positive")
+    ack_timeout: PositiveSeconds = 15.0
+    max_attempts: PositiveCount = 5
+    max_name_length: PositiveCount = 256
+    max_credits: PositiveCount = 1000
 
 
 # --------------------------------------------------------------- store operations

@@ -24,10 +24,11 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any
 
 from gossamer.addresses import is_ip
 from gossamer.errors import ConfigError
+from gossamer.params import Bounds, Checked, PositiveCount, PositiveSeconds, check
 from gossamer.wire import chatter as chatter_wire
 from gossamer.wire.chatter import NetID
 from gossamer.wire.keyring import Key, Keyring
@@ -67,13 +68,8 @@ def _host(name: str, value: str) -> str:
     return value
 
 
-def _port(name: str, value: int, *, low: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 65535:
-        raise ConfigError(f"{name} must be a port between {low} and 65535", **{name: value})
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GossipConfig:
+class GossipConfig(Checked):
     """Everything a gossip node needs.
 
     Chatter's settings:
@@ -123,43 +119,42 @@ class GossipConfig:
 
     my_addr: str
     key: bytes | None = None
-    my_port: int = DEFAULT_PORT
+    my_port: Annotated[int, Bounds(low=0, high=65535)] = DEFAULT_PORT
     multicast_addr: str = DEFAULT_MULTICAST_ADDR
-    multicast_port: int = DEFAULT_PORT
-    multicast_ttl: int = DEFAULT_MULTICAST_TTL
+    multicast_port: Annotated[int, Bounds(low=1, high=65535)] = DEFAULT_PORT
+    multicast_ttl: Annotated[int, Bounds(low=0, high=255)] = DEFAULT_MULTICAST_TTL
     wire: WireMode = WireMode.SEALED
     cluster: str = "chatter"
     key_id: int = 1
     multicast: bool = True
-    multicast_copies: int | None = None
-    multicast_spacing: float = 0.002
-    max_multicast_size: int = CHATTER_MAX_DATAGRAM
-    max_message_size: int = 1 << 22
-    ack_timeout: float = 1.0
-    connect_timeout: float = 2.0
-    suspect_time: float = 30.0
-    announce_interval: float = 10.0
-    max_peers: int = 16_384
-    peer_ttl: float = 3600.0
-    seen_ttl: float = 600.0
-    max_seen: int = 1024
-    max_witnesses: int = 1024
-    max_others: int = 4
-    dedupe_window: int = 1024
-    max_origins: int = 16_384
-    origin_ttl: float = 3600.0
-    first_seqno: int = 1
+    multicast_copies: PositiveCount | None = None
+    multicast_spacing: Annotated[float, Bounds(low=0.0, high=1.0, unit="s")] = 0.002
+    max_multicast_size: Annotated[int, Bounds(low=64, high=65_507, unit="bytes")] = (
+        CHATTER_MAX_DATAGRAM
+    )
+    max_message_size: Annotated[int, Bounds(low=1024, high=1 << 30, unit="bytes")] = 1 << 22
+    ack_timeout: PositiveSeconds = 1.0
+    connect_timeout: PositiveSeconds = 2.0
+    suspect_time: PositiveSeconds = 30.0
+    announce_interval: PositiveSeconds = 10.0
+    max_peers: PositiveCount = 16_384
+    peer_ttl: PositiveSeconds = 3600.0
+    seen_ttl: PositiveSeconds = 600.0
+    max_seen: PositiveCount = 1024
+    max_witnesses: PositiveCount = 1024
+    max_others: Annotated[int, Bounds(low=0, high=64)] = 4
+    dedupe_window: Annotated[int, Bounds(low=1, high=1 << 16)] = 1024
+    max_origins: PositiveCount = 16_384
+    origin_ttl: PositiveSeconds = 3600.0
+    first_seqno: Annotated[int, Bounds(low=0, high=(1 << 63) - 1)] = 1
 
     def __post_init__(self) -> None:
+        check(self)  # the Bounds of the fields (not super(): see Checked)
         object.__setattr__(self, "my_addr", _host("my_addr", self.my_addr))
         group = _ipv4("multicast_addr", self.multicast_addr)
         if not ipaddress.IPv4Address(group).is_multicast:
             raise ConfigError("multicast_addr must be in 224.0.0.0/4", multicast_addr=group)
         object.__setattr__(self, "multicast_addr", group)
-        _port("my_port", self.my_port, low=0)
-        _port("multicast_port", self.multicast_port)
-        if not 0 <= self.multicast_ttl <= 255:
-            raise ConfigError("multicast_ttl must be 0 to 255", multicast_ttl=self.multicast_ttl)
         key: object = self.key
         if isinstance(key, str):
             object.__setattr__(self, "key", key.encode() or None)
@@ -172,44 +167,12 @@ class GossipConfig:
         if self.multicast_copies is None:
             copies = 1 if self.wire is WireMode.ORIGINAL else 2
             object.__setattr__(self, "multicast_copies", copies)
-        if not 0.0 <= self.multicast_spacing <= 1.0:
-            raise ConfigError(
-                "multicast_spacing must be 0 to 1 seconds", spacing=self.multicast_spacing
-            )
-        for name in ("multicast_copies", "max_peers", "max_seen", "max_witnesses"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1", **{name: getattr(self, name)})
-        if not 0 <= self.max_others <= 64:
-            raise ConfigError("max_others must be 0 to 64", max_others=self.max_others)
-        if not 1 <= self.dedupe_window <= 1 << 16:
-            raise ConfigError("dedupe_window must be 1 to 65536", window=self.dedupe_window)
-        if self.max_origins < 1:
-            raise ConfigError("max_origins must be at least 1", max_origins=self.max_origins)
-        for name in (
-            "ack_timeout",
-            "connect_timeout",
-            "suspect_time",
-            "announce_interval",
-            "peer_ttl",
-            "seen_ttl",
-            "origin_ttl",
-        ):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive seconds", **{name: getattr(self, name)})
-        if not 64 <= self.max_multicast_size <= 65_507:
-            raise ConfigError(
-                "max_multicast_size must be 64 to 65507 bytes", size=self.max_multicast_size
-            )
         if self.wire is WireMode.ORIGINAL and self.max_multicast_size > CHATTER_MAX_DATAGRAM:
             raise ConfigError(
                 "in original-wire mode multicast datagrams must stay within 8192 bytes "
                 "(a default-configured Chatter peer truncates larger ones)",
                 size=self.max_multicast_size,
             )
-        if not 1024 <= self.max_message_size <= 1 << 30:
-            raise ConfigError("max_message_size must be 1 KiB to 1 GiB", size=self.max_message_size)
-        if not 0 <= self.first_seqno < 1 << 63:
-            raise ConfigError("first_seqno must be in [0, 2**63)", first_seqno=self.first_seqno)
 
     @property
     def netid(self) -> NetID:

@@ -60,8 +60,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
+from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey
 from gossamer.proto.isis.machine import (
     RECEIVER,
@@ -461,10 +462,11 @@ class _Flush:
 DataObserver = Callable[[wire.DataMessage, int, float], None]
 
 
-class IsisCore:
+class IsisCore(DatagramOutputs[IsisEvent]):
     """One member of an ISIS group. See the module docstring for the protocol."""
 
     def __init__(self, config: IsisConfig, *, tracer: Tracer, rng: Random) -> None:
+        super().__init__()
         self.config = config
         self.counters = IsisCounters()
         #: Called on the first receipt of each DataMessage with ``(msg, source id, now)``
@@ -490,8 +492,6 @@ class IsisCore:
         self._outgoing: dict[int, _Outgoing] = {}
         self._flushes: dict[MsgKey, _Flush] = {}
         self._loopback: deque[wire.IsisMessage] = deque()
-        self._outbox: list[Datagram] = []
-        self._events: list[IsisEvent] = []
         self._delayed: list[tuple[float, int, bytes, Address]] = []
         self._delay_counter = 0
         self._batches: dict[Address, list[bytes]] = {}
@@ -720,15 +720,7 @@ class IsisCore:
         if self._batch_due is not None and self._batch_due <= now:
             self._flush_batches()
 
-    # -- outputs -------------------------------------------------------------------------
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        out, self._outbox = self._outbox, []
-        return out
-
-    def events_received(self) -> list[IsisEvent]:
-        out, self._events = self._events, []
-        return out
+    # -- outputs (and datagrams_to_send, events_received: DatagramOutputs) --------------
 
     def next_deadline(self) -> float | None:
         deadline = self._tx.next_deadline()

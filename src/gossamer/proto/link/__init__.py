@@ -2,43 +2,23 @@
 
 The names a driver or an application uses, from the modules that define them:
 ``node`` (:class:`LinkNode`), ``socket`` (:class:`LinkSocket`), ``config``, ``events``
+(every name it exports, re-exported here as asyncio's package re-exports its modules')
 and, for TCP, ``tcp`` (:class:`StreamEndpoint`).
 """
 
+from gossamer.proto.link import events
 from gossamer.proto.link.config import LinkConfig, SocketOptions, Transport
-from gossamer.proto.link.events import (
-    Connect,
-    Event,
-    LinkDown,
-    LinkStatistics,
-    LinkUp,
-    Message,
-    Readable,
-    Receipt,
-    RequestFailed,
-    SocketStatistics,
-    Writable,
-)
+from gossamer.proto.link.events import *  # noqa: F403 - the list is events.__all__
 from gossamer.proto.link.node import LinkNode
 from gossamer.proto.link.socket import LinkSocket
 from gossamer.proto.link.tcp import StreamEndpoint
 
 __all__ = [
-    "Connect",
-    "Event",
     "LinkConfig",
-    "LinkDown",
     "LinkNode",
     "LinkSocket",
-    "LinkStatistics",
-    "LinkUp",
-    "Message",
-    "Readable",
-    "Receipt",
-    "RequestFailed",
     "SocketOptions",
-    "SocketStatistics",
     "StreamEndpoint",
     "Transport",
-    "Writable",
 ]
+__all__ += events.__all__

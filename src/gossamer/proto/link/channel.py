@@ -50,8 +50,10 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
+from typing import Annotated
 
 from gossamer.errors import ConfigError, DecodeError
+from gossamer.params import Bounds, Checked, PositiveSeconds, Seconds, check
 
 __all__ = [
     "HEADER_SIZE",
@@ -131,35 +133,28 @@ def pull_header(data: bytes) -> tuple[Header, int]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ChannelConfig:
+class ChannelConfig(Checked):
     """Sizes and timers of the channel. Times in seconds."""
 
     #: Largest datagram, header included (Exon used a 1400-byte buffer).
-    max_datagram: int = 1400
+    max_datagram: Annotated[int, Bounds(low=SEQ_HEADER_SIZE + 64, unit="bytes")] = 1400
     #: Datagrams in flight (sent, not acknowledged) per peer.
-    window: int = 64
-    initial_rto: float = 0.1
-    min_rto: float = 0.02
-    max_rto: float = 2.0
+    window: Annotated[int, Bounds(low=1, high=4096)] = 64
+    initial_rto: PositiveSeconds = 0.1
+    min_rto: PositiveSeconds = 0.02
+    max_rto: PositiveSeconds = 2.0
     #: Seconds without any acknowledgement, while datagrams wait for one, after which
     #: the peer is declared unreachable.
-    dead_after: float = 30.0
+    dead_after: PositiveSeconds = 30.0
     #: Seconds of silence after which a channel that links depend on probes its peer.
-    keepalive_interval: float = 1.0
+    keepalive_interval: PositiveSeconds = 1.0
     #: How long an acknowledgement may wait for a datagram to ride on.
-    ack_delay: float = 0.002
+    ack_delay: Seconds = 0.002
 
     def __post_init__(self) -> None:
-        if self.max_datagram < SEQ_HEADER_SIZE + 64:
-            raise ConfigError("max_datagram is too small", max_datagram=self.max_datagram)
-        if not 1 <= self.window <= 4096:
-            raise ConfigError("window must be 1..4096 datagrams", window=self.window)
-        if not 0 < self.min_rto <= self.initial_rto <= self.max_rto:
-            raise ConfigError("need 0 < min_rto <= initial_rto <= max_rto")
-        if self.dead_after <= 0 or self.keepalive_interval <= 0:
-            raise ConfigError("dead_after and keepalive_interval must be positive seconds")
-        if self.ack_delay < 0:
-            raise ConfigError("ack_delay must be non-negative", ack_delay=self.ack_delay)
+        check(self)  # not super(): a slots dataclass is a copy of the class it was written as
+        if not self.min_rto <= self.initial_rto <= self.max_rto:
+            raise ConfigError("need min_rto <= initial_rto <= max_rto")
 
     @property
     def max_payload(self) -> int:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from gossamer._types import Address
-from gossamer.errors import ConfigError, DecodeError
+from gossamer.errors import DecodeError
+from gossamer.params import Checked, Count, PositiveSeconds
 from gossamer.proto.backoff import NO_JITTER, Backoff
 from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
@@ -33,22 +34,16 @@ LAYER = "demo"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PingConfig:
+class PingConfig(Checked):
     """What a node pings, how often, and how hard it tries."""
 
     node_id: str
     targets: Sequence[tuple[str, Address]] = ()
-    count: int = 10
-    interval: float = 0.1
-    timeout: float = 0.2
-    max_retries: int = 4
+    count: Count = 10
+    interval: PositiveSeconds = 0.1
+    timeout: PositiveSeconds = 0.2
+    max_retries: Count = 4
     start: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.count < 0 or self.max_retries < 0:
-            raise ConfigError("count and max_retries must be non-negative")
-        if self.interval <= 0 or self.timeout <= 0:
-            raise ConfigError("interval and timeout must be positive seconds")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

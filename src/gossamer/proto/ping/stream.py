@@ -31,9 +31,10 @@ ends (``attrs.by`` = ``local`` or ``peer``, ``attrs.clean``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from gossamer.errors import ConfigError, DecodeError
+from gossamer.errors import DecodeError
+from gossamer.params import Bounds, Checked, Count, PositiveSeconds
 from gossamer.proto.ping.core import PingCounters, PingLost, PongReceived, answered
 from gossamer.trace.sink import Tracer
 from gossamer.wire import framing
@@ -48,7 +49,7 @@ LAYER = "demo"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StreamPingConfig:
+class StreamPingConfig(Checked):
     """What one end of a ping stream does.
 
     ``count`` PINGs are sent (0: only answer, as a server does), the first at
@@ -60,21 +61,14 @@ class StreamPingConfig:
 
     node_id: str
     peer: str | None = None
-    count: int = 0
-    interval: float = 0.1
-    timeout: float = 1.0
+    count: Count = 0
+    interval: PositiveSeconds = 0.1
+    timeout: PositiveSeconds = 1.0
     start: float = 0.0
     close_when_done: bool = True
-    max_frame: int = wire.MAX_SIZE
-
-    def __post_init__(self) -> None:
-        if self.count < 0:
-            raise ConfigError("count must be non-negative", count=self.count)
-        if self.interval <= 0 or self.timeout <= 0:
-            raise ConfigError("interval and timeout must be positive seconds")
-        if not 0 < self.max_frame <= framing.MAX_FRAME_LIMIT:
-            raise ConfigError("max_frame must be positive and fit in 32 bits",
-                              max_frame=self.max_frame)
+    max_frame: Annotated[int, Bounds(low=1, high=framing.MAX_FRAME_LIMIT, unit="bytes")] = (
+        wire.MAX_SIZE
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

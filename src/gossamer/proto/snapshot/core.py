@@ -44,6 +44,7 @@ and ``channel_state`` ``attrs.value``: the conventions of ``gossamer.analysis.ch
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ import orjson
 
 from gossamer._types import Address
 from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.params import Checked, PositiveSeconds, Probability, check
 from gossamer.proto.core import DatagramOutputs
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
@@ -91,20 +93,19 @@ def initiator_of(sid: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotConfig:
+class SnapshotConfig(Checked):
     """Marker retransmission and the original's receive drop rate, applied to markers too:
     the sequencer's own settings, same names and units (seconds), when a ``SnapshotNode``
     makes it (``IsisConfig.retransmit_initial``, ``retransmit_max``, ``drop_rate``)."""
 
-    retransmit_initial: float = 0.2
-    retransmit_max: float = 4.0
-    drop_rate: float = 0.0
+    retransmit_initial: PositiveSeconds = 0.2
+    retransmit_max: PositiveSeconds = 4.0
+    drop_rate: Probability = 0.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.retransmit_initial <= self.retransmit_max:
-            raise ConfigError("need 0 < retransmit_initial <= retransmit_max")
-        if not 0.0 <= self.drop_rate <= 1.0:
-            raise ConfigError("drop_rate must be a probability in [0, 1]")
+        check(self)  # the Bounds of the fields (not super(): see Checked)
+        if self.retransmit_initial > self.retransmit_max:
+            raise ConfigError("need retransmit_initial <= retransmit_max")
 
     def interval(self, attempt: int) -> float:
         value = self.retransmit_initial
@@ -130,15 +131,8 @@ class SnapshotDone:
     channels: Mapping[str, Mapping[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "snapshot_id": self.snapshot_id,
-            "initiator": self.initiator,
-            "node": self.node,
-            "recorded_at": self.recorded_at,
-            "completed_at": self.completed_at,
-            "local_state": dict(self.local_state),
-            "channels": {peer: dict(ch) for peer, ch in self.channels.items()},
-        }
+        """Every field, as plain (copied) dicts and lists."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(slots=True, kw_only=True)
