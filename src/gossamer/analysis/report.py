@@ -14,7 +14,7 @@ from typing import Any
 
 from gossamer.analysis import svg
 
-__all__ = ["plots", "render_html", "text_table"]
+__all__ = ["plots", "render_html", "status_text", "text_table", "unfinished_note", "verdict_text"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -173,34 +173,61 @@ def _binned_chart(
     )
 
 
+def unfinished_note(check: Mapping[str, Any]) -> str:
+    """``N unfinished at stop`` for a check that left some (else "")."""
+    n = int(check.get("unfinished") or 0)
+    return f"{n:,} unfinished at stop" if n else ""
+
+
+def status_text(check: Mapping[str, Any]) -> str:
+    """``pass``, ``fail``, ``skipped``, or ``pass (N unfinished at stop)``: a check that
+    held only because the run stopped before some messages could finish is not a plain
+    pass."""
+    note = unfinished_note(check)
+    return f"{check['status']} ({note})" if note and check["status"] == "pass" else check["status"]
+
+
+def verdict_text(summary: Mapping[str, Any]) -> str:
+    """The run's verdict in words: ``PASS``, ``FAIL``, or ``PASS (N unfinished at stop)``."""
+    verdict = str(summary["verdict"]).upper()
+    unfinished = int(summary["counts"].get("unfinished") or 0)
+    if unfinished and summary["verdict"] == "pass":
+        return f"{verdict} ({unfinished:,} unfinished at stop)"
+    return verdict
+
+
+def _count(n: Any) -> str:
+    """A count for a table cell: blank for none."""
+    return f"{int(n):,}" if n else ""
+
+
 def _checks_section(summary: Mapping[str, Any]) -> str:
-    rows = [
-        {
-            "check": c["name"],
-            "status": c["status"],
-            "violations": c["violations"],
-            "property": c["property"],
-            "note": c["note"],
-        }
-        for c in summary["checks"]
-    ]
-    head = "".join(f"<th>{h}</th>" for h in ("check", "status", "violations", "property", "note"))
+    head = "".join(
+        f"<th>{h}</th>" for h in ("check", "status", "violations", "unfinished", "property", "note")
+    )
     body = "".join(
-        f"<tr><td><code>{escape(r['check'])}</code></td><td>{_badge(r['status'])}</td>"
-        f'<td class="n">{r["violations"]:,}</td><td>{escape(r["property"])}</td>'
-        f"<td>{escape(r['note'])}</td></tr>"
-        for r in rows
+        f"<tr><td><code>{escape(c['name'])}</code></td><td>{_badge(c['status'])}</td>"
+        f'<td class="n">{c["violations"]:,}</td>'
+        f'<td class="n">{_count(c.get("unfinished"))}</td><td>{escape(c["property"])}</td>'
+        f"<td>{escape(c['note'])}</td></tr>"
+        for c in summary["checks"]
     )
     parts = [f"<h2>Checks</h2><table><tr>{head}</tr>{body}</table>"]
     for c in summary["checks"]:
-        if c["status"] != "fail":
-            continue
-        columns = ["detail"] + [k for k in c["columns"] if k != "detail"]
-        shown = len(c["first_violations"])
-        parts.append(
-            f"<h3><code>{escape(c['name'])}</code>: first {shown} of "
-            f"{c['violations']:,} violations</h3>" + _table(columns, c["first_violations"])
-        )
+        columns = ["detail"] + [k for k in c["columns"] if k not in ("detail", "unfinished")]
+        if c["status"] == "fail":
+            shown = len(c["first_violations"])
+            parts.append(
+                f"<h3><code>{escape(c['name'])}</code>: first {shown} of "
+                f"{c['violations']:,} violations</h3>" + _table(columns, c["first_violations"])
+            )
+        if c.get("first_unfinished"):
+            shown = len(c["first_unfinished"])
+            parts.append(
+                f"<h3><code>{escape(c['name'])}</code>: first {shown} of {c['unfinished']:,} "
+                "unfinished at a clean stop (not violations: the run stopped before they "
+                "could finish)</h3>" + _table(columns, c["first_unfinished"])
+            )
     return "".join(parts)
 
 
@@ -313,7 +340,14 @@ def render_html(summary: Mapping[str, Any]) -> str:
         f"<h1>{escape(title)} {_badge(summary['verdict'])}</h1>"
         f'<p class="meta">{" · ".join(meta)}</p>'
         f"<p>{counts['pass']} checks hold, {counts['fail']} violated, "
-        f"{counts['skipped']} skipped.</p>"
+        f"{counts['skipped']} skipped"
+        + (
+            f"; {counts['unfinished']:,} messages unfinished at the nodes' clean stop "
+            "(listed with their checks below)"
+            if counts.get("unfinished")
+            else ""
+        )
+        + ".</p>"
         + _checks_section(summary)
         + f'<h2>Plots</h2><div class="plots">{svgs}</div>'
         + _metrics_section(summary)
@@ -332,6 +366,8 @@ def text_table(summary: Mapping[str, Any]) -> str:
         note = c["note"]
         if c["status"] == "fail" and c["first_violations"]:
             note = str(c["first_violations"][0].get("detail", ""))
+        elif c.get("first_unfinished"):
+            note = f"{unfinished_note(c)}, e.g. {c['first_unfinished'][0].get('detail', '')}"
         lines.append(f"{c['name']:<{width}}  {c['status']:<7}  {c['violations']:>10}  {note}")
     for r in summary["metrics"]["latency"]["by_layer"]:
         lines.append(
@@ -345,7 +381,7 @@ def text_table(summary: Mapping[str, Any]) -> str:
     )
     counts = summary["counts"]
     lines.append(
-        f"verdict: {summary['verdict'].upper()} ({counts['pass']} hold, {counts['fail']} violated,"
+        f"verdict: {verdict_text(summary)} ({counts['pass']} hold, {counts['fail']} violated,"
         f" {counts['skipped']} skipped)"
     )
     return "\n".join(lines)
