@@ -277,3 +277,14 @@ def test_lab_without_an_action_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert lab_cmd.main([]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "gossamer lab: choose an action: run or list (see gossamer lab --help)"
+
+
+def test_progress_shows_who_is_still_busy_while_the_group_settles() -> None:
+    progress, stream = _progress(tty=False)
+    progress.settling({"h1": 3, "h2": None})
+    progress.tick(111.0)
+    progress.settling({})
+    progress.tick(113.0)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("[workload done, lingering 1.0 s, 2 node(s) busy, 3 pending]")
+    assert lines[1].startswith("[workload done, settling, 0 node(s) busy, 0 pending]")

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from gossamer.analysis import catalog, fsio, metrics, report
 from gossamer.analysis.checks import discovery, gossip, isis
-from gossamer.analysis.checks.common import UNFINISHED, correct_nodes
+from gossamer.analysis.checks.common import UNFINISHED, clean_stops, correct_nodes
 from gossamer.analysis.load import InputReport, load_run, nodes_frame
 
 __all__ = [
@@ -307,7 +307,10 @@ def _membership(events: DataFrame, t_min: float, t_max: float) -> dict[str, Any]
     if len(nodes) <= MAX_DRAWN_NODES:
         for r in _rows(tl.orderBy("node", "bin")):
             drawn.setdefault(r["node"], []).append(int(r["size"]))
-    return {"bands": bands, "nodes": drawn}
+    # Clean stops, so that the report ends a node's line where it shut down rather than
+    # drawing its view emptied by the leave as a failure.
+    stops = {r["node"]: r["stopped_at"] for r in _rows(clean_stops(events))}
+    return {"bands": bands, "nodes": drawn, "stops": stops}
 
 
 def _order_matrix(

@@ -14,7 +14,16 @@ from typing import Any
 
 from gossamer.analysis import svg
 
-__all__ = ["plots", "render_html", "status_text", "text_table", "unfinished_note", "verdict_text"]
+__all__ = [
+    "listed_checks",
+    "plots",
+    "render_html",
+    "status_text",
+    "text_table",
+    "time_origin",
+    "unfinished_note",
+    "verdict_text",
+]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -25,7 +34,8 @@ td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:bold}
 .pass{background:#1a7f37} .fail{background:#cf222e} .skipped{background:#8c959f}
-.meta{color:#555;font-size:13px} .plots svg{margin:6px 12px 6px 0;border:1px solid #eee}
+.meta{color:#555;font-size:13px} .run{font-size:14px;margin:4px 0}
+.plots svg{display:block;margin:10px 0;border:1px solid #eee;max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 3px}
 """
 
@@ -35,7 +45,9 @@ def _badge(status: str) -> str:
 
 
 def _cell(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        return "<td></td>"  # not measured, or not traced: blank, never a misleading 0
+    if isinstance(value, bool):
         return f"<td>{escape(str(value))}</td>"
     if isinstance(value, int | float):
         text = f"{value:,.6g}" if isinstance(value, float) else f"{value:,}"
@@ -55,10 +67,26 @@ def _ms(v: Any) -> Any:
     return None if v is None else round(float(v) * 1000, 3)
 
 
+def time_origin(summary: Mapping[str, Any]) -> tuple[float, str]:
+    """The instant the report's time axes count from, and the axis label.
+
+    A lab run's workload start (``run.json`` ``lab.start_at``: faults are scheduled from
+    it, so a crash "at 13 s" is drawn at 13), else the run's first event. Trace times
+    are ``CLOCK_MONOTONIC`` seconds (or virtual time): meaningless to a reader as such.
+    """
+    lab = summary.get("scenario", {}).get("lab") or {}
+    start = lab.get("start_at")
+    if isinstance(start, int | float):
+        return float(start), "seconds since the workload started"
+    return float(summary["metrics"]["time_range"]["start"]), "seconds since the first event"
+
+
 def plots(summary: Mapping[str, Any]) -> list[str]:
     """The report's SVG plots, for the metrics the run has."""
     m = summary.get("metrics", {})
     out: list[str] = []
+    axis = time_origin(summary) if m.get("time_range") else (0.0, "")
+    origin, time_label = axis
     cdf = m.get("latency", {}).get("cdf", {})
     if cdf:
         series = []
@@ -98,13 +126,14 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
         )
     d = m.get("discovery")
     if d and d.get("membership", {}).get("bands"):
-        start = float(m["time_range"]["start"])
+        start = float(m["time_range"]["start"]) - origin
         width = float(m["timeline"]["width"])
         mem = d["membership"]
         xs = [start + (r["bin"] + 1) * width for r in mem["bands"]]
+        stops = {n: float(t) - origin for n, t in (mem.get("stops") or {}).items()}
         if mem["nodes"]:
             series = [
-                svg.Series(name=node, xs=xs, ys=[float(v) for v in sizes])
+                _until_stop(node, xs, [float(v) for v in sizes], stops.get(node))
                 for node, sizes in sorted(mem["nodes"].items())
             ]
         else:
@@ -114,20 +143,26 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 )
                 for k in ("min", "mean", "max")
             ]
+        marks = _outage_marks(m, origin)
+        if stops:
+            marks.append((min(stops.values()), "nodes stop"))
         out.append(
             svg.line_chart(
                 series,
-                title="Membership: view size per node over time",
-                x_label="time (s)",
+                title="Membership: view size per node over time (a line ends where its node "
+                "shut down)",
+                x_label=time_label,
                 y_label="peers in view",
                 step=True,
-                markers=_outage_marks(m),
+                markers=marks,
                 y_min=0.0,
             )
         )
     tl = m.get("timeline", {})
     if tl.get("rows"):
-        out.append(_binned_chart(m, tl["rows"], "layer", "events", "Events per layer over time"))
+        out.append(
+            _binned_chart(m, tl["rows"], "layer", "events", "Events per layer over time", axis=axis)
+        )
     faults = m.get("faults", {})
     if faults.get("timeline") or faults.get("outages"):
         out.append(
@@ -137,21 +172,41 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 "fault",
                 "count",
                 "Injected faults over time (lines: per-datagram; marks: crashes, partitions)",
+                axis=axis,
             )
         )
     return out
 
 
-def _outage_marks(m: Mapping[str, Any]) -> list[tuple[float, str]]:
+def _until_stop(node: str, xs: list[float], ys: list[float], stop: float | None) -> svg.Series:
+    """A node's view-size line, ended at its clean stop (its own leave empties its view:
+    drawn on, that would read as a failure)."""
+    if stop is None:
+        return svg.Series(name=node, xs=xs, ys=ys)
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x < stop]
+    if kept:
+        kept.append((stop, kept[-1][1]))
+    return svg.Series(name=f"{node} (stopped)", xs=[x for x, _ in kept], ys=[y for _, y in kept])
+
+
+def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]]:
     return [
-        (float(r["t"]), f"{r['fault']} {r['node']}") for r in m.get("faults", {}).get("outages", [])
+        (float(r["t"]) - origin, f"{r['fault']} {r['node']}")
+        for r in m.get("faults", {}).get("outages", [])
     ]
 
 
 def _binned_chart(
-    m: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], key: str, value: str, title: str
+    m: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    value: str,
+    title: str,
+    *,
+    axis: tuple[float, str],
 ) -> str:
-    start = float(m["time_range"]["start"])
+    origin, time_label = axis
+    start = float(m["time_range"]["start"]) - origin
     width = float(m["timeline"]["width"])
     bins = int(m["timeline"]["bins"])
     names = sorted({str(r[key]) for r in rows})
@@ -166,9 +221,9 @@ def _binned_chart(
     return svg.line_chart(
         series,
         title=title,
-        x_label="time (s)",
+        x_label=time_label,
         y_label=f"{value} per {width:.3g} s",
-        markers=_outage_marks(m),
+        markers=_outage_marks(m, origin),
         y_min=0.0,
     )
 
@@ -201,6 +256,30 @@ def _count(n: Any) -> str:
     return f"{int(n):,}" if n else ""
 
 
+def listed_checks(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The checks the report lists: all of them, except, for a lab run (whose
+    ``run.json`` names the checks its scenario exercises), those skipped that the
+    scenario cannot exercise (``demo.pings`` in the demo, ``gossip.depth`` with a crash):
+    always skipped there, they would only be noise."""
+    checks = list(summary["checks"])
+    expected = (summary.get("scenario", {}).get("lab") or {}).get("expected_checks")
+    if not isinstance(expected, list):
+        return checks
+    return [c for c in checks if c["status"] != "skipped" or c["name"] in expected]
+
+
+def _not_listed(summary: Mapping[str, Any]) -> str:
+    shown = {c["name"] for c in listed_checks(summary)}
+    hidden = [c["name"] for c in summary["checks"] if c["name"] not in shown]
+    if not hidden:
+        return ""
+    return (
+        '<p class="meta">Not applicable to this scenario (not run): '
+        + ", ".join(f"<code>{escape(n)}</code>" for n in hidden)
+        + ".</p>"
+    )
+
+
 def _checks_section(summary: Mapping[str, Any]) -> str:
     head = "".join(
         f"<th>{h}</th>" for h in ("check", "status", "violations", "unfinished", "property", "note")
@@ -210,10 +289,10 @@ def _checks_section(summary: Mapping[str, Any]) -> str:
         f'<td class="n">{c["violations"]:,}</td>'
         f'<td class="n">{_count(c.get("unfinished"))}</td><td>{escape(c["property"])}</td>'
         f"<td>{escape(c['note'])}</td></tr>"
-        for c in summary["checks"]
+        for c in listed_checks(summary)
     )
-    parts = [f"<h2>Checks</h2><table><tr>{head}</tr>{body}</table>"]
-    for c in summary["checks"]:
+    parts = [f"<h2>Checks</h2><table><tr>{head}</tr>{body}</table>", _not_listed(summary)]
+    for c in listed_checks(summary):
         columns = ["detail"] + [k for k in c["columns"] if k not in ("detail", "unfinished")]
         if c["status"] == "fail":
             shown = len(c["first_violations"])
@@ -264,7 +343,10 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     if lat:
         parts.append("<h3>Latency, send to deliver</h3>")
         parts.append(_table(["layer", "deliveries", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat))
-    traffic = [{"layer": k, **v} for k, v in sorted(m["traffic"]["by_layer"].items())]
+    kinds = summary["input"].get("kinds")
+    traffic = [
+        _traced_only({"layer": k, **v}, kinds) for k, v in sorted(m["traffic"]["by_layer"].items())
+    ]
     if traffic:
         cols = [
             "layer",
@@ -275,16 +357,33 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
             "delivered",
             "retransmitted",
         ]
-        parts.append("<h3>Traffic per layer</h3>" + _table(cols, traffic))
-        busiest = sorted(m["traffic"]["by_node"], key=lambda r: -int(r["bytes_sent"] or 0))[:10]
+        parts.append(
+            "<h3>Traffic per layer</h3>"
+            + _table(cols, traffic)
+            + '<p class="meta">Counted from the events each layer traces: <code>send</code>, '
+            "<code>recv</code>, <code>deliver</code>, <code>retransmit</code>. A blank cell is "
+            "a layer that does not trace that event (ISIS traces each <code>multicast</code>, "
+            "not each datagram), not a zero.</p>"
+        )
+        busiest = [
+            _traced_only(r, kinds)
+            for r in sorted(m["traffic"]["by_node"], key=lambda r: -int(r["bytes_sent"] or 0))[:10]
+        ]
         parts.append(
             "<h3>Busiest nodes (bytes sent)</h3>" + _table([cols[0], "node", *cols[1:]], busiest)
         )
     faults = m["faults"]["totals"]
     if faults:
-        parts.append("<h3>Injected faults</h3>")
+        configured = _fault_config(summary.get("scenario", {}))
+        parts.append("<h3>Injected faults (traced)</h3>")
         parts.append(
-            _table(["fault", "count"], [{"fault": k, "count": v} for k, v in faults.items()])
+            _table(
+                ["fault", "count", "as configured"],
+                [
+                    {"fault": k, "count": v, "as configured": configured.get(k, "")}
+                    for k, v in faults.items()
+                ],
+            )
         )
     g = m.get("gossip", {}).get("per_broadcast")
     if g:
@@ -311,23 +410,119 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+#: The event kind each traffic column counts (``metrics._traffic_columns``).
+_TRAFFIC_KINDS = {
+    "sent": "send",
+    "bytes_sent": "send",
+    "received": "recv",
+    "bytes_received": "recv",
+    "delivered": "deliver",
+    "retransmitted": "retransmit",
+}
+
+
+def _traced_only(row: Mapping[str, Any], kinds: Mapping[str, int] | None) -> dict[str, Any]:
+    """``row`` with the counts of events its layer never traces blanked (``None``)."""
+    out = dict(row)
+    if kinds is None:
+        return out
+    for column, kind in _TRAFFIC_KINDS.items():
+        if column in out and not kinds.get(f"{row['layer']}/{kind}"):
+            out[column] = None
+    return out
+
+
+def _percent(p: Any) -> str:
+    return f"{float(p) * 100:g} %"
+
+
+def _fault_config(scen: Mapping[str, Any]) -> dict[str, str]:
+    """Each traced fault kind as the run configured it (``run.json`` ``faults``)."""
+    f = scen.get("faults") or {}
+    out: dict[str, str] = {}
+    if f.get("drop"):
+        out["drop"] = f"each UDP datagram dropped with probability {_percent(f['drop'])}"
+    if f.get("delay_ms"):
+        rate = f.get("delay_rate") or 1.0
+        out["reorder"] = (
+            f"delay {f['delay_ms']:g} ms on {_percent(rate)} of UDP datagrams (later ones "
+            "overtake them: traced as reorder)"
+        )
+    if f.get("duplicate"):
+        chance = _percent(f["duplicate"])
+        out["duplicate"] = f"each UDP datagram duplicated with probability {chance}"
+    crashes = f.get("crash") or []
+    if crashes:
+        out["crash"] = "SIGKILL " + ", ".join(_at(c) for c in crashes)
+    partitions = f.get("partition") or []
+    if partitions:
+        out["partition"] = "isolated " + ", ".join(_at(p) for p in partitions)
+        out["heal"] = "end of each partition"
+    return out
+
+
+def _at(spec: Any) -> str:
+    """``h1@13`` as ``h1 at 13 s``; ``h2,h3@6-8`` as ``h2,h3 from 6 to 8 s``."""
+    who, _, when = str(spec).partition("@")
+    start, dash, end = when.partition("-")
+    return f"{who} from {start} to {end} s" if dash else f"{who} at {when} s"
+
+
+def _run_header(summary: Mapping[str, Any]) -> str:
+    """What the run was: scenario, hosts, placement, duration, settling, faults."""
+    scen = summary.get("scenario", {})
+    if not scen.get("scenario"):
+        return ""
+    lab = scen.get("lab") or {}
+    items = [
+        f"scenario <code>{escape(str(scen['scenario']))}</code>",
+        f"{scen.get('nodes', '?')} hosts",
+    ]
+    if lab.get("mode") == "netns":
+        subnets = lab.get("subnets") or []
+        items.append(f"in network namespaces, {len(subnets)} subnet(s)")
+    elif lab.get("mode"):
+        items.append(f"on {escape(str(lab['mode']))} (127.0.0.1)")
+    if lab.get("services"):
+        items.append("services " + ", ".join(escape(str(x)) for x in lab["services"]))
+    if scen.get("duration") is not None:
+        items.append(f"workload {scen['duration']:g} s")
+    settle = lab.get("settle") or {}
+    if settle:
+        if settle.get("settled"):
+            items.append(
+                f"settled {settle['seconds']:g} s after the workload; nodes stopped at "
+                f"{settle['stopped_after']:g} s after it"
+            )
+        else:
+            items.append(
+                f"<b>not settled</b>: nodes stopped {settle.get('stopped_after', 0):g} s after "
+                "the workload with messages in flight"
+            )
+    items.append(f"seed {scen.get('seed', '?')}")
+    configured = _fault_config(scen)
+    order = ("drop", "reorder", "duplicate", "crash", "partition")
+    faults = "; ".join(configured[k] for k in order if k in configured) or "none"
+    return (
+        f'<p class="run">{" · ".join(items)}</p>'
+        f'<p class="run">Faults injected: {escape(faults)}</p>'
+    )
+
+
 def render_html(summary: Mapping[str, Any]) -> str:
     """The complete report page for a summary (``gossamer.analysis.job.analyze``)."""
     inp = summary["input"]
-    scen = summary.get("scenario", {})
     counts = summary["counts"]
     title = f"gossamer analysis: {summary.get('run') or inp['run_dir']}"
     meta = [
         f"{inp['events']:,} events from {inp['files']} files",
         f"{inp['bad_lines']:,} malformed lines",
     ]
-    if scen.get("scenario"):
-        meta.append(
-            f"scenario <code>{escape(str(scen['scenario']))}</code>, "
-            f"{scen.get('nodes', '?')} nodes, seed {scen.get('seed', '?')}"
-        )
     span = summary["metrics"]["time_range"]
-    meta.append(f"t = {span['start']:.3f} .. {span['end']:.3f} s")
+    origin, label = time_origin(summary)
+    meta.append(
+        f"traces from {span['start'] - origin:.2f} to {span['end'] - origin:.2f} s ({label})"
+    )
     spark = summary.get("spark", {})
     meta.append(f"Spark {escape(str(spark.get('version')))} on {escape(str(spark.get('master')))}")
     svgs = "".join(plots(summary))
@@ -338,9 +533,10 @@ def render_html(summary: Mapping[str, Any]) -> str:
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{escape(title)} {_badge(summary['verdict'])}</h1>"
-        f'<p class="meta">{" · ".join(meta)}</p>'
+        + _run_header(summary)
+        + f'<p class="meta">{" · ".join(meta)}</p>'
         f"<p>{counts['pass']} checks hold, {counts['fail']} violated, "
-        f"{counts['skipped']} skipped"
+        f"{len(listed_checks(summary)) - counts['pass'] - counts['fail']} skipped"
         + (
             f"; {counts['unfinished']:,} messages unfinished at the nodes' clean stop "
             "(listed with their checks below)"
@@ -359,7 +555,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
 
 def text_table(summary: Mapping[str, Any]) -> str:
     """The checks as a plain-text table, plus the latency and input lines, for a terminal."""
-    checks = summary["checks"]
+    checks = listed_checks(summary)
     width = max(len(c["name"]) for c in checks)
     lines = [f"{'check':<{width}}  {'status':<7}  {'violations':>10}  note"]
     for c in checks:
@@ -380,8 +576,9 @@ def text_table(summary: Mapping[str, Any]) -> str:
         f"{inp['bad_lines']} malformed lines skipped"
     )
     counts = summary["counts"]
+    skipped = len(checks) - counts["pass"] - counts["fail"]
     lines.append(
         f"verdict: {verdict_text(summary)} ({counts['pass']} hold, {counts['fail']} violated,"
-        f" {counts['skipped']} skipped)"
+        f" {skipped} skipped)"
     )
     return "\n".join(lines)

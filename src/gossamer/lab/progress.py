@@ -101,13 +101,17 @@ class Progress:
             clock = f"{elapsed:5.1f}/{self.duration:g} s, {self.duration - elapsed:4.1f} s left"
         else:
             left = max(0.0, self.duration + self.linger - elapsed)
-            waiting = self._pending or {}
-            pending = sum(n or 0 for n in waiting.values())
-            busy = f"{len(waiting)} node(s) busy, {pending} pending"
+            waiting = self._pending
+            busy = (
+                ""
+                if waiting is None
+                else f", {len(waiting)} node(s) busy, {sum(n or 0 for n in waiting.values())}"
+                " pending"
+            )
             clock = (
-                f"workload done, lingering {left:3.1f} s, {busy}"
+                f"workload done, lingering {left:3.1f} s{busy}"
                 if left > 0
-                else f"workload done, settling: {busy}"
+                else f"workload done, settling{busy}"
             )
         lab = "".join(f", {n} {kind}" for kind, n in sorted(self.injected.items()))
         return (

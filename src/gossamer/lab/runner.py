@@ -29,7 +29,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -105,9 +104,10 @@ class _Run:
         return placement
 
     def launch(self, placement: Placement) -> None:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         log = self.log
-        log.run = f"lab-{self.plan.scenario.name}-{stamp}"
+        # The run's id is its directory's name (``./run demo`` makes it
+        # ``demo-<UTC timestamp>``), so that a report names the directory it came from.
+        log.run = self.out.name
         key_file = self.out / "secrets" / "cluster.key"
         write_secret(key_file)
         startup = self.request.startup
