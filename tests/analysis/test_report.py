@@ -175,6 +175,7 @@ def test_a_lab_report_states_the_run_and_its_faults_as_configured() -> None:
     assert "<code>gossip.depth</code></td>" not in html
     assert "Not applicable to this scenario (not run): <code>gossip.depth</code>" in html
     assert "first 1 of 3 unfinished at a clean stop" in html and "n0/7 held back" in html
+    assert '<span class="badge pass">PASS (3 unfinished at stop)</span>' in html
 
 
 def test_lab_report_times_count_from_the_workload_start() -> None:

@@ -40,8 +40,9 @@ code{background:#f4f4f4;padding:0 3px}
 """
 
 
-def _badge(status: str) -> str:
-    return f'<span class="badge {escape(status)}">{escape(status.upper())}</span>'
+def _badge(status: str, text: str | None = None) -> str:
+    shown = status.upper() if text is None else text
+    return f'<span class="badge {escape(status)}">{escape(shown)}</span>'
 
 
 def _cell(value: Any) -> str:
@@ -532,7 +533,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{escape(title)} {_badge(summary['verdict'])}</h1>"
+        f"<h1>{escape(title)} {_badge(summary['verdict'], verdict_text(summary))}</h1>"
         + _run_header(summary)
         + f'<p class="meta">{" · ".join(meta)}</p>'
         f"<p>{counts['pass']} checks hold, {counts['fail']} violated, "
