@@ -139,7 +139,11 @@ def lab_summary() -> dict[str, Any]:
     m = s["metrics"]
     m["time_range"] = {"start": 95.0, "end": 130.0}
     m["faults"]["totals"] = {"drop": 7, "reorder": 40, "crash": 1}
-    m["faults"]["outages"] = [{"t": 113.0, "node": "h1", "fault": "crash"}]
+    m["faults"]["outages"] = [
+        {"t": 106.0, "node": "h1", "fault": "partition"},
+        {"t": 106.2, "node": "h2", "fault": "partition"},
+        {"t": 113.0, "node": "h1", "fault": "crash"},
+    ]
     m["traffic"]["by_layer"] = {
         "isis": {
             "sent": 0,
@@ -187,6 +191,9 @@ def test_lab_report_times_count_from_the_workload_start() -> None:
     assert "seconds since the workload started" in membership
     assert "crash h1" in membership and "nodes stop" in membership
     assert "h2 (stopped)" in membership  # its line ends at its stop, not at zero
+    assert "h1 (crashed)" in membership  # and h1's at its crash
+    # A partition traced by each node of the run is one mark.
+    assert membership.count("partition (2 nodes)") == 1 and "partition h1" not in membership
     plain = summary()
     assert report.time_origin(plain) == (0.0, "seconds since the first event")
 

@@ -33,8 +33,13 @@ def test_configs_are_written_as_the_node_reads_them(tmp_path: Path) -> None:
     key = tmp_path / "cluster.key"
     write_secret(key)
     doc: dict[str, Any] = {
-        "node": {"id": "h1", "run": "r", "trace": str(tmp_path / "h1.jsonl"), "address": HOST,
-                 "key_file": str(key)},
+        "node": {
+            "id": "h1",
+            "run": "r",
+            "trace": str(tmp_path / "h1.jsonl"),
+            "address": HOST,
+            "key_file": str(key),
+        },
         "peers": [{"id": "h2", "address": HOST, "ports": {"isis": 7113}}],
         "faults": {"drop": 0.25, "partition": [{"peers": ["h2"], "from": 1.0, "to": 2.0}]},
         "gossip": {"enabled": True},
@@ -213,8 +218,21 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
     assert h3[-1]["layer"] == "net" and h3[-1]["attrs"] == {"fault": "crash"}
     assert h3[-1]["run"] == meta["run"] and h3[-1]["node"] == "h3"
     # Loopback partitions are applied and traced by the nodes themselves.
-    h2_faults = [e["attrs"]["fault"] for e in _events(out / "h2.jsonl") if e["layer"] == "net"]
+    h2 = _events(out / "h2.jsonl")
+    h2_faults = [e["attrs"]["fault"] for e in h2 if e["layer"] == "net" and e["kind"] == "fault"]
     assert "partition" in h2_faults and "heal" in h2_faults
+    # The survivors settled, then stopped cleanly: net/stop, then isis/stop with nothing
+    # left unfinished; the crashed h3 has no clean stop.
+    settle = meta["lab"]["settle"]
+    assert settle["settled"] is True and settle["settle"] == 20.0, text
+    assert "lab: settled" in text
+    for node in ("h1", "h2"):
+        stops = [
+            (e["layer"], e["attrs"]) for e in _events(out / f"{node}.jsonl") if e["kind"] == "stop"
+        ]
+        assert [layer for layer, _ in stops] == ["net", "isis"]
+        assert stops[1][1]["held"] == "" and stops[1][1]["outstanding"] == ""
+    assert not [e for e in h3 if e["kind"] == "stop"]
     assert stat.S_IMODE(os.stat(out / "secrets" / "cluster.key").st_mode) == 0o600
     assert sorted(p.name for p in (out / "config").iterdir()) == ["h1.toml", "h2.toml", "h3.toml"]
     assert meta["events"] == sum(len(_events(out / f"h{i}.jsonl")) for i in (1, 2, 3))

@@ -132,9 +132,10 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
         mem = d["membership"]
         xs = [start + (r["bin"] + 1) * width for r in mem["bands"]]
         stops = {n: float(t) - origin for n, t in (mem.get("stops") or {}).items()}
+        crashes = _crashes(m, origin)
         if mem["nodes"]:
             series = [
-                _until_stop(node, xs, [float(v) for v in sizes], stops.get(node))
+                _until_stop(node, xs, [float(v) for v in sizes], stops.get(node), crashes.get(node))
                 for node, sizes in sorted(mem["nodes"].items())
             ]
         else:
@@ -179,22 +180,46 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _until_stop(node: str, xs: list[float], ys: list[float], stop: float | None) -> svg.Series:
-    """A node's view-size line, ended at its clean stop (its own leave empties its view:
-    drawn on, that would read as a failure)."""
-    if stop is None:
+def _until_stop(
+    node: str, xs: list[float], ys: list[float], stop: float | None, crash: float | None
+) -> svg.Series:
+    """A node's view-size line, ended where the node ended: at its clean stop (its own
+    leave empties its view: drawn on, that would read as a failure) or its crash (after
+    which it has no view at all, whatever it last traced)."""
+    end, how = (crash, "crashed") if crash is not None else (stop, "stopped")
+    if end is None:
         return svg.Series(name=node, xs=xs, ys=ys)
-    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x < stop]
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x < end]
     if kept:
-        kept.append((stop, kept[-1][1]))
-    return svg.Series(name=f"{node} (stopped)", xs=[x for x, _ in kept], ys=[y for _, y in kept])
+        kept.append((end, kept[-1][1]))
+    return svg.Series(name=f"{node} ({how})", xs=[x for x, _ in kept], ys=[y for _, y in kept])
 
 
 def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]]:
+    """One mark per crash, partition, heal: the same fault traced by several nodes within
+    half a second (a loopback partition is traced by every node for its own window) is
+    one mark naming them."""
+    groups: list[tuple[float, str, list[str]]] = []
+    for r in m.get("faults", {}).get("outages", []):
+        t, fault, node = float(r["t"]) - origin, str(r["fault"]), str(r["node"])
+        same = next((g for g in groups if g[1] == fault and abs(g[0] - t) < 0.5), None)
+        if same is None:
+            groups.append((t, fault, [node]))
+        elif node not in same[2]:
+            same[2].append(node)
     return [
-        (float(r["t"]) - origin, f"{r['fault']} {r['node']}")
-        for r in m.get("faults", {}).get("outages", [])
+        (t, f"{fault} {nodes[0]}" if len(nodes) == 1 else f"{fault} ({len(nodes)} nodes)")
+        for t, fault, nodes in groups
     ]
+
+
+def _crashes(m: Mapping[str, Any], origin: float) -> dict[str, float]:
+    """Each crashed node's first crash, on the report's time axis."""
+    out: dict[str, float] = {}
+    for r in m.get("faults", {}).get("outages", []):
+        if r["fault"] == "crash":
+            out.setdefault(str(r["node"]), float(r["t"]) - origin)
+    return out
 
 
 def _binned_chart(
@@ -344,6 +369,13 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     if lat:
         parts.append("<h3>Latency, send to deliver</h3>")
         parts.append(_table(["layer", "deliveries", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat))
+        if any(r["layer"] == "gateway" for r in lat):
+            parts.append(
+                '<p class="meta">gateway: from the server\'s <code>route</code> (or '
+                "<code>enqueue</code>) to its hand-over to the client's connection, both "
+                "traced by the server, hence near 0: not the end-to-end latency between "
+                "clients, which the clients do not trace.</p>"
+            )
     kinds = summary["input"].get("kinds")
     traffic = [
         _traced_only({"layer": k, **v}, kinds) for k, v in sorted(m["traffic"]["by_layer"].items())

@@ -581,11 +581,15 @@ class LabNode:
             count += core.pending + core.outstanding
             if not self.isis.idle:
                 count = max(count, 1)  # retransmissions, markers, loopback still due
-        core_gw = self.gateway.core if self.gateway is not None else None
-        if core_gw is not None:
-            stats = core_gw.queues.stats().get(QUEUE) or {}
-            count += int(stats.get("ready", 0)) + int(stats.get("inflight", 0))
-        return count
+        return count + self._queue_backlog()
+
+    def _queue_backlog(self) -> int:
+        """Gateway queue messages not yet consumed and acked (0 without a gateway)."""
+        core = self.gateway.core if self.gateway is not None else None
+        if core is None:
+            return 0
+        stats = core.queues.stats().get(QUEUE) or {}
+        return int(stats.get("ready", 0)) + int(stats.get("inflight", 0))
 
     async def partitions(self) -> None:
         """Trace ``partition`` and ``heal`` (layer net) at each window's edges."""
@@ -658,12 +662,8 @@ class LabNode:
         # Give queued gateway messages a moment to be consumed and acked, so that a
         # SIGTERM during the workload does not strand them (the analysis's
         # gateway.queues would call them lost).
-        core = self.gateway.core if self.gateway is not None else None
         deadline = time.monotonic() + seconds
-        while core is not None and time.monotonic() < deadline:
-            stats = core.queues.stats().get(QUEUE)
-            if not stats or (stats.get("ready", 0) == 0 and stats.get("inflight", 0) == 0):
-                return
+        while time.monotonic() < deadline and self._queue_backlog():
             await asyncio.sleep(0.05)
 
     async def _close_all(self) -> None:
