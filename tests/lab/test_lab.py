@@ -306,3 +306,23 @@ def test_progress_shows_who_is_still_busy_while_the_group_settles() -> None:
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("[workload done, lingering 1.0 s, 2 node(s) busy, 3 pending]")
     assert lines[1].startswith("[workload done, settling, 0 node(s) busy, 0 pending]")
+
+
+def test_the_verdict_line_counts_messages_unfinished_at_stop(tmp_path: Path) -> None:
+    from gossamer.lab.verdict import conclude, unfinished_at_stop, verdict_line
+
+    (tmp_path / "analysis").mkdir()
+    assert unfinished_at_stop(tmp_path) == 0  # no analysis: nothing known
+    summary = {"verdict": "pass", "counts": {"pass": 5, "fail": 0, "unfinished": 12}}
+    (tmp_path / "analysis" / "summary.json").write_text(json.dumps(summary))
+    assert unfinished_at_stop(tmp_path) == 12
+    metadata = {"fault_counts": {}, "events": 10, "summary": {"sent": 1, "delivered": 1}}
+    stream = io.StringIO()
+    code, _ = conclude(tmp_path, metadata, {}, run_analysis=False, stream=stream)
+    assert code == 0 and "unfinished" not in stream.getvalue()  # not analyzed: not claimed
+    assert verdict_line(0, 12) == (
+        "lab: verdict: every property held, but 12 message(s) were unfinished when the nodes "
+        "stopped (see the report) (exit 0)"
+    )
+    assert verdict_line(0) == "lab: verdict: every property held (exit 0)"
+    assert verdict_line(1, 0) == "lab: verdict: a property was VIOLATED (exit 1)"

@@ -27,6 +27,7 @@ __all__ = [
     "conclude",
     "skipped_expected",
     "unfinished_at_stop",
+    "verdict_line",
 ]
 
 EXIT_HELD, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
@@ -77,6 +78,23 @@ def unfinished_at_stop(out: Path) -> int:
         return int(summary["counts"].get("unfinished") or 0)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return 0
+
+
+def verdict_line(code: int, unfinished: int = 0) -> str:
+    """``lab: verdict: ... (exit N)``; a run that held with messages unfinished at the
+    nodes' stop says how many rather than passing silently."""
+    held = (
+        f"every property held, but {unfinished} message(s) were unfinished when the nodes "
+        "stopped (see the report)"
+        if unfinished
+        else "every property held"
+    )
+    verdict = {
+        EXIT_HELD: held,
+        EXIT_VIOLATED: "a property was VIOLATED",
+        EXIT_UNUSABLE: "the analysis could not judge the run",
+    }.get(code, f"exit {code}")
+    return f"lab: verdict: {verdict} (exit {code})"
 
 
 def skipped_expected(out: Path, expected: Sequence[str]) -> list[str]:
@@ -131,17 +149,6 @@ def conclude(
         stream.flush()
         return code, None
     unfinished = unfinished_at_stop(out) if code == EXIT_HELD else 0
-    held = (
-        f"every property held, but {unfinished} message(s) were unfinished when the nodes "
-        "stopped (see the report)"
-        if unfinished
-        else "every property held"
-    )
-    verdict = {
-        EXIT_HELD: held,
-        EXIT_VIOLATED: "a property was VIOLATED",
-        EXIT_UNUSABLE: "the analysis could not judge the run",
-    }.get(code, f"exit {code}")
-    stream.write(f"lab: verdict: {verdict} (exit {code})\n")
+    stream.write(verdict_line(code, unfinished) + "\n")
     stream.flush()
     return code, report
