@@ -102,3 +102,121 @@ def test_text_table_lists_every_check_and_the_verdict() -> None:
     assert "needs --param gossip.max_depth" in lines[2]
     assert "latency isis: p50 10.0 ms" in text
     assert lines[-1] == "verdict: FAIL (0 hold, 1 violated, 1 skipped)"
+
+
+def lab_summary() -> dict[str, Any]:
+    """``summary()`` as a lab demo run's: ``run.json``'s lab block, faults, stops."""
+    s = summary()
+    s["verdict"] = "pass"
+    s["checks"][0].update(
+        status="pass",
+        violations=0,
+        first_violations=[],
+        unfinished=3,
+        first_unfinished=[{"node_a": "n0", "node_b": "n2", "detail": "n0/7 held back"}],
+    )
+    s["counts"] = {"pass": 1, "fail": 0, "skipped": 1, "unfinished": 3}
+    s["scenario"].update(
+        scenario="demo",
+        duration=24.0,
+        faults={
+            "drop": 0.02,
+            "delay_ms": 20.0,
+            "delay_rate": 0.1,
+            "duplicate": 0.0,
+            "crash": ["h1@13"],
+            "partition": ["h2@6-8"],
+        },
+        lab={
+            "mode": "netns",
+            "subnets": ["10.77.1.0/24", "10.77.2.0/24"],
+            "services": ["discovery", "isis"],
+            "expected_checks": ["isis.total_order"],
+            "start_at": 100.0,
+            "settle": {"settled": True, "seconds": 1.5, "stopped_after": 4.0},
+        },
+    )
+    m = s["metrics"]
+    m["time_range"] = {"start": 95.0, "end": 130.0}
+    m["faults"]["totals"] = {"drop": 7, "reorder": 40, "crash": 1}
+    m["faults"]["outages"] = [
+        {"t": 106.0, "node": "h1", "fault": "partition"},
+        {"t": 106.2, "node": "h2", "fault": "partition"},
+        {"t": 113.0, "node": "h1", "fault": "crash"},
+    ]
+    m["traffic"]["by_layer"] = {
+        "isis": {
+            "sent": 0,
+            "bytes_sent": 0,
+            "received": 0,
+            "bytes_received": 0,
+            "delivered": 9,
+            "retransmitted": 2,
+        }
+    }
+    m["discovery"] = {
+        "membership": {
+            "bands": [{"bin": b, "min": 1, "mean": 1, "max": 1} for b in range(4)],
+            "nodes": {"h1": [1, 1, 1, 1], "h2": [1, 1, 1, 0]},
+            "stops": {"h2": 125.0},
+        },
+        "full_view": [],
+        "detections": [],
+    }
+    s["input"]["kinds"] = {"isis/deliver": 9, "isis/retransmit": 2, "isis/multicast": 3}
+    return s
+
+
+def test_a_lab_report_states_the_run_and_its_faults_as_configured() -> None:
+    html = report.render_html(lab_summary())
+    assert "scenario <code>demo</code> · 3 hosts · in network namespaces, 2 subnet(s)" in html
+    assert "workload 24 s · settled 1.5 s after the workload" in html
+    assert "each UDP datagram dropped with probability 2 %" in html
+    # The delay is stated as a delay, with what the traces call it.
+    assert "delay 20 ms on 10 % of UDP datagrams" in html and "traced as reorder" in html
+    assert "SIGKILL h1 at 13 s" in html and "isolated h2 from 6 to 8 s" in html
+    # Skipped checks the scenario cannot exercise are not rows of the table.
+    assert "<code>gossip.depth</code></td>" not in html
+    assert "Not applicable to this scenario (not run): <code>gossip.depth</code>" in html
+    assert "first 1 of 3 unfinished at a clean stop" in html and "n0/7 held back" in html
+    assert '<span class="badge pass">PASS (3 unfinished at stop)</span>' in html
+
+
+def test_lab_report_times_count_from_the_workload_start() -> None:
+    s = lab_summary()
+    html = report.render_html(s)
+    assert "traces from -5.00 to 30.00 s (seconds since the workload started)" in html
+    assert report.time_origin(s) == (100.0, "seconds since the workload started")
+    membership = next(p for p in report.plots(s) if "Membership" in p)
+    assert "seconds since the workload started" in membership
+    assert "crash h1" in membership and "nodes stop" in membership
+    assert "h2 (stopped)" in membership  # its line ends at its stop, not at zero
+    assert "h1 (crashed)" in membership  # and h1's at its crash
+    # A partition traced by each node of the run is one mark.
+    assert membership.count("partition (2 nodes)") == 1 and "partition h1" not in membership
+    plain = summary()
+    assert report.time_origin(plain) == (0.0, "seconds since the first event")
+
+
+def test_traffic_the_layer_does_not_trace_is_blank_not_zero() -> None:
+    html = report.render_html(lab_summary())
+    row = html[html.index("<h3>Traffic per layer</h3>") :]
+    row = row[row.index("<td>isis</td>") :]
+    row = row[: row.index("</tr>")]
+    # isis: sent/bytes/received blank (not traced), delivered 9, retransmitted 2.
+    assert row.count("<td>None</td>") == 0
+    assert row.count("<td></td>") == 4
+    assert '<td class="n">9</td>' in row and '<td class="n">2</td>' in row
+
+
+def test_unfinished_messages_are_not_a_plain_pass() -> None:
+    s = lab_summary()
+    assert report.verdict_text(s) == "PASS (3 unfinished at stop)"
+    assert report.status_text(s["checks"][0]) == "pass (3 unfinished at stop)"
+    text = report.text_table(s)
+    assert "3 unfinished at stop, e.g. n0/7 held back" in text
+    assert (
+        text.splitlines()[-1]
+        == "verdict: PASS (3 unfinished at stop) (1 hold, 0 violated, 0 skipped)"
+    )
+    assert "gossip.depth" not in text

@@ -33,8 +33,13 @@ def test_configs_are_written_as_the_node_reads_them(tmp_path: Path) -> None:
     key = tmp_path / "cluster.key"
     write_secret(key)
     doc: dict[str, Any] = {
-        "node": {"id": "h1", "run": "r", "trace": str(tmp_path / "h1.jsonl"), "address": HOST,
-                 "key_file": str(key)},
+        "node": {
+            "id": "h1",
+            "run": "r",
+            "trace": str(tmp_path / "h1.jsonl"),
+            "address": HOST,
+            "key_file": str(key),
+        },
         "peers": [{"id": "h2", "address": HOST, "ports": {"isis": 7113}}],
         "faults": {"drop": 0.25, "partition": [{"peers": ["h2"], "from": 1.0, "to": 2.0}]},
         "gossip": {"enabled": True},
@@ -213,8 +218,21 @@ def test_a_short_loopback_run_with_a_crash_and_a_partition(tmp_path: Path) -> No
     assert h3[-1]["layer"] == "net" and h3[-1]["attrs"] == {"fault": "crash"}
     assert h3[-1]["run"] == meta["run"] and h3[-1]["node"] == "h3"
     # Loopback partitions are applied and traced by the nodes themselves.
-    h2_faults = [e["attrs"]["fault"] for e in _events(out / "h2.jsonl") if e["layer"] == "net"]
+    h2 = _events(out / "h2.jsonl")
+    h2_faults = [e["attrs"]["fault"] for e in h2 if e["layer"] == "net" and e["kind"] == "fault"]
     assert "partition" in h2_faults and "heal" in h2_faults
+    # The survivors settled, then stopped cleanly: net/stop, then isis/stop with nothing
+    # left unfinished; the crashed h3 has no clean stop.
+    settle = meta["lab"]["settle"]
+    assert settle["settled"] is True and settle["settle"] == 20.0, text
+    assert "lab: settled" in text
+    for node in ("h1", "h2"):
+        stops = [
+            (e["layer"], e["attrs"]) for e in _events(out / f"{node}.jsonl") if e["kind"] == "stop"
+        ]
+        assert [layer for layer, _ in stops] == ["net", "isis"]
+        assert stops[1][1]["held"] == "" and stops[1][1]["outstanding"] == ""
+    assert not [e for e in h3 if e["kind"] == "stop"]
     assert stat.S_IMODE(os.stat(out / "secrets" / "cluster.key").st_mode) == 0o600
     assert sorted(p.name for p in (out / "config").iterdir()) == ["h1.toml", "h2.toml", "h3.toml"]
     assert meta["events"] == sum(len(_events(out / f"h{i}.jsonl")) for i in (1, 2, 3))
@@ -277,3 +295,34 @@ def test_lab_without_an_action_is_a_usage_error(capsys: pytest.CaptureFixture[st
     assert lab_cmd.main([]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "gossamer lab: choose an action: run or list (see gossamer lab --help)"
+
+
+def test_progress_shows_who_is_still_busy_while_the_group_settles() -> None:
+    progress, stream = _progress(tty=False)
+    progress.settling({"h1": 3, "h2": None})
+    progress.tick(111.0)
+    progress.settling({})
+    progress.tick(113.0)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("[workload done, lingering 1.0 s, 2 node(s) busy, 3 pending]")
+    assert lines[1].startswith("[workload done, settling, 0 node(s) busy, 0 pending]")
+
+
+def test_the_verdict_line_counts_messages_unfinished_at_stop(tmp_path: Path) -> None:
+    from gossamer.lab.verdict import conclude, unfinished_at_stop, verdict_line
+
+    (tmp_path / "analysis").mkdir()
+    assert unfinished_at_stop(tmp_path) == 0  # no analysis: nothing known
+    summary = {"verdict": "pass", "counts": {"pass": 5, "fail": 0, "unfinished": 12}}
+    (tmp_path / "analysis" / "summary.json").write_text(json.dumps(summary))
+    assert unfinished_at_stop(tmp_path) == 12
+    metadata = {"fault_counts": {}, "events": 10, "summary": {"sent": 1, "delivered": 1}}
+    stream = io.StringIO()
+    code, _ = conclude(tmp_path, metadata, {}, run_analysis=False, stream=stream)
+    assert code == 0 and "unfinished" not in stream.getvalue()  # not analyzed: not claimed
+    assert verdict_line(0, 12) == (
+        "lab: verdict: every property held, but 12 message(s) were unfinished when the nodes "
+        "stopped (see the report) (exit 0)"
+    )
+    assert verdict_line(0) == "lab: verdict: every property held (exit 0)"
+    assert verdict_line(1, 0) == "lab: verdict: a property was VIOLATED (exit 1)"

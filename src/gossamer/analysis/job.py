@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from gossamer.analysis import catalog, fsio, metrics, report
 from gossamer.analysis.checks import discovery, gossip, isis
-from gossamer.analysis.checks.common import correct_nodes
+from gossamer.analysis.checks.common import UNFINISHED, clean_stops, correct_nodes
 from gossamer.analysis.load import InputReport, load_run, nodes_frame
 
 __all__ = [
@@ -45,7 +45,12 @@ MAX_MATRIX_NODES = 32
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckResult:
-    """The verdict of one check: ``pass``, ``fail`` or ``skipped``, and its first violations."""
+    """The verdict of one check: ``pass``, ``fail`` or ``skipped``, and its first violations.
+
+    ``unfinished`` counts what the checker marked unfinished at a clean stop
+    (``checks.common.UNFINISHED``): not violations, but not nothing either; the first
+    of them are in ``first_unfinished``.
+    """
 
     name: str
     layer: str
@@ -56,6 +61,8 @@ class CheckResult:
     first: tuple[Mapping[str, Any], ...] = ()
     note: str = ""
     seconds: float = 0.0
+    unfinished: int = 0
+    first_unfinished: tuple[Mapping[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,10 +71,12 @@ class CheckResult:
             "property": self.property,
             "status": self.status,
             "violations": self.violations,
+            "unfinished": self.unfinished,
             "note": self.note,
             "seconds": round(self.seconds, 3),
             "columns": list(self.columns),
             "first_violations": [dict(r) for r in self.first],
+            "first_unfinished": [dict(r) for r in self.first_unfinished],
         }
 
 
@@ -126,6 +135,15 @@ def run_check(
             seconds=time.perf_counter() - started,
         )
     violations = check.run(events, inputs)
+    unfinished: list[Row] = []
+    left_unfinished = 0
+    if UNFINISHED in violations.columns:
+        # Rows unfinished at a clean stop are counted and listed apart (few, if any).
+        flag = F.col(UNFINISHED)
+        left_unfinished = violations.where(flag).count()
+        if left_unfinished:
+            unfinished = violations.where(flag).orderBy(*check.order).limit(listed).collect()
+        violations = violations.where(~flag)
     first = violations.orderBy(*check.order).limit(listed).collect()
     count = len(first) if len(first) < listed else violations.count()
     return CheckResult(
@@ -135,6 +153,8 @@ def run_check(
         columns=tuple(violations.columns),
         first=tuple(_jsonable(r.asDict()) for r in first),
         seconds=time.perf_counter() - started,
+        unfinished=left_unfinished,
+        first_unfinished=tuple(_jsonable(r.asDict()) for r in unfinished),
     )
 
 
@@ -222,6 +242,10 @@ def latency_tables_from(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"by_layer": per_layer, "by_node": per_node, "cdf": _jsonable(cdf)}
 
 
+#: What the summary's ``scenario`` block copies from ``run.json`` (``lab``: placement,
+#: injected faults, settling; the report's header states them).
+_RUN_KEYS = ("scenario", "nodes", "seed", "duration", "faults", "fault_counts", "params", "lab")
+
 _TRAFFIC = ("sent", "bytes_sent", "received", "bytes_received", "delivered", "retransmitted")
 
 
@@ -283,7 +307,10 @@ def _membership(events: DataFrame, t_min: float, t_max: float) -> dict[str, Any]
     if len(nodes) <= MAX_DRAWN_NODES:
         for r in _rows(tl.orderBy("node", "bin")):
             drawn.setdefault(r["node"], []).append(int(r["size"]))
-    return {"bands": bands, "nodes": drawn}
+    # Clean stops, so that the report ends a node's line where it shut down rather than
+    # drawing its view emptied by the leave as a failure.
+    stops = {r["node"]: r["stopped_at"] for r in _rows(clean_stops(events))}
+    return {"bands": bands, "nodes": drawn, "stops": stops}
 
 
 def _order_matrix(
@@ -434,16 +461,15 @@ def analyze(
         "run": found.run_ids[0] if found.run_ids else None,
         "verdict": "fail" if violated else "pass",
         "counts": {
-            status: sum(r.status == status for r in results)
-            for status in ("pass", "fail", "skipped")
+            **{
+                status: sum(r.status == status for r in results)
+                for status in ("pass", "fail", "skipped")
+            },
+            "unfinished": sum(r.unfinished for r in results),
         },
         "checks": [r.to_json() for r in results],
         "input": found.to_json(),
-        "scenario": {
-            k: metadata[k]
-            for k in ("scenario", "nodes", "seed", "duration", "faults", "fault_counts", "params")
-            if k in metadata
-        },
+        "scenario": {k: metadata[k] for k in _RUN_KEYS if k in metadata},
         "params": dict(sorted(resolved.items())),
         "metrics": _jsonable(measured),
         "timing": {

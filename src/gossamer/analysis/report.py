@@ -14,7 +14,16 @@ from typing import Any
 
 from gossamer.analysis import svg
 
-__all__ = ["plots", "render_html", "text_table"]
+__all__ = [
+    "listed_checks",
+    "plots",
+    "render_html",
+    "status_text",
+    "text_table",
+    "time_origin",
+    "unfinished_note",
+    "verdict_text",
+]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}
@@ -25,17 +34,21 @@ td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;color:#fff;font-weight:bold}
 .pass{background:#1a7f37} .fail{background:#cf222e} .skipped{background:#8c959f}
-.meta{color:#555;font-size:13px} .plots svg{margin:6px 12px 6px 0;border:1px solid #eee}
+.meta{color:#555;font-size:13px} .run{font-size:14px;margin:4px 0}
+.plots svg{display:block;margin:10px 0;border:1px solid #eee;max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 3px}
 """
 
 
-def _badge(status: str) -> str:
-    return f'<span class="badge {escape(status)}">{escape(status.upper())}</span>'
+def _badge(status: str, text: str | None = None) -> str:
+    shown = status.upper() if text is None else text
+    return f'<span class="badge {escape(status)}">{escape(shown)}</span>'
 
 
 def _cell(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
+    if value is None:
+        return "<td></td>"  # not measured, or not traced: blank, never a misleading 0
+    if isinstance(value, bool):
         return f"<td>{escape(str(value))}</td>"
     if isinstance(value, int | float):
         text = f"{value:,.6g}" if isinstance(value, float) else f"{value:,}"
@@ -55,10 +68,26 @@ def _ms(v: Any) -> Any:
     return None if v is None else round(float(v) * 1000, 3)
 
 
+def time_origin(summary: Mapping[str, Any]) -> tuple[float, str]:
+    """The instant the report's time axes count from, and the axis label.
+
+    A lab run's workload start (``run.json`` ``lab.start_at``: faults are scheduled from
+    it, so a crash "at 13 s" is drawn at 13), else the run's first event. Trace times
+    are ``CLOCK_MONOTONIC`` seconds (or virtual time): meaningless to a reader as such.
+    """
+    lab = summary.get("scenario", {}).get("lab") or {}
+    start = lab.get("start_at")
+    if isinstance(start, int | float):
+        return float(start), "seconds since the workload started"
+    return float(summary["metrics"]["time_range"]["start"]), "seconds since the first event"
+
+
 def plots(summary: Mapping[str, Any]) -> list[str]:
     """The report's SVG plots, for the metrics the run has."""
     m = summary.get("metrics", {})
     out: list[str] = []
+    axis = time_origin(summary) if m.get("time_range") else (0.0, "")
+    origin, time_label = axis
     cdf = m.get("latency", {}).get("cdf", {})
     if cdf:
         series = []
@@ -98,13 +127,15 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
         )
     d = m.get("discovery")
     if d and d.get("membership", {}).get("bands"):
-        start = float(m["time_range"]["start"])
+        start = float(m["time_range"]["start"]) - origin
         width = float(m["timeline"]["width"])
         mem = d["membership"]
         xs = [start + (r["bin"] + 1) * width for r in mem["bands"]]
+        stops = {n: float(t) - origin for n, t in (mem.get("stops") or {}).items()}
+        crashes = _crashes(m, origin)
         if mem["nodes"]:
             series = [
-                svg.Series(name=node, xs=xs, ys=[float(v) for v in sizes])
+                _until_stop(node, xs, [float(v) for v in sizes], stops.get(node), crashes.get(node))
                 for node, sizes in sorted(mem["nodes"].items())
             ]
         else:
@@ -114,20 +145,26 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 )
                 for k in ("min", "mean", "max")
             ]
+        marks = _outage_marks(m, origin)
+        if stops:
+            marks.append((min(stops.values()), "nodes stop"))
         out.append(
             svg.line_chart(
                 series,
-                title="Membership: view size per node over time",
-                x_label="time (s)",
+                title="Membership: view size per node over time (a line ends where its node "
+                "shut down)",
+                x_label=time_label,
                 y_label="peers in view",
                 step=True,
-                markers=_outage_marks(m),
+                markers=marks,
                 y_min=0.0,
             )
         )
     tl = m.get("timeline", {})
     if tl.get("rows"):
-        out.append(_binned_chart(m, tl["rows"], "layer", "events", "Events per layer over time"))
+        out.append(
+            _binned_chart(m, tl["rows"], "layer", "events", "Events per layer over time", axis=axis)
+        )
     faults = m.get("faults", {})
     if faults.get("timeline") or faults.get("outages"):
         out.append(
@@ -137,21 +174,65 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 "fault",
                 "count",
                 "Injected faults over time (lines: per-datagram; marks: crashes, partitions)",
+                axis=axis,
             )
         )
     return out
 
 
-def _outage_marks(m: Mapping[str, Any]) -> list[tuple[float, str]]:
+def _until_stop(
+    node: str, xs: list[float], ys: list[float], stop: float | None, crash: float | None
+) -> svg.Series:
+    """A node's view-size line, ended where the node ended: at its clean stop (its own
+    leave empties its view: drawn on, that would read as a failure) or its crash (after
+    which it has no view at all, whatever it last traced)."""
+    end, how = (crash, "crashed") if crash is not None else (stop, "stopped")
+    if end is None:
+        return svg.Series(name=node, xs=xs, ys=ys)
+    kept = [(x, y) for x, y in zip(xs, ys, strict=True) if x < end]
+    if kept:
+        kept.append((end, kept[-1][1]))
+    return svg.Series(name=f"{node} ({how})", xs=[x for x, _ in kept], ys=[y for _, y in kept])
+
+
+def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]]:
+    """One mark per crash, partition, heal: the same fault traced by several nodes within
+    half a second (a loopback partition is traced by every node for its own window) is
+    one mark naming them."""
+    groups: list[tuple[float, str, list[str]]] = []
+    for r in m.get("faults", {}).get("outages", []):
+        t, fault, node = float(r["t"]) - origin, str(r["fault"]), str(r["node"])
+        same = next((g for g in groups if g[1] == fault and abs(g[0] - t) < 0.5), None)
+        if same is None:
+            groups.append((t, fault, [node]))
+        elif node not in same[2]:
+            same[2].append(node)
     return [
-        (float(r["t"]), f"{r['fault']} {r['node']}") for r in m.get("faults", {}).get("outages", [])
+        (t, f"{fault} {nodes[0]}" if len(nodes) == 1 else f"{fault} ({len(nodes)} nodes)")
+        for t, fault, nodes in groups
     ]
 
 
+def _crashes(m: Mapping[str, Any], origin: float) -> dict[str, float]:
+    """Each crashed node's first crash, on the report's time axis."""
+    out: dict[str, float] = {}
+    for r in m.get("faults", {}).get("outages", []):
+        if r["fault"] == "crash":
+            out.setdefault(str(r["node"]), float(r["t"]) - origin)
+    return out
+
+
 def _binned_chart(
-    m: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], key: str, value: str, title: str
+    m: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    key: str,
+    value: str,
+    title: str,
+    *,
+    axis: tuple[float, str],
 ) -> str:
-    start = float(m["time_range"]["start"])
+    origin, time_label = axis
+    start = float(m["time_range"]["start"]) - origin
     width = float(m["timeline"]["width"])
     bins = int(m["timeline"]["bins"])
     names = sorted({str(r[key]) for r in rows})
@@ -166,41 +247,92 @@ def _binned_chart(
     return svg.line_chart(
         series,
         title=title,
-        x_label="time (s)",
+        x_label=time_label,
         y_label=f"{value} per {width:.3g} s",
-        markers=_outage_marks(m),
+        markers=_outage_marks(m, origin),
         y_min=0.0,
     )
 
 
-def _checks_section(summary: Mapping[str, Any]) -> str:
-    rows = [
-        {
-            "check": c["name"],
-            "status": c["status"],
-            "violations": c["violations"],
-            "property": c["property"],
-            "note": c["note"],
-        }
-        for c in summary["checks"]
-    ]
-    head = "".join(f"<th>{h}</th>" for h in ("check", "status", "violations", "property", "note"))
-    body = "".join(
-        f"<tr><td><code>{escape(r['check'])}</code></td><td>{_badge(r['status'])}</td>"
-        f'<td class="n">{r["violations"]:,}</td><td>{escape(r["property"])}</td>'
-        f"<td>{escape(r['note'])}</td></tr>"
-        for r in rows
+def unfinished_note(check: Mapping[str, Any]) -> str:
+    """``N unfinished at stop`` for a check that left some (else "")."""
+    n = int(check.get("unfinished") or 0)
+    return f"{n:,} unfinished at stop" if n else ""
+
+
+def status_text(check: Mapping[str, Any]) -> str:
+    """``pass``, ``fail``, ``skipped``, or ``pass (N unfinished at stop)``: a check that
+    held only because the run stopped before some messages could finish is not a plain
+    pass."""
+    note = unfinished_note(check)
+    return f"{check['status']} ({note})" if note and check["status"] == "pass" else check["status"]
+
+
+def verdict_text(summary: Mapping[str, Any]) -> str:
+    """The run's verdict in words: ``PASS``, ``FAIL``, or ``PASS (N unfinished at stop)``."""
+    verdict = str(summary["verdict"]).upper()
+    unfinished = int(summary["counts"].get("unfinished") or 0)
+    if unfinished and summary["verdict"] == "pass":
+        return f"{verdict} ({unfinished:,} unfinished at stop)"
+    return verdict
+
+
+def _count(n: Any) -> str:
+    """A count for a table cell: blank for none."""
+    return f"{int(n):,}" if n else ""
+
+
+def listed_checks(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The checks the report lists: all of them, except, for a lab run (whose
+    ``run.json`` names the checks its scenario exercises), those skipped that the
+    scenario cannot exercise (``demo.pings`` in the demo, ``gossip.depth`` with a crash):
+    always skipped there, they would only be noise."""
+    checks = list(summary["checks"])
+    expected = (summary.get("scenario", {}).get("lab") or {}).get("expected_checks")
+    if not isinstance(expected, list):
+        return checks
+    return [c for c in checks if c["status"] != "skipped" or c["name"] in expected]
+
+
+def _not_listed(summary: Mapping[str, Any]) -> str:
+    shown = {c["name"] for c in listed_checks(summary)}
+    hidden = [c["name"] for c in summary["checks"] if c["name"] not in shown]
+    if not hidden:
+        return ""
+    return (
+        '<p class="meta">Not applicable to this scenario (not run): '
+        + ", ".join(f"<code>{escape(n)}</code>" for n in hidden)
+        + ".</p>"
     )
-    parts = [f"<h2>Checks</h2><table><tr>{head}</tr>{body}</table>"]
-    for c in summary["checks"]:
-        if c["status"] != "fail":
-            continue
-        columns = ["detail"] + [k for k in c["columns"] if k != "detail"]
-        shown = len(c["first_violations"])
-        parts.append(
-            f"<h3><code>{escape(c['name'])}</code>: first {shown} of "
-            f"{c['violations']:,} violations</h3>" + _table(columns, c["first_violations"])
-        )
+
+
+def _checks_section(summary: Mapping[str, Any]) -> str:
+    head = "".join(
+        f"<th>{h}</th>" for h in ("check", "status", "violations", "unfinished", "property", "note")
+    )
+    body = "".join(
+        f"<tr><td><code>{escape(c['name'])}</code></td><td>{_badge(c['status'])}</td>"
+        f'<td class="n">{c["violations"]:,}</td>'
+        f'<td class="n">{_count(c.get("unfinished"))}</td><td>{escape(c["property"])}</td>'
+        f"<td>{escape(c['note'])}</td></tr>"
+        for c in listed_checks(summary)
+    )
+    parts = [f"<h2>Checks</h2><table><tr>{head}</tr>{body}</table>", _not_listed(summary)]
+    for c in listed_checks(summary):
+        columns = ["detail"] + [k for k in c["columns"] if k not in ("detail", "unfinished")]
+        if c["status"] == "fail":
+            shown = len(c["first_violations"])
+            parts.append(
+                f"<h3><code>{escape(c['name'])}</code>: first {shown} of "
+                f"{c['violations']:,} violations</h3>" + _table(columns, c["first_violations"])
+            )
+        if c.get("first_unfinished"):
+            shown = len(c["first_unfinished"])
+            parts.append(
+                f"<h3><code>{escape(c['name'])}</code>: first {shown} of {c['unfinished']:,} "
+                "unfinished at a clean stop (not violations: the run stopped before they "
+                "could finish)</h3>" + _table(columns, c["first_unfinished"])
+            )
     return "".join(parts)
 
 
@@ -237,7 +369,17 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     if lat:
         parts.append("<h3>Latency, send to deliver</h3>")
         parts.append(_table(["layer", "deliveries", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat))
-    traffic = [{"layer": k, **v} for k, v in sorted(m["traffic"]["by_layer"].items())]
+        if any(r["layer"] == "gateway" for r in lat):
+            parts.append(
+                '<p class="meta">gateway: from the server\'s <code>route</code> (or '
+                "<code>enqueue</code>) to its hand-over to the client's connection, both "
+                "traced by the server, hence near 0: not the end-to-end latency between "
+                "clients, which the clients do not trace.</p>"
+            )
+    kinds = summary["input"].get("kinds")
+    traffic = [
+        _traced_only({"layer": k, **v}, kinds) for k, v in sorted(m["traffic"]["by_layer"].items())
+    ]
     if traffic:
         cols = [
             "layer",
@@ -248,16 +390,33 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
             "delivered",
             "retransmitted",
         ]
-        parts.append("<h3>Traffic per layer</h3>" + _table(cols, traffic))
-        busiest = sorted(m["traffic"]["by_node"], key=lambda r: -int(r["bytes_sent"] or 0))[:10]
+        parts.append(
+            "<h3>Traffic per layer</h3>"
+            + _table(cols, traffic)
+            + '<p class="meta">Counted from the events each layer traces: <code>send</code>, '
+            "<code>recv</code>, <code>deliver</code>, <code>retransmit</code>. A blank cell is "
+            "a layer that does not trace that event (ISIS traces each <code>multicast</code>, "
+            "not each datagram), not a zero.</p>"
+        )
+        busiest = [
+            _traced_only(r, kinds)
+            for r in sorted(m["traffic"]["by_node"], key=lambda r: -int(r["bytes_sent"] or 0))[:10]
+        ]
         parts.append(
             "<h3>Busiest nodes (bytes sent)</h3>" + _table([cols[0], "node", *cols[1:]], busiest)
         )
     faults = m["faults"]["totals"]
     if faults:
-        parts.append("<h3>Injected faults</h3>")
+        configured = _fault_config(summary.get("scenario", {}))
+        parts.append("<h3>Injected faults (traced)</h3>")
         parts.append(
-            _table(["fault", "count"], [{"fault": k, "count": v} for k, v in faults.items()])
+            _table(
+                ["fault", "count", "as configured"],
+                [
+                    {"fault": k, "count": v, "as configured": configured.get(k, "")}
+                    for k, v in faults.items()
+                ],
+            )
         )
     g = m.get("gossip", {}).get("per_broadcast")
     if g:
@@ -284,23 +443,119 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+#: The event kind each traffic column counts (``metrics._traffic_columns``).
+_TRAFFIC_KINDS = {
+    "sent": "send",
+    "bytes_sent": "send",
+    "received": "recv",
+    "bytes_received": "recv",
+    "delivered": "deliver",
+    "retransmitted": "retransmit",
+}
+
+
+def _traced_only(row: Mapping[str, Any], kinds: Mapping[str, int] | None) -> dict[str, Any]:
+    """``row`` with the counts of events its layer never traces blanked (``None``)."""
+    out = dict(row)
+    if kinds is None:
+        return out
+    for column, kind in _TRAFFIC_KINDS.items():
+        if column in out and not kinds.get(f"{row['layer']}/{kind}"):
+            out[column] = None
+    return out
+
+
+def _percent(p: Any) -> str:
+    return f"{float(p) * 100:g} %"
+
+
+def _fault_config(scen: Mapping[str, Any]) -> dict[str, str]:
+    """Each traced fault kind as the run configured it (``run.json`` ``faults``)."""
+    f = scen.get("faults") or {}
+    out: dict[str, str] = {}
+    if f.get("drop"):
+        out["drop"] = f"each UDP datagram dropped with probability {_percent(f['drop'])}"
+    if f.get("delay_ms"):
+        rate = f.get("delay_rate") or 1.0
+        out["reorder"] = (
+            f"delay {f['delay_ms']:g} ms on {_percent(rate)} of UDP datagrams (later ones "
+            "overtake them: traced as reorder)"
+        )
+    if f.get("duplicate"):
+        chance = _percent(f["duplicate"])
+        out["duplicate"] = f"each UDP datagram duplicated with probability {chance}"
+    crashes = f.get("crash") or []
+    if crashes:
+        out["crash"] = "SIGKILL " + ", ".join(_at(c) for c in crashes)
+    partitions = f.get("partition") or []
+    if partitions:
+        out["partition"] = "isolated " + ", ".join(_at(p) for p in partitions)
+        out["heal"] = "end of each partition"
+    return out
+
+
+def _at(spec: Any) -> str:
+    """``h1@13`` as ``h1 at 13 s``; ``h2,h3@6-8`` as ``h2,h3 from 6 to 8 s``."""
+    who, _, when = str(spec).partition("@")
+    start, dash, end = when.partition("-")
+    return f"{who} from {start} to {end} s" if dash else f"{who} at {when} s"
+
+
+def _run_header(summary: Mapping[str, Any]) -> str:
+    """What the run was: scenario, hosts, placement, duration, settling, faults."""
+    scen = summary.get("scenario", {})
+    if not scen.get("scenario"):
+        return ""
+    lab = scen.get("lab") or {}
+    items = [
+        f"scenario <code>{escape(str(scen['scenario']))}</code>",
+        f"{scen.get('nodes', '?')} hosts",
+    ]
+    if lab.get("mode") == "netns":
+        subnets = lab.get("subnets") or []
+        items.append(f"in network namespaces, {len(subnets)} subnet(s)")
+    elif lab.get("mode"):
+        items.append(f"on {escape(str(lab['mode']))} (127.0.0.1)")
+    if lab.get("services"):
+        items.append("services " + ", ".join(escape(str(x)) for x in lab["services"]))
+    if scen.get("duration") is not None:
+        items.append(f"workload {scen['duration']:g} s")
+    settle = lab.get("settle") or {}
+    if settle:
+        if settle.get("settled"):
+            items.append(
+                f"settled {settle['seconds']:g} s after the workload; nodes stopped at "
+                f"{settle['stopped_after']:g} s after it"
+            )
+        else:
+            items.append(
+                f"<b>not settled</b>: nodes stopped {settle.get('stopped_after', 0):g} s after "
+                "the workload with messages in flight"
+            )
+    items.append(f"seed {scen.get('seed', '?')}")
+    configured = _fault_config(scen)
+    order = ("drop", "reorder", "duplicate", "crash", "partition")
+    faults = "; ".join(configured[k] for k in order if k in configured) or "none"
+    return (
+        f'<p class="run">{" · ".join(items)}</p>'
+        f'<p class="run">Faults injected: {escape(faults)}</p>'
+    )
+
+
 def render_html(summary: Mapping[str, Any]) -> str:
     """The complete report page for a summary (``gossamer.analysis.job.analyze``)."""
     inp = summary["input"]
-    scen = summary.get("scenario", {})
     counts = summary["counts"]
     title = f"gossamer analysis: {summary.get('run') or inp['run_dir']}"
     meta = [
         f"{inp['events']:,} events from {inp['files']} files",
         f"{inp['bad_lines']:,} malformed lines",
     ]
-    if scen.get("scenario"):
-        meta.append(
-            f"scenario <code>{escape(str(scen['scenario']))}</code>, "
-            f"{scen.get('nodes', '?')} nodes, seed {scen.get('seed', '?')}"
-        )
     span = summary["metrics"]["time_range"]
-    meta.append(f"t = {span['start']:.3f} .. {span['end']:.3f} s")
+    origin, label = time_origin(summary)
+    meta.append(
+        f"traces from {span['start'] - origin:.2f} to {span['end'] - origin:.2f} s ({label})"
+    )
     spark = summary.get("spark", {})
     meta.append(f"Spark {escape(str(spark.get('version')))} on {escape(str(spark.get('master')))}")
     svgs = "".join(plots(summary))
@@ -310,10 +565,18 @@ def render_html(summary: Mapping[str, Any]) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{escape(title)} {_badge(summary['verdict'])}</h1>"
-        f'<p class="meta">{" · ".join(meta)}</p>'
+        f"<h1>{escape(title)} {_badge(summary['verdict'], verdict_text(summary))}</h1>"
+        + _run_header(summary)
+        + f'<p class="meta">{" · ".join(meta)}</p>'
         f"<p>{counts['pass']} checks hold, {counts['fail']} violated, "
-        f"{counts['skipped']} skipped.</p>"
+        f"{len(listed_checks(summary)) - counts['pass'] - counts['fail']} skipped"
+        + (
+            f"; {counts['unfinished']:,} messages unfinished at the nodes' clean stop "
+            "(listed with their checks below)"
+            if counts.get("unfinished")
+            else ""
+        )
+        + ".</p>"
         + _checks_section(summary)
         + f'<h2>Plots</h2><div class="plots">{svgs}</div>'
         + _metrics_section(summary)
@@ -325,13 +588,15 @@ def render_html(summary: Mapping[str, Any]) -> str:
 
 def text_table(summary: Mapping[str, Any]) -> str:
     """The checks as a plain-text table, plus the latency and input lines, for a terminal."""
-    checks = summary["checks"]
+    checks = listed_checks(summary)
     width = max(len(c["name"]) for c in checks)
     lines = [f"{'check':<{width}}  {'status':<7}  {'violations':>10}  note"]
     for c in checks:
         note = c["note"]
         if c["status"] == "fail" and c["first_violations"]:
             note = str(c["first_violations"][0].get("detail", ""))
+        elif c.get("first_unfinished"):
+            note = f"{unfinished_note(c)}, e.g. {c['first_unfinished'][0].get('detail', '')}"
         lines.append(f"{c['name']:<{width}}  {c['status']:<7}  {c['violations']:>10}  {note}")
     for r in summary["metrics"]["latency"]["by_layer"]:
         lines.append(
@@ -344,8 +609,9 @@ def text_table(summary: Mapping[str, Any]) -> str:
         f"{inp['bad_lines']} malformed lines skipped"
     )
     counts = summary["counts"]
+    skipped = len(checks) - counts["pass"] - counts["fail"]
     lines.append(
-        f"verdict: {summary['verdict'].upper()} ({counts['pass']} hold, {counts['fail']} violated,"
-        f" {counts['skipped']} skipped)"
+        f"verdict: {verdict_text(summary)} ({counts['pass']} hold, {counts['fail']} violated,"
+        f" {skipped} skipped)"
     )
     return "\n".join(lines)

@@ -27,7 +27,9 @@ PALETTE: tuple[str, ...] = (
     "#000000",
 )
 
-_W, _H = 640, 300
+#: Default size: as wide as the report's page (1100 px less its padding); browsers shrink
+#: it with the page (``max-width: 100%``, the viewBox keeps the proportions).
+_W, _H = 1060, 320
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 140, 34, 44
 
 

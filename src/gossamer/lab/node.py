@@ -14,7 +14,8 @@ What the node adds is the composition and the application on top:
 - every trace event goes through ``_PeerNames`` (drivers name peers ``ip:port``, the
   analysis wants node ids) to one durable ``JsonlSink``;
 - ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
-- the status lines on standard output (``ready``, ``progress`` every second, ``done``),
+- the status lines on standard output (``ready``, ``progress`` every second, four times
+  a second after the workload, with ``idle``; ``done``),
   and the clean shutdown on SIGTERM/SIGINT or after ``duration + linger``.
 
 ``isis.broken_order = true`` inserts ``_BrokenOrder``, a TEST-ONLY layer that swaps
@@ -68,6 +69,9 @@ QUEUE = "lab-jobs"
 INITIAL_BALANCE = 1_000_000
 #: The shutdown must be over within 5 s of SIGTERM (docs/node.md); this leaves margin.
 SHUTDOWN_BUDGET = 3.5
+#: Seconds between progress lines once the workload is over (the lab is waiting for
+#: every node to be idle, and stops them as soon as they all are).
+SETTLE_REPORT = 0.25
 LINK_TAG = "lab"
 #: An ``ip:port`` endpoint inside a trace string.
 _ENDPOINT = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}")
@@ -539,13 +543,38 @@ class LabNode:
     # -- progress, partitions --------------------------------------------------
 
     async def progress(self) -> None:
+        # Every second during the workload; four times a second afterwards, when the
+        # lab waits for every node to report ``idle`` before it stops them.
+        n = self.config.node
+        end = (time.monotonic() if n.start_at is None else n.start_at) + n.duration
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0 if time.monotonic() < end else SETTLE_REPORT)
+            pending = self.in_flight()
             self.status(
                 "progress", sent=self.counts.sent, delivered=self.counts.delivered,
                 faults=sum(i.injected for i in self.injectors),
-                peers=len(self.peer_ids()),
+                peers=len(self.peer_ids()), pending=pending, idle=pending == 0,
             )
+
+    def in_flight(self) -> int:
+        """Work this node has started and not finished: ISIS messages held back or not
+        yet acknowledged by every member, sends a snapshot holds back, gateway queue
+        messages not yet consumed and acked. 0 when the node is idle."""
+        count = 0
+        if self.isis is not None:
+            core = self.isis.isis
+            count += core.pending + core.outstanding
+            if not self.isis.idle:
+                count = max(count, 1)  # retransmissions, markers, loopback still due
+        return count + self._queue_backlog()
+
+    def _queue_backlog(self) -> int:
+        """Gateway queue messages not yet consumed and acked (0 without a gateway)."""
+        core = self.gateway.core if self.gateway is not None else None
+        if core is None:
+            return 0
+        stats = core.queues.stats().get(QUEUE) or {}
+        return int(stats.get("ready", 0)) + int(stats.get("inflight", 0))
 
     async def partitions(self) -> None:
         """Trace ``partition`` and ``heal`` (layer net) at each window's edges."""
@@ -565,8 +594,15 @@ class LabNode:
     # -- shutdown --------------------------------------------------------------
 
     async def shutdown(self, *, drain: float) -> None:
-        """Leave and close everything, within ``SHUTDOWN_BUDGET`` seconds in all."""
+        """Leave and close everything, within ``SHUTDOWN_BUDGET`` seconds in all.
+
+        Traced: ``net``/``stop`` when the shutdown begins (the node neither sends nor
+        delivers anything new from then on: a *clean* stop, where a crash is a
+        ``net``/``fault``), and, with ISIS, ``isis``/``stop`` once ISIS is closed, with
+        what it left unfinished (see ``_trace_isis_stop``).
+        """
         self.stopping = True
+        self.tracer(time.monotonic(), "net", "stop", attrs={"pending": str(self.in_flight())})
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -581,20 +617,38 @@ class LabNode:
             self.discovery.abort()
         if self.isis is not None:
             self.isis.abort()
+            self._trace_isis_stop(self.isis)
         if self.store is not None:
             self.store.close()
         self.sink.close()
+
+    def _trace_isis_stop(self, isis: IsisService) -> None:
+        """``isis``/``stop``: the messages this member leaves unfinished, by name.
+
+        ``attrs.held``: messages in its hold-back queue (received, never delivered);
+        ``attrs.outstanding``: its own messages some member had not yet acknowledged
+        (Data or Seq); ``attrs.view``: the group as it saw it. The core is closed, so
+        this is final. The analysis tells "unfinished at a clean stop" from "lost"
+        with it (docs/analysis.md, ``isis.agreement``).
+        """
+        core = isis.isis
+        state = core.state()
+        me = core.name_of(core.me)
+        held = [f"{core.name_of(e['sender'])}/{e['msg_id']}" for e in state["holdback"]]
+        outstanding = [
+            f"{me}/{out['msg_id']}" for out in state["outgoing"] if out["phase"] != "done"
+        ]
+        self.tracer(time.monotonic(), "isis", "stop", attrs={
+            "held": ",".join(held), "outstanding": ",".join(outstanding),
+            "view": ",".join(state["view"]),
+        })
 
     async def _drain_queues(self, seconds: float) -> None:
         # Give queued gateway messages a moment to be consumed and acked, so that a
         # SIGTERM during the workload does not strand them (the analysis's
         # gateway.queues would call them lost).
-        core = self.gateway.core if self.gateway is not None else None
         deadline = time.monotonic() + seconds
-        while core is not None and time.monotonic() < deadline:
-            stats = core.queues.stats().get(QUEUE)
-            if not stats or (stats.get("ready", 0) == 0 and stats.get("inflight", 0) == 0):
-                return
+        while time.monotonic() < deadline and self._queue_backlog():
             await asyncio.sleep(0.05)
 
     async def _close_all(self) -> None:

@@ -76,6 +76,11 @@ class Plan:
         return float(self.values["linger"])  # type: ignore[arg-type]
 
     @property
+    def settle(self) -> float:
+        """Seconds the nodes may keep serving after ``linger``, until nothing is in flight."""
+        return float(self.values["settle"])  # type: ignore[arg-type]
+
+    @property
     def services(self) -> tuple[str, ...]:
         """The services that run."""
         return self.scenario.enabled(self.values)

@@ -58,6 +58,7 @@ class Progress:
         self.interval = interval
         self.injected: dict[str, int] = {}  # faults the lab injected itself: crash, partition
         self._last_plain: float | None = None
+        self._pending: dict[str, int | None] | None = None
         self._drawn = False
 
     # -- input ---------------------------------------------------------------------------
@@ -78,6 +79,10 @@ class Progress:
     def set_state(self, node: str, state: str) -> None:
         self.nodes[node].state = state
 
+    def settling(self, pending: dict[str, int | None]) -> None:
+        """After the workload: the nodes not yet settled and what they have pending."""
+        self._pending = pending
+
     def injected_fault(self, kind: str) -> None:
         self.injected[kind] = self.injected.get(kind, 0) + 1
 
@@ -96,7 +101,18 @@ class Progress:
             clock = f"{elapsed:5.1f}/{self.duration:g} s, {self.duration - elapsed:4.1f} s left"
         else:
             left = max(0.0, self.duration + self.linger - elapsed)
-            clock = f"workload done, lingering {left:3.1f} s"
+            waiting = self._pending
+            busy = (
+                ""
+                if waiting is None
+                else f", {len(waiting)} node(s) busy, {sum(n or 0 for n in waiting.values())}"
+                " pending"
+            )
+            clock = (
+                f"workload done, lingering {left:3.1f} s{busy}"
+                if left > 0
+                else f"workload done, settling{busy}"
+            )
         lab = "".join(f", {n} {kind}" for kind, n in sorted(self.injected.items()))
         return (
             f"[{clock}] hosts {up}/{len(self.nodes)} up | sent {sent} | delivered {delivered}"

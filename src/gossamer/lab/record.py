@@ -42,6 +42,8 @@ class RunLog:
     injected: list[dict[str, Any]] = field(default_factory=list)
     #: Nodes that exited on their own, with their status.
     unexpected: dict[str, int | None] = field(default_factory=dict)
+    #: How the settling after the workload went (``gossamer.lab.settle``).
+    settle: dict[str, Any] = field(default_factory=dict)
 
 
 def count_traces(out: Path) -> tuple[int, dict[str, int]]:
@@ -152,6 +154,7 @@ def metadata(
                 if not (name == "gossip.depth" and "gossip.max_depth" not in analysis)
             ],
             "start_at": log.start_at,
+            "settle": log.settle,
             "injected": log.injected,
             "unexpected_exits": log.unexpected,
             "killed_after_sigterm": list(killed),

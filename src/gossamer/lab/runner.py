@@ -12,9 +12,12 @@ One run (docs/lab.md):
    (:mod:`gossamer.lab.processes`); its ``ready``/``progress``/``done`` lines drive the
    progress display;
 5. crashes and partitions happen on schedule (:mod:`gossamer.lab.inject`);
-6. at the end every node gets SIGTERM and is waited for; ``run.json`` is written
+6. after the workload the group settles (:mod:`gossamer.lab.settle`): the nodes keep
+   serving for ``linger`` seconds, then until none has anything in flight, for at
+   most ``settle`` seconds more;
+7. then every node gets SIGTERM and is waited for; ``run.json`` is written
    (:mod:`gossamer.lab.record`); the namespaces are torn down;
-7. ``gossamer analyze`` judges the traces (:mod:`gossamer.lab.verdict`) and its exit code
+8. ``gossamer analyze`` judges the traces (:mod:`gossamer.lab.verdict`) and its exit code
    is the run's (0 held, 1 violated, 2 unusable).
 
 Contract: the runner kills only the processes it started, and tears the namespaces down
@@ -26,7 +29,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -52,6 +54,7 @@ from gossamer.lab.progress import Progress
 from gossamer.lab.record import RunLog
 from gossamer.lab.record import metadata as run_metadata
 from gossamer.lab.rundir import prepare_out, write_config, write_secret
+from gossamer.lab.settle import Settling
 from gossamer.lab.verdict import conclude
 
 __all__ = ["LabResult", "run_lab"]
@@ -83,6 +86,7 @@ class _Run:
         self.topology: Topology | None = None
         self.netns_hosts: dict[str, Host] = {}
         self.progress: Progress | None = None
+        self.settling: Settling | None = None
 
     # -- setup --------------------------------------------------------------------------
 
@@ -100,9 +104,10 @@ class _Run:
         return placement
 
     def launch(self, placement: Placement) -> None:
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         log = self.log
-        log.run = f"lab-{self.plan.scenario.name}-{stamp}"
+        # The run's id is its directory's name (``./run demo`` makes it
+        # ``demo-<UTC timestamp>``), so that a report names the directory it came from.
+        log.run = self.out.name
         key_file = self.out / "secrets" / "cluster.key"
         write_secret(key_file)
         startup = self.request.startup
@@ -144,6 +149,8 @@ class _Run:
         elif status == "progress":
             assert isinstance(line, dict)
             progress.update(node_id, line)
+            if self.settling is not None:
+                self.settling.update(node_id, line)
         elif status == "done":
             progress.set_state(node_id, "done")
 
@@ -173,7 +180,10 @@ class _Run:
         netns = None if self.topology is None else (self.topology, self.netns_hosts)
         injector = Injector(self.nodes, self.log, self.progress, netns)
         schedule = timeline(self.plan.faults)
-        end_at = start_at + duration + linger
+        workload_end = start_at + duration
+        self.settling = settling = Settling(
+            workload_end=workload_end, linger=linger, settle=self.plan.settle
+        )
         ready_deadline = start_at + READY_GRACE
         warned_late = False
         while True:
@@ -192,12 +202,22 @@ class _Run:
                 )
             while schedule and now >= start_at + schedule[0].at:
                 injector.perform(schedule.pop(0))
+            live = self._live()
+            if now >= workload_end:
+                self.progress.settling(settling.pending(live))
             self.progress.tick(now)
-            if now >= end_at:
+            if settling.done(live, now):
                 break
             if all(n.exit_code is not None for n in self.nodes):
                 break
-        self.progress.finish(time.monotonic())
+        now = time.monotonic()
+        self.progress.finish(now)
+        self.log.settle = result = settling.result(self._live(), now)
+        self.progress.note(_settle_line(result))
+
+    def _live(self) -> list[str]:
+        """The nodes still running (neither crashed by the lab nor exited)."""
+        return [n.id for n in self.nodes if not n.crashed and n.exit_code is None]
 
     def stop(self, *, timeout: float = STOP_TIMEOUT) -> list[str]:
         """SIGTERM every live node, wait for it, SIGKILL what remains; the killed ids."""
@@ -223,6 +243,22 @@ class _Run:
         return run_metadata(
             self.plan, placement, self.nodes, self.log, killed=killed, wall_seconds=wall_seconds
         )
+
+
+def _settle_line(result: dict[str, Any]) -> str:
+    if result["settled"]:
+        return (
+            f"lab: settled {result['seconds']:.2f} s after the workload (every node idle: "
+            f"nothing in flight); stopping the nodes after {result['stopped_after']:.2f} s"
+        )
+    pending = ", ".join(
+        f"{node} ({'?' if n is None else n} pending)" for node, n in result["pending"].items()
+    )
+    return (
+        f"lab: NOT settled {result['stopped_after']:.2f} s after the workload "
+        f"(linger {result['linger']:g} + settle {result['settle']:g} s): {pending}; "
+        "stopping the nodes anyway (the analysis reports what was unfinished)"
+    )
 
 
 def _announce(the_plan: Plan, placement: Placement, why: str | None, out: Path) -> str:

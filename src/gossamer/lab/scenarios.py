@@ -9,7 +9,7 @@ lab/node contract (``docs/node.md``; the TOML is written by :mod:`gossamer.lab.r
 
 Parameter names are flat and unique across services (``gossip_rate``, ``isis_rate``) so
 that the ``demo``, which runs every service, takes the same names as the single-service
-scenarios. Every scenario also takes ``duration``, ``linger`` and ``delay_rate``.
+scenarios. Every scenario also takes ``duration``, ``linger``, ``settle`` and ``delay_rate``.
 
 Parameters are :class:`gossamer.params.Param`, the simulator's too (one name, one unit,
 inclusive bounds, one error format). Crashes and partitions are
@@ -92,6 +92,12 @@ def _p(name: str, kind: str, default: Value, help: str, *bounds: float, unit: st
     )
 
 
+#: Default bound of the settling after ``linger`` (``gossamer.lab.settle``): generous,
+#: since a run that settles stops as soon as it has. 20 s covers the spec's ISIS
+#: retransmission schedule (3.2 s apart at most) several times over under heavy loss.
+SETTLE: Final = 20.0
+
+
 def _common(duration: float, linger: float, delay_rate: float = 1.0) -> tuple[Param, ...]:
     return (
         _p(
@@ -110,6 +116,15 @@ def _common(duration: float, linger: float, delay_rate: float = 1.0) -> tuple[Pa
             "seconds nodes keep serving after the workload",
             0,
             60,
+            unit="s",
+        ),
+        _p(
+            "settle",
+            "float",
+            SETTLE,
+            "seconds more, after linger, the nodes may serve until none has anything in flight",
+            0,
+            300,
             unit="s",
         ),
         _p("delay_rate", "float", delay_rate, "fraction of datagrams --delay applies to", 0, 1),

@@ -2,8 +2,10 @@
 
 Contract: the exit code is the analysis's (0 every property held, 1 one was violated,
 2 the analysis could not judge the run), raised to at least 1 when a node exited on its
-own; without analysis it is 0 unless a node failed. The analysis runs as a child
-process (Spark) that is interrupted with SIGINT, then killed, if the lab is.
+own; without analysis it is 0 unless a node failed. A run that held with messages
+unfinished at the nodes' clean stop exits 0, and its verdict line says how many. The
+analysis runs as a child process (Spark) that is interrupted with SIGINT, then killed,
+if the lab is.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ __all__ = [
     "analyze",
     "conclude",
     "skipped_expected",
+    "unfinished_at_stop",
+    "verdict_line",
 ]
 
 EXIT_HELD, EXIT_VIOLATED, EXIT_UNUSABLE = 0, 1, 2
@@ -65,6 +69,32 @@ def analyze(out: Path, stream: TextIO) -> tuple[int, Path | None]:
     if report is None and (report_dir / "report.html").exists():
         report = report_dir / "report.html"
     return code, report
+
+
+def unfinished_at_stop(out: Path) -> int:
+    """Messages the analysis found unfinished at the nodes' clean stop (0 if unknown)."""
+    try:
+        summary = json.loads((out / "analysis" / "summary.json").read_text(encoding="utf-8"))
+        return int(summary["counts"].get("unfinished") or 0)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0
+
+
+def verdict_line(code: int, unfinished: int = 0) -> str:
+    """``lab: verdict: ... (exit N)``; a run that held with messages unfinished at the
+    nodes' stop says how many rather than passing silently."""
+    held = (
+        f"every property held, but {unfinished} message(s) were unfinished when the nodes "
+        "stopped (see the report)"
+        if unfinished
+        else "every property held"
+    )
+    verdict = {
+        EXIT_HELD: held,
+        EXIT_VIOLATED: "a property was VIOLATED",
+        EXIT_UNUSABLE: "the analysis could not judge the run",
+    }.get(code, f"exit {code}")
+    return f"lab: verdict: {verdict} (exit {code})"
 
 
 def skipped_expected(out: Path, expected: Sequence[str]) -> list[str]:
@@ -118,11 +148,7 @@ def conclude(
         stream.write(f"lab: {verdict} (exit {code}); analyze with: gossamer analyze {out}\n")
         stream.flush()
         return code, None
-    verdict = {
-        EXIT_HELD: "every property held",
-        EXIT_VIOLATED: "a property was VIOLATED",
-        EXIT_UNUSABLE: "the analysis could not judge the run",
-    }.get(code, f"exit {code}")
-    stream.write(f"lab: verdict: {verdict} (exit {code})\n")
+    unfinished = unfinished_at_stop(out) if code == EXIT_HELD else 0
+    stream.write(verdict_line(code, unfinished) + "\n")
     stream.flush()
     return code, report

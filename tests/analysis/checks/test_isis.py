@@ -160,3 +160,84 @@ def test_a_node_without_any_event_still_counts_for_agreement(spark: SparkSession
     found = isis.agreement(df, nodes=silent).collect()
     assert len(found) == len(ORDER)
     assert all(r["missing"] == ["n9"] for r in found)
+
+
+# -- unfinished at a clean stop --------------------------------------------------------
+
+
+def stopped(
+    node: str, t: float = 5.0, *, held: str = "", outstanding: str = ""
+) -> tuple[TraceEvent, ...]:
+    """A lab node's clean stop: ``net/stop`` when it begins, ``isis/stop`` with what ISIS
+    left unfinished."""
+    return (
+        event(node, t, "net", "stop"),
+        event(node, t + 0.01, "isis", "stop", held=held, outstanding=outstanding),
+    )
+
+
+def verdicts(spark: SparkSession, events: list[TraceEvent], checker: object) -> list[object]:
+    return [(r["msg"], r["unfinished"]) for r in rows(spark, events, checker)]
+
+
+def test_a_message_held_back_at_a_clean_stop_is_unfinished_not_lost(spark: SparkSession) -> None:
+    # n1 never delivered n0/1, the last message, and stopped cleanly still holding it.
+    events = run({"n1": [0, 1, 2]}, extra=stopped("n1", held="n0/1"))
+    found = rows(spark, events, isis.agreement)
+    assert [(r["msg"], r["missing"], r["unfinished"]) for r in found] == [("n0/1", ["n1"], True)]
+    assert "unfinished at the clean stop of n1: held back at its stop" in found[0]["detail"]
+
+
+def test_a_message_its_sender_still_worked_on_at_its_stop_is_unfinished(
+    spark: SparkSession,
+) -> None:
+    # n1 never received n0/1: the sender stopped cleanly still waiting for n1's Ack.
+    events = run({"n1": [0, 1, 2]}, extra=(*stopped("n1"), *stopped("n0", outstanding="n0/1")))
+    assert verdicts(spark, events, isis.agreement) == [("n0/1", True)]
+
+
+def test_a_message_ordered_after_a_member_stopped_is_unfinished(spark: SparkSession) -> None:
+    # The sender fixed n0/1's final sequence only after n1 had begun to stop (without it).
+    late = event("n0", 5.5, "isis", "sequence", msg="n0/1", seq=3, proposer="n0")
+    events = run({"n1": [0, 1, 2]}, extra=(*stopped("n1"), late))
+    assert verdicts(spark, events, isis.agreement) == [("n0/1", True)]
+
+
+def test_a_message_complete_before_the_stop_and_never_delivered_is_lost(
+    spark: SparkSession,
+) -> None:
+    # Clean stops everywhere, nothing held or outstanding, ordered long before: a loss.
+    early = event("n0", 0.5, "isis", "sequence", msg="n0/1", seq=3, proposer="n0")
+    events = run({"n1": [0, 1, 2]}, extra=(*stopped("n0"), *stopped("n1"), early))
+    found = rows(spark, events, isis.agreement)
+    assert [(r["msg"], r["unfinished"]) for r in found] == [("n0/1", False)]
+    assert found[0]["detail"].endswith("not by n1")
+
+
+def test_without_a_clean_stop_a_missing_delivery_stays_a_violation(spark: SparkSession) -> None:
+    # Held back, but the node never stopped cleanly (no net/stop): nothing excuses it.
+    held = event("n1", 5.0, "isis", "stop", held="n0/1", outstanding="")
+    assert verdicts(spark, run({"n1": [0, 1, 2]}, extra=(held,)), isis.agreement) == [
+        ("n0/1", False)
+    ]
+
+
+def test_a_message_is_unfinished_only_if_every_missing_node_is_excused(
+    spark: SparkSession,
+) -> None:
+    events = run({"n1": [0, 1, 2], "n2": [0, 1, 2]}, extra=(*stopped("n1", held="n0/1"),))
+    found = rows(spark, events, isis.agreement)
+    assert [(r["msg"], r["missing"], r["unfinished"]) for r in found] == [
+        ("n0/1", ["n1", "n2"], False)
+    ]
+
+
+def test_validity_tells_an_own_message_unfinished_at_stop_from_a_lost_one(
+    spark: SparkSession,
+) -> None:
+    # n0 never delivered n0/0 nor n0/1; at its clean stop it still held only n0/1.
+    events = run({"n0": [1, 2]}, extra=stopped("n0", held="n0/1"))
+    assert sorted(verdicts(spark, events, isis.validity)) == [
+        ("n0/0", False),
+        ("n0/1", True),
+    ]

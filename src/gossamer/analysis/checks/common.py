@@ -11,6 +11,11 @@ Two conventions hold everywhere:
 * **Correct nodes** are the nodes of the run that never crashed: the simulator and
   the lab trace each crash as ``layer=net, kind=fault, attrs.fault=crash`` on the
   node that crashed. A restarted node lost its state, so it is not correct either.
+* **A clean stop** is ``layer=net, kind=stop``, traced by a lab node when its shutdown
+  begins (it sends and delivers nothing new afterwards). Work a node left unfinished
+  at its clean stop is *unfinished*, not lost: checkers that can tell the two apart
+  mark such rows with the boolean column ``UNFINISHED``, and the job counts them
+  apart from violations.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from pyspark.sql import functions as F
 
 __all__ = [
     "OUTAGE_ENDS",
+    "UNFINISHED",
     "attr",
+    "clean_stops",
     "correct_nodes",
     "crashed_nodes",
     "delivery_integrity",
@@ -32,6 +39,9 @@ __all__ = [
     "population",
     "position",
 ]
+
+#: The column that marks a checker's row as unfinished at a clean stop (not a violation).
+UNFINISHED = "unfinished"
 
 #: Faults that start an outage of a node, and the fault that ends each kind.
 OUTAGE_ENDS: dict[str, str] = {"crash": "restart", "partition": "heal"}
@@ -93,6 +103,11 @@ def crashed_nodes(events: DataFrame) -> DataFrame:
         .groupBy("node")
         .agg(F.min("t").alias("crashed_at"))
     )
+
+
+def clean_stops(events: DataFrame) -> DataFrame:
+    """``node, stopped_at``: nodes that stopped cleanly (``net/stop``), and when."""
+    return layer_events(events, "net", "stop").groupBy("node").agg(F.min("t").alias("stopped_at"))
 
 
 def correct_nodes(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:

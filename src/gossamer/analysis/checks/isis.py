@@ -7,6 +7,17 @@ node that delivers it (``msg``, ``seq`` = the final sequence number,
 definitions of total-order broadcast (Défago, Schiper and Urbán, "Total order
 broadcast and multicast algorithms", ACM Computing Surveys 36(4), 2004, §2.2):
 total order and agreement are required of correct nodes, integrity of every node.
+
+Agreement and validity are "eventually" properties: a run that stops its nodes while
+a message is still on its way leaves it undelivered somewhere without anything being
+lost. A lab node traces its clean stop (``net``/``stop``, when its shutdown begins)
+and what ISIS left unfinished (``isis``/``stop``: ``attrs.held``, the messages in its
+hold-back queue; ``attrs.outstanding``, its own messages some member had not yet
+acknowledged). A missing delivery of m at a correct node r is then *unfinished*, and
+marked so (column ``unfinished``) rather than counted as a violation, when r stopped
+cleanly and the traces show m still in progress at that moment (``unfinished_at_stop``).
+Anything else stays a violation: r never stopped cleanly (a simulated run, or a node
+killed), or m was complete at every node that stopped and r still never delivered it.
 """
 
 from __future__ import annotations
@@ -15,10 +26,13 @@ from pyspark.sql import Column, DataFrame, GroupedData, Window
 from pyspark.sql import functions as F
 
 from gossamer.analysis.checks.common import (
+    UNFINISHED,
     attr,
+    clean_stops,
     correct_nodes,
     crashed_nodes,
     delivery_integrity,
+    layer_events,
     location,
     message_events,
     position,
@@ -33,7 +47,9 @@ __all__ = [
     "integrity",
     "multicasts",
     "order_suspects",
+    "stop_states",
     "total_order",
+    "unfinished_at_stop",
     "validity",
 ]
 
@@ -225,12 +241,80 @@ def total_order(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     )
 
 
+def stop_states(events: DataFrame) -> DataFrame:
+    """``node, stopped_at, held, outstanding``: the nodes that stopped cleanly, when,
+    and the ISIS messages they left unfinished (arrays of names; empty without an
+    ``isis``/``stop`` event)."""
+
+    def names(key: str) -> Column:
+        return F.array_distinct(F.flatten(F.collect_list(F.split(attr(key), ",")))).alias(key)
+
+    left = (
+        layer_events(events, LAYER, "stop").groupBy("node").agg(names("held"), names("outstanding"))
+    )
+    empty = F.array().cast("array<string>")
+    return (
+        clean_stops(events)
+        .join(left, "node", "left")
+        .select(
+            "node",
+            "stopped_at",
+            F.coalesce("held", empty).alias("held"),
+            F.coalesce("outstanding", empty).alias("outstanding"),
+        )
+    )
+
+
+def unfinished_at_stop(events: DataFrame, missing: DataFrame) -> DataFrame:
+    """``missing`` (``msg, node``: a message the node never delivered) with ``unfinished``
+    (boolean) and ``why`` (the evidence, or null).
+
+    Unfinished means the node stopped cleanly and, at that moment, the message was still
+    in progress as the traces show it: it was in the node's hold-back queue (``held``:
+    received, waiting for its final sequence or for an earlier message); or its sender
+    still waited for some member's acknowledgement when it stopped (``outstanding``);
+    or its final sequence was only fixed at or after the node's stop (the sender then
+    decides without a member that left). Everything else is a loss.
+    """
+    stops = stop_states(events)
+    sender = multicasts(events).select("msg", F.col("node").alias("sender"))
+    sender_left = stops.select(
+        F.col("node").alias("sender"), F.col("outstanding").alias("sender_outstanding")
+    )
+    sequenced = (
+        message_events(events, LAYER, "sequence")
+        .groupBy("msg")
+        .agg(F.min("t").alias("sequenced_at"))
+    )
+    joined = (
+        missing.join(F.broadcast(stops), "node", "left")
+        .join(sender, "msg", "left")
+        .join(F.broadcast(sender_left), "sender", "left")
+        .join(sequenced, "msg", "left")
+    )
+    why = (
+        F.when(F.col("stopped_at").isNull(), F.lit(None))
+        .when(F.array_contains("held", F.col("msg")), F.lit("held back at its stop"))
+        .when(
+            F.coalesce(F.array_contains("sender_outstanding", F.col("msg")), F.lit(False)),
+            F.format_string("%s still awaited acknowledgements at its stop", "sender"),
+        )
+        .when(
+            F.col("sequenced_at") >= F.col("stopped_at"),
+            F.lit("ordered only after it stopped"),
+        )
+    )
+    return joined.select(*missing.columns, why.isNotNull().alias(UNFINISHED), why.alias("why"))
+
+
 def agreement(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     """Messages delivered by some correct node but not by every correct node.
 
     Property: if a correct node delivers m, every correct node delivers m.
-    Columns: ``msg, delivered_by, expected, missing, detail`` (``missing`` lists up to
-    ten of the correct nodes that never delivered it).
+    Columns: ``msg, delivered_by, expected, missing, unfinished, detail`` (``missing``
+    lists up to ten of the correct nodes that never delivered it). ``unfinished`` is
+    true when every one of them stopped cleanly with m still in progress
+    (``unfinished_at_stop``): the run ended before m could finish, nothing was lost.
     """
     correct = correct_nodes(events, nodes)
     d = _correct_deliveries(events, nodes).select("msg", "node").distinct()
@@ -241,28 +325,47 @@ def agreement(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame
         .crossJoin(F.broadcast(expected))
         .where(F.col("delivered_by") < F.col("expected"))
     )
-    # Only for the (few) short messages: who delivered them, hence who did not.
-    who = (
-        d.join(short.select("msg"), "msg", "left_semi")
-        .groupBy("msg")
-        .agg(F.collect_set("node").alias("who"))
+    # Only for the (few) short messages: who did not deliver them, and why.
+    missing = (
+        short.select("msg")
+        .crossJoin(F.broadcast(correct))
+        .join(d.join(short.select("msg"), "msg", "left_semi"), ["msg", "node"], "left_anti")
     )
-    everyone = correct.agg(F.sort_array(F.collect_set("node")).alias("everyone"))
-    missing = F.slice(F.array_except("everyone", "who"), 1, 10)
-    return (
-        short.join(who, "msg")
-        .crossJoin(F.broadcast(everyone))
-        .select("msg", "delivered_by", "expected", missing.alias("missing"))
-        .select(
-            "*",
+    judged = (
+        unfinished_at_stop(events, missing)
+        .groupBy("msg")
+        .agg(
+            F.slice(F.sort_array(F.collect_list("node")), 1, 10).alias("missing"),
+            (F.min(F.col(UNFINISHED).cast("int")) == 1).alias(UNFINISHED),
+            F.sort_array(F.collect_list(F.concat_ws(": ", "node", "why"))).alias("whys"),
+        )
+    )
+    return short.join(judged, "msg").select(
+        "msg",
+        "delivered_by",
+        "expected",
+        "missing",
+        UNFINISHED,
+        F.when(
+            F.col(UNFINISHED),
+            F.format_string(
+                "%s was delivered by %d of %d correct nodes; unfinished at the clean stop of %s",
+                "msg",
+                "delivered_by",
+                "expected",
+                F.array_join(F.slice("whys", 1, 10), "; "),
+            ),
+        )
+        .otherwise(
             F.format_string(
                 "%s was delivered by %d of %d correct nodes; not by %s",
                 "msg",
                 "delivered_by",
                 "expected",
                 F.array_join("missing", ", "),
-            ).alias("detail"),
+            )
         )
+        .alias("detail"),
     )
 
 
@@ -270,23 +373,43 @@ def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     """Messages multicast by a correct node that this node never delivered itself.
 
     Property: if a correct node multicasts m, it eventually delivers m (with agreement,
-    every correct node then does). Columns: ``node, msg, t, at, detail``.
+    every correct node then does). Columns: ``node, msg, t, at, unfinished, detail``;
+    ``unfinished`` when the sender stopped cleanly with m still in progress
+    (``unfinished_at_stop``).
     """
     sent = multicasts(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
     own = deliveries(events).select("node", "msg")
-    return sent.join(own, ["node", "msg"], "left_anti").select(
+    never = sent.join(own, ["node", "msg"], "left_anti")
+    judged = unfinished_at_stop(events, never.select("msg", "node"))
+    return never.join(judged, ["msg", "node"]).select(
         "node",
         "msg",
         "t",
         location(),
-        F.format_string(
-            "%s multicast %s at t=%.6f (%s:%d) and never delivered it",
-            "node",
-            "msg",
-            "t",
-            "file",
-            "line",
-        ).alias("detail"),
+        UNFINISHED,
+        F.when(
+            F.col(UNFINISHED),
+            F.format_string(
+                "%s multicast %s at t=%.6f (%s:%d); unfinished at its clean stop (%s)",
+                "node",
+                "msg",
+                "t",
+                "file",
+                "line",
+                "why",
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "%s multicast %s at t=%.6f (%s:%d) and never delivered it",
+                "node",
+                "msg",
+                "t",
+                "file",
+                "line",
+            )
+        )
+        .alias("detail"),
     )
 
 
