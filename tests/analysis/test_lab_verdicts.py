@@ -26,7 +26,7 @@ from gossamer.lab.runner import run_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-RUNS = 6
+RUNS = 4
 ISIS_CHECKS = ("isis.total_order", "isis.agreement", "isis.validity", "isis.integrity")
 
 
