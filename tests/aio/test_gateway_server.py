@@ -25,10 +25,11 @@ from websockets.frames import Frame, Opcode
 
 from gossamer.aio import loop as aio_loop
 from gossamer.aio.gateway_client import GatewayClient, open_gateway_client
-from gossamer.aio.gateway_server import GatewayServer, _frame, open_gateway_server
+from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.opening import Opening
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
+from gossamer.proto.gateway.websocket import server_frame
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire.gateway import Encoding, Op, Packet, decode_packet, encode_packet
@@ -584,6 +585,6 @@ def test_frames_are_what_websockets_would_write(size: int, encoding: Encoding) -
     data = encode_packet(packet, encoding)
     payload = data.encode() if isinstance(data, str) else data
     opcode = Opcode.TEXT if encoding == "json" else Opcode.BINARY
-    assert _frame(packet, encoding) == Frame(opcode, payload).serialize(
+    assert server_frame(packet, encoding) == Frame(opcode, payload).serialize(
         mask=False, extensions=[]
     )
