@@ -260,8 +260,9 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
     only (protocols whose wire carries IPv4); ``coalesce=False`` writes each
     ``data_to_send()`` pair by itself; ``on_flush`` runs after the connections' output on
     every pump; ``on_event``/``event_queue`` are the ``Pump``'s. ``half_close`` and
-    ``linger`` (seconds: how long a close may wait for the peer) shape closes; ``write_buffer_limit`` and ``on_backlog`` the
-    write backlog; ``on_error`` is the per-connection error boundary (module docstring).
+    ``linger`` (seconds: how long a close may wait for the peer) shape closes,
+    ``write_buffer_limit`` and ``on_backlog`` the write backlog; ``on_error`` is the
+    per-connection error boundary (module docstring).
     ``async with`` closes it.
     """
 
@@ -291,17 +292,15 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         )
         self.connect_timeout = connect_timeout
         self.ipv6 = ipv6
-        self.coalesce = coalesce
         self._on_flush = on_flush
-        self.half_close = half_close
-        self.linger = linger
-        self.write_buffer_limit = write_buffer_limit
-        self.on_backlog = on_backlog
-        self.on_error = on_error
+        self._server: asyncio.Server | None = None
+        # Writing and closing each connection.
+        self.coalesce, self.write_buffer_limit = coalesce, write_buffer_limit
+        self.half_close, self.linger = half_close, linger
+        self.on_backlog, self.on_error = on_backlog, on_error
         #: Inputs that raised inside the error boundary (``on_error``).
         self.connection_errors = 0
         self._idle: asyncio.Event | None = None
-        self._server: asyncio.Server | None = None
         #: The connections made or being opened, by id.
         self.connections: dict[int, _Connection] = {}
         self._dialling: dict[int, asyncio.Task[None]] = {}

@@ -146,22 +146,6 @@ class GatewayServer:
         return self._driver
 
     @property
-    def address(self) -> Address:
-        """Where the gateway listens, ``(host, port)`` (the port bound with ``port=0``)."""
-        if self._driver is None:
-            raise LocalProtocolError("the gateway server is not open")
-        return self._driver.address
-
-    @property
-    def port(self) -> int:
-        """The port actually bound (``address[1]``)."""
-        return self.address[1]
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
     def rejected(self) -> Counter[str]:
         """Input refused, by reason: the gateway's op 3 answers (``no_route``, ``invalid
         query``, ...), invalid UTF-8, refused HTTP requests (``http_*``), input that broke
@@ -172,6 +156,20 @@ class GatewayServer:
     def slow_consumers(self) -> int:
         """Connections closed (1008) because they stopped reading."""
         return self._connections.slow_consumers if self._connections is not None else 0
+
+    @property
+    def address(self) -> Address:
+        """Where the gateway listens, ``(host, port)`` (the port bound with ``port=0``)."""
+        return self.driver.address
+
+    @property
+    def port(self) -> int:
+        """The port actually bound (``address[1]``)."""
+        return self.address[1]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     async def close(self, *, goodbye: bool = True) -> None:
         """Stop listening, say goodbye (op 7, close 1001) to every client and wait up to

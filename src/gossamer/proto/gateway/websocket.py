@@ -46,7 +46,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 import orjson
-
 from websockets.client import ClientProtocol
 from websockets.frames import CloseCode as WsCloseCode
 from websockets.frames import Frame, Opcode
@@ -94,8 +93,12 @@ class _Messages:
         message that is not UTF-8."""
         opcode = frame.opcode
         if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+            if frame.fin:  # a whole message in one frame, the common case: no joining
+                data = bytes(frame.data)
+                return data.decode() if opcode is Opcode.TEXT else data
             self._text = opcode is Opcode.TEXT
             self._fragments = [bytes(frame.data)]
+            return None
         elif opcode is Opcode.CONT:
             # websockets' parser already checked the sequence and the total size.
             self._fragments.append(bytes(frame.data))
