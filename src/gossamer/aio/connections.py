@@ -185,14 +185,14 @@ class _Connection(WriteFlow, asyncio.Protocol):
             counters.sent_bytes += len(data)
             transport.write(data)
         if self.close_after:
-            if not queue and self.driver.half_close and transport.can_write_eof():
-                # End our half; the transport closes at the peer's EOF (eof_received),
-                # so the peer has seen the end when connection_lost comes.
-                self._eof_sent = True
-                transport.write_eof()
-            elif not queue:
-                transport.close()
-                return
+            if not queue:  # all handed over (else: held back while paused)
+                if self.driver.half_close and transport.can_write_eof():
+                    # End our half; the transport closes at the peer's EOF
+                    # (eof_received), so the peer has seen the end at connection_lost.
+                    self._eof_sent = True
+                    transport.write_eof()
+                else:
+                    transport.close()  # after its buffer is written out
             if self._linger is None:  # the peer may never read, or never end its half
                 self._linger = asyncio.get_running_loop().call_later(
                     self.driver.linger, transport.abort
