@@ -2,7 +2,8 @@
 
 Every opcode and error path of the protocol is exercised on the wire, in the three
 encodings; so are the HTTP API (including the proxy, against a small upstream server
-on 127.0.0.1), TLS, heartbeat expiry, goodbye, hostile frames and 1000 clients.
+on 127.0.0.1), TLS, heartbeat expiry, goodbye, hostile frames and HTTP, a slow consumer,
+a core exception (each costing one connection) and 1000 clients.
 """
 
 from __future__ import annotations
