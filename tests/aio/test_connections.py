@@ -164,6 +164,122 @@ def test_a_reader_that_stops_reading_pauses_writing_and_reading(run: Runner) -> 
     run(main())
 
 
+def test_a_write_backlog_past_the_limit_is_reported_once_as_a_core_input(run: Runner) -> None:
+    """Each byte in is answered by 1 MiB out to a client that does not read: past
+    ``write_buffer_limit`` the driver feeds ``on_backlog`` (once), which closes it."""
+
+    async def main() -> None:
+        core = EchoCore(factor=1 << 20)
+        backlogs: list[int] = []
+
+        def on_backlog(conn: int, now: float) -> None:
+            backlogs.append(conn)
+            core.send(conn, b"", close=True)
+
+        async with ConnectionsDriver(core, write_buffer_limit=256 << 10, on_backlog=on_backlog,
+                                     linger=0.2) as driver:
+            await driver.start(LOCALHOST, 0)
+            _reader, writer = await asyncio.open_connection(*driver.address)
+            for _ in range(64):
+                writer.write(b"a")
+                await asyncio.sleep(0.001)
+                if backlogs:
+                    break
+            assert backlogs == [1]
+            # The reader never reads: the close cannot flush, and lingers 0.2 s at most.
+            await until(lambda: core.kinds(1)[-1:] == ["lost"])
+            assert backlogs == [1]
+            writer.close()
+
+    run(main())
+
+
+def test_without_on_backlog_a_backlog_aborts_the_connection(run: Runner) -> None:
+    async def main() -> None:
+        core = EchoCore(factor=1 << 20)
+        async with ConnectionsDriver(core, write_buffer_limit=256 << 10) as driver:
+            await driver.start(LOCALHOST, 0)
+            _reader, writer = await asyncio.open_connection(*driver.address)
+            for _ in range(64):
+                writer.write(b"a")
+                await asyncio.sleep(0.001)
+                if "lost" in core.kinds(1):
+                    break
+            await until(lambda: core.kinds(1)[-1:] == ["lost"])
+            writer.close()
+
+    run(main())
+
+
+class FragileCore(EchoCore):
+    """An echo core with a bug: input ``boom`` raises."""
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        if data == b"boom":
+            raise RuntimeError("a bug in the core")
+        super().receive_data(conn, data, now)
+
+
+def test_the_error_boundary_costs_one_connection_not_the_driver(run: Runner) -> None:
+    async def main() -> None:
+        core = FragileCore()
+        failed: list[tuple[int, str]] = []
+
+        def on_error(conn: int, exc: Exception, now: float) -> None:
+            failed.append((conn, str(exc)))
+            core.send(conn, b"sorry", close=True)
+
+        async with ConnectionsDriver(core, on_error=on_error) as driver:
+            await driver.start(LOCALHOST, 0)
+            r1, w1 = await asyncio.open_connection(*driver.address)
+            r2, w2 = await asyncio.open_connection(*driver.address)
+            w1.write(b"boom")
+            assert await r1.read() == b"sorry"  # closed by the core, after its last bytes
+            assert failed == [(1, "a bug in the core")] and driver.connection_errors == 1
+            w2.write(b"still here")
+            assert await r2.readexactly(10) == b"still here"
+            assert not driver.closed and driver.pump.failure is None
+            for writer in (w1, w2):
+                writer.close()
+        # Without the boundary the same input is a bug that stops the driver.
+        core = FragileCore()
+        driver = ConnectionsDriver(core)
+        await driver.start(LOCALHOST, 0)
+        _r, w = await asyncio.open_connection(*driver.address)
+        w.write(b"boom")
+        await until(lambda: driver.closed)
+        with pytest.raises(RuntimeError):
+            await driver.wait_closed()
+        w.close()
+
+    run(main())
+
+
+def test_half_close_waits_for_the_peer_and_stop_listening_keeps_connections(
+    run: Runner,
+) -> None:
+    async def main() -> None:
+        core = EchoCore()
+        async with ConnectionsDriver(core, half_close=True) as driver:
+            await driver.start(LOCALHOST, 0)
+            reader, writer = await asyncio.open_connection(*driver.address)
+            await until(lambda: core.kinds(1) == ["made"])
+            address = driver.address
+            driver.stop_listening()
+            with pytest.raises(OSError):
+                await asyncio.open_connection(*address)
+            driver.call(lambda now: core.send(1, b"bye", close=True))
+            assert await reader.read() == b"bye"  # our half ended...
+            await asyncio.sleep(0.05)
+            assert "lost" not in core.kinds(1)  # ...the connection waits for the peer's
+            writer.write(b"late")  # the peer may still write (the echo is dropped)
+            writer.close()
+            await driver.wait_connections_closed()
+            assert core.kinds(1)[-1] == "lost" and core.received(1) == b"late"
+
+    run(main())
+
+
 def test_without_coalescing_each_pair_is_its_own_write(run: Runner) -> None:
     async def main() -> None:
         core = ScriptedConnections(echo=1)

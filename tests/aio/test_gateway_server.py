@@ -2,7 +2,8 @@
 
 Every opcode and error path of the protocol is exercised on the wire, in the three
 encodings; so are the HTTP API (including the proxy, against a small upstream server
-on 127.0.0.1), TLS, heartbeat expiry, goodbye, hostile frames and 1000 clients.
+on 127.0.0.1), TLS, heartbeat expiry, goodbye, hostile frames and HTTP, a slow consumer,
+a core exception (each costing one connection) and 1000 clients.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from websockets.frames import Frame, Opcode
 
 from gossamer.aio import loop as aio_loop
 from gossamer.aio.gateway_client import GatewayClient, open_gateway_client
-from gossamer.aio.gateway_server import GatewayServer, _frame, open_gateway_server
+from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.opening import Opening
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gateway.queues import QueueConfig
+from gossamer.proto.gateway.websocket import server_frame
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire.gateway import Encoding, Op, Packet, decode_packet, encode_packet
@@ -525,6 +527,112 @@ def test_random_and_malformed_frames_never_crash_the_server() -> None:
     run(main, timeout=60)
 
 
+def test_a_slow_consumer_is_closed_with_1008_and_the_others_go_on() -> None:
+    async def main() -> None:
+        async with open_gateway_server(GatewayConfig(), host=HOST, port=0,
+                                       rng=random.Random(0),
+                                       write_buffer_limit=1 << 20) as server:
+            sender, healthy = await Raw.open(server.port), await Raw.open(server.port)
+            await sender.identify("sender", app="senders")  # not among the receivers
+            await healthy.identify("healthy")
+            # A client that stops reading: websockets pauses its socket after 4 frames.
+            url = f"ws://{HOST}:{server.port}/gateway/websocket?encoding=json"
+            stalled = Raw(await connect(url, compression=None, max_size=None, max_queue=4),
+                          "json")
+            stalled.hello = await stalled.recv()
+            await stalled.identify("stalled")
+            got: list[int] = []
+            for n in range(200):  # in step with the healthy reader, which never lags
+                await sender.dispatch("BROADCAST", {"target": {"application": "app"},
+                                                    "payload": {"n": n, "pad": "x" * 65536}})
+                got.append((await healthy.recv(10.0)).d["payload"]["n"])
+            assert got == list(range(200))  # the healthy reader missed nothing
+            assert server.slow_consumers == 1
+            with pytest.raises(ConnectionClosed):  # the stalled one reads what was sent
+                while True:
+                    await stalled.recv()
+            assert (stalled.ws.close_code, stalled.ws.close_reason) == (
+                1008, "slow consumer: write buffer full")
+            await sender.send(Op.HEARTBEAT)
+            assert (await sender.recv()).op is Op.HEARTBEAT_ACK
+
+    run(main)
+
+
+async def _raw_http(port: int, data: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    writer.write(data)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+def test_garbage_and_refused_http_cost_only_their_own_connection() -> None:
+    async def main() -> None:
+        async with gateway() as server:
+            client = await Raw.open(server.port)
+            await client.identify("bystander")
+            cases = [
+                (b"\x16\x03\x01\x00\xa5garbage\r\n\r\n", 400),
+                (b"GET /api/version HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20000, 431),
+                (b"POST /api/v1/query HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Length: 2000000\r\n\r\n", 413),
+                (b"POST /api/v1/query HTTP/1.1\r\nHost: x\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n", 411),
+                (b"GET /gateway/websocket?encoding=json HTTP/1.1\r\nHost: x\r\n\r\n", 426),
+            ]
+            for data, status in cases:
+                answer = await _raw_http(server.port, data)
+                assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer[:60]
+            assert {k: v for k, v in server.rejected.items() if k.startswith("http_")} == {
+                "http_bad_request": 1, "http_head_too_large": 1, "http_body_too_large": 1,
+                "http_length_required": 1}
+            # The websocket on the same port never noticed.
+            await client.send(Op.HEARTBEAT)
+            assert (await client.recv()).op is Op.HEARTBEAT_ACK
+            status, body = await http_request(server.port, "GET", "/api/version")
+            assert status == 200 and body["api"] == "v1"
+
+    run(main)
+
+
+def test_an_exception_in_the_core_costs_one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        async with gateway() as server:
+            victim, other = await Raw.open(server.port), await Raw.open(server.port)
+            await victim.identify("victim")
+            await other.identify("other")
+            assert server.core is not None
+            receive = server.core.receive
+
+            def fragile(conn: int, data: str | bytes, now: float) -> None:
+                if "boom" in str(data):
+                    raise RuntimeError("a bug in the core")
+                receive(conn, data, now)
+
+            monkeypatch.setattr(server.core, "receive", fragile)
+            await victim.dispatch("SEND", {"target": {}, "payload": "boom"})
+            assert await victim.closed() == (1011, "internal server error")
+            assert server.rejected["core_failed"] == 1
+            assert server.driver.connection_errors == 1
+            await other.send(Op.HEARTBEAT)
+            assert (await other.recv()).op is Op.HEARTBEAT_ACK
+            # An HTTP request whose handling raises is answered 500, the server goes on.
+
+            def broken(*args: Any, **kwargs: Any) -> Any:
+                raise RuntimeError("a bug in the API")
+
+            monkeypatch.setattr("gossamer.proto.gateway.websocket.handle", broken)
+            status, body = await http_request(server.port, "GET", "/api/version")
+            assert (status, body) == (500, {"error": "internal server error"})
+            assert server.rejected["core_failed"] == 2
+            monkeypatch.undo()
+            status, body = await http_request(server.port, "GET", "/api/version")
+            assert status == 200
+
+    run(main)
+
+
 # ------------------------------------------------------------------------- scale
 
 
@@ -584,6 +692,6 @@ def test_frames_are_what_websockets_would_write(size: int, encoding: Encoding) -
     data = encode_packet(packet, encoding)
     payload = data.encode() if isinstance(data, str) else data
     opcode = Opcode.TEXT if encoding == "json" else Opcode.BINARY
-    assert _frame(packet, encoding) == Frame(opcode, payload).serialize(
+    assert server_frame(packet, encoding) == Frame(opcode, payload).serialize(
         mask=False, extensions=[]
     )

@@ -32,7 +32,22 @@ What it does, as the contract in ``gossamer.proto.core`` says:
   while a connection's transport is above its high-water mark the driver holds that
   connection's bytes and stops reading from it; on resume it writes them in one go.
 - **Close**: each id of ``connections_to_close()`` is closed once the bytes queued
-  before it are handed to the transport (which writes them out before closing).
+  before it are handed to the transport (which writes them out before closing); bytes
+  queued after are dropped. With ``half_close`` only our half ends there
+  (``write_eof``) and the connection closes at the peer's EOF, so the peer has seen the
+  end by the time the core gets ``connection_lost`` (the order RFC 6455 §7.1.1 asks of
+  a websocket server; TLS, which cannot half-close, closes at once). A peer that stopped
+  reading, or never ends its half, cannot finish that: the connection is aborted
+  ``linger`` seconds after the core asked to close it.
+- **Write backlog** (``write_buffer_limit``): once a connection's unwritten bytes (held
+  by the driver and in its transport) pass the limit, ``on_backlog(conn, now)`` is fed
+  through the pump, once per connection, as a core input (the gateway closes the
+  connection with 1008 there); without ``on_backlog`` the driver aborts the connection.
+- **Error boundary** (``on_error``): when ``receive_data`` raises for one connection,
+  the driver logs it, counts it (``connection_errors``) and feeds ``on_error(conn, exc,
+  now)`` through the pump, so the core closes that connection and the others go on.
+  Without ``on_error`` a raise is a bug that stops the driver (``Pump``).
+- **TLS**: ``start(..., ssl=context)`` serves every accepted connection inside TLS.
 - **Lost**: ``connection_lost(conn, now)`` exactly once per connection made or opened,
   however it ended (refused, timed out, reset, EOF, closed by the core), never after
   the driver is closed.
@@ -41,7 +56,9 @@ What it does, as the contract in ``gossamer.proto.core`` says:
   ``on_flush`` runs after the connections' output on every pump: a core that also
   speaks datagrams (gossip's multicast) moves them there.
 
-``close()`` stops listening, cancels the opens under way, writes what each connection
+``stop_listening()`` stops accepting (the connections go on);
+``wait_connections_closed()`` waits until none is left. ``close()`` stops listening,
+cancels the opens under way, writes what each connection
 holds and closes it (the core is not told: the driver is gone); ``wait_closed()``
 waits for all of it. Listening errors are ``NetworkError`` (their cause the
 ``OSError``).
@@ -51,7 +68,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
+import ssl as ssl_module
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar, cast
@@ -64,6 +83,8 @@ from gossamer.errors import GossamerError, LocalProtocolError, NetworkError
 from gossamer.proto.core import ConnectionsCore
 
 __all__ = ["ConnectionsDriver", "tcp_listener"]
+
+log = logging.getLogger("gossamer.connections")
 
 CC = TypeVar("CC", bound=ConnectionsCore)
 _T = TypeVar("_T")
@@ -80,10 +101,14 @@ class _Connection(WriteFlow, asyncio.Protocol):
         self.peer = peer
         self._transport: asyncio.Transport | None = None
         self.queue: deque[bytes] = deque()
+        self.held = 0  # bytes in ``queue``
         self.close_after = False
+        self.over_limit = False  # the write backlog passed the limit (reported once)
         self.reported = False  # connection_lost was given to the core (or never will be)
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._write_soon = False
+        self._eof_sent = False
+        self._linger: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------
 
@@ -100,12 +125,16 @@ class _Connection(WriteFlow, asyncio.Protocol):
         self.write_out()  # what the core queued while the connection was being opened
 
     def data_received(self, data: bytes) -> None:
-        pump = self.driver.pump
+        driver = self.driver
+        pump = driver.pump
         if pump.closed or self.reported:
             return
         pump.counters.received += 1
         pump.counters.received_bytes += len(data)
-        pump.feed(self.driver.core.receive_data, self.conn, data, now())
+        if driver.on_error is None:
+            pump.feed(driver.core.receive_data, self.conn, data, now())
+        else:
+            driver._guarded_receive(self.conn, data)
 
     def eof_received(self) -> bool:
         # No half-close: hand over what is held, and let the transport close.
@@ -114,6 +143,8 @@ class _Connection(WriteFlow, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._end_write_flow()
+        if self._linger is not None:
+            self._linger.cancel()
         self.driver._lost(self)
 
     def _writing_resumed(self) -> None:
@@ -121,13 +152,23 @@ class _Connection(WriteFlow, asyncio.Protocol):
 
     # -- the driver's side ----------------------------------------------------------
 
+    def add(self, data: bytes) -> None:
+        """Queue ``data`` (written by the next ``write_out``)."""
+        self.queue.append(data)
+        self.held += len(data)
+
     def write_out(self) -> None:
-        """Hand the queued bytes to the transport (unless paused), then close if asked."""
+        """Hand the queued bytes to the transport (unless paused), then close if asked;
+        report a write backlog past the driver's limit."""
         transport = self._transport
-        if transport is None or self._write_paused or transport.is_closing():
+        if transport is None or transport.is_closing():
             return
         queue = self.queue
-        if queue:
+        if self._eof_sent:  # bytes queued after the close are dropped
+            queue.clear()
+            self.held = 0
+            return
+        if queue and not self._write_paused:
             counters = self.driver.pump.counters
             if not self.driver.coalesce:
                 data = queue.popleft()
@@ -139,11 +180,32 @@ class _Connection(WriteFlow, asyncio.Protocol):
             else:
                 data = b"".join(queue)
                 queue.clear()
+            self.held -= len(data)
             counters.sent += 1
             counters.sent_bytes += len(data)
             transport.write(data)
-        if self.close_after and not queue:
-            transport.close()
+        if self.close_after:
+            if not queue:  # all handed over (else: held back while paused)
+                if self.driver.half_close and transport.can_write_eof():
+                    # End our half; the transport closes at the peer's EOF
+                    # (eof_received), so the peer has seen the end at connection_lost.
+                    self._eof_sent = True
+                    transport.write_eof()
+                else:
+                    transport.close()  # after its buffer is written out
+            if self._linger is None:  # the peer may never read, or never end its half
+                self._linger = asyncio.get_running_loop().call_later(
+                    self.driver.linger, transport.abort
+                )
+            return
+        limit = self.driver.write_buffer_limit
+        if (
+            limit is not None
+            and not self.over_limit
+            and self.held + transport.get_write_buffer_size() > limit
+        ):
+            self.over_limit = True
+            self.driver._backlog(self, transport)
 
     def _write_next(self) -> None:
         self._write_soon = False
@@ -154,6 +216,7 @@ class _Connection(WriteFlow, asyncio.Protocol):
         if transport is not None and self.queue and not transport.is_closing():
             transport.write(b"".join(self.queue))
         self.queue.clear()
+        self.held = 0
 
     def shut(self) -> None:
         """The driver closes: write what is held, close (the transport flushes first)."""
@@ -167,6 +230,11 @@ class _Connection(WriteFlow, asyncio.Protocol):
             return
         self._write_all()
         transport.close()
+        if transport.get_write_buffer_size() and self._linger is None:
+            # The peer may never read the rest: give up on it after ``linger``.
+            self._linger = asyncio.get_running_loop().call_later(
+                self.driver.linger, transport.abort
+            )
 
     def _finish(self) -> None:
         if not self.done.done():
@@ -191,7 +259,11 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
     ``connect_timeout`` bounds each open (seconds); ``ipv6=False`` resolves names to IPv4
     only (protocols whose wire carries IPv4); ``coalesce=False`` writes each
     ``data_to_send()`` pair by itself; ``on_flush`` runs after the connections' output on
-    every pump; ``on_event``/``event_queue`` are the ``Pump``'s. ``async with`` closes it.
+    every pump; ``on_event``/``event_queue`` are the ``Pump``'s. ``half_close`` and
+    ``linger`` (seconds: how long a close may wait for the peer) shape closes,
+    ``write_buffer_limit`` and ``on_backlog`` the write backlog; ``on_error`` is the
+    per-connection error boundary (module docstring).
+    ``async with`` closes it.
     """
 
     def __init__(
@@ -204,6 +276,11 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         on_flush: Callable[[], None] | None = None,
         on_event: EventCallback | None = None,
         event_queue: bool | None = None,
+        half_close: bool = False,
+        linger: float = 10.0,
+        write_buffer_limit: int | None = None,
+        on_backlog: Callable[[int, float], None] | None = None,
+        on_error: Callable[[int, Exception, float], None] | None = None,
     ) -> None:
         self.core = core
         self.pump: Pump[CC] = Pump(
@@ -215,9 +292,15 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         )
         self.connect_timeout = connect_timeout
         self.ipv6 = ipv6
-        self.coalesce = coalesce
         self._on_flush = on_flush
         self._server: asyncio.Server | None = None
+        # Writing and closing each connection.
+        self.coalesce, self.write_buffer_limit = coalesce, write_buffer_limit
+        self.half_close, self.linger = half_close, linger
+        self.on_backlog, self.on_error = on_backlog, on_error
+        #: Inputs that raised inside the error boundary (``on_error``).
+        self.connection_errors = 0
+        self._idle: asyncio.Event | None = None
         #: The connections made or being opened, by id.
         self.connections: dict[int, _Connection] = {}
         self._dialling: dict[int, asyncio.Task[None]] = {}
@@ -234,11 +317,13 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         *,
         sock: socket.socket | None = None,
         backlog: int = 100,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> None:
         """Listen on ``host:port`` when ``host`` is given (port 0: any free port), or on
         ``sock`` (from ``tcp_listener``, for a core that must know its port before it is
-        made), then pump once (the core's first opens, bytes and timer).
-        ``NetworkError`` (its cause the ``OSError``) when the port cannot be bound."""
+        made), inside TLS with ``ssl``, then pump once (the core's first opens, bytes and
+        timer). ``NetworkError`` (its cause the ``OSError``) when the port cannot be
+        bound."""
         if self._started:
             raise LocalProtocolError("the connections driver was already started")
         self._started = True
@@ -246,7 +331,9 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         if host is not None:
             sock = tcp_listener(host, port, backlog=backlog)
         if sock is not None:
-            self._server = await loop.create_server(self._accept, sock=sock, backlog=backlog)
+            self._server = await loop.create_server(
+                self._accept, sock=sock, backlog=backlog, ssl=ssl
+            )
         self.pump.start(loop)
 
     @property
@@ -270,6 +357,20 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
     def events(self) -> AsyncIterator[object]:
         """The core's events (with ``event_queue``), until the driver closes."""
         return self.pump.events()
+
+    def stop_listening(self) -> None:
+        """Accept no more connections; those made go on. Idempotent."""
+        if self._server is not None:
+            self._server.close()
+
+    async def wait_connections_closed(self) -> None:
+        """Wait until no connection is left (made or being opened)."""
+        if not self.connections:
+            return
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        self._idle.clear()
+        await self._idle.wait()
 
     def close(self) -> None:
         """Stop listening and opening, close every connection after what it holds.
@@ -298,7 +399,7 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         for conn, data in core.data_to_send():
             link = connections.get(conn)
             if link is not None:  # bytes for a dead id are discarded
-                link.queue.append(data)
+                link.add(data)
                 touched[conn] = link
         for conn in core.connections_to_close():
             link = connections.get(conn)
@@ -319,6 +420,8 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         self.connections.clear()
         for link in self._closing:
             link.shut()
+        if self._idle is not None:
+            self._idle.set()
 
     # -- connections ----------------------------------------------------------------
 
@@ -353,5 +456,28 @@ class ConnectionsDriver(ClosesOnExit, Generic[CC]):
         link.reported = True
         if self.connections.get(link.conn) is link:
             del self.connections[link.conn]
+            if not self.connections and self._idle is not None:
+                self._idle.set()
         if not self.pump.closed:
             self.pump.feed(self.core.connection_lost, link.conn, now())
+
+    def _guarded_receive(self, conn: int, data: bytes) -> None:
+        """``receive_data`` inside the error boundary (``on_error``), then pump."""
+        pump = self.pump
+        at = now()
+        try:
+            self.core.receive_data(conn, data, at)
+        except Exception as exc:
+            self.connection_errors += 1
+            log.warning("connection %d: its input raised; closing it", conn, exc_info=exc)
+            assert self.on_error is not None
+            pump.feed(self.on_error, conn, exc, at)
+            return
+        pump.pump()
+
+    def _backlog(self, link: _Connection, transport: asyncio.Transport) -> None:
+        """``link``'s unwritten bytes passed ``write_buffer_limit``."""
+        if self.on_backlog is None:
+            transport.abort()
+        else:
+            self.pump.feed(self.on_backlog, link.conn, now())

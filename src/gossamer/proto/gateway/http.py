@@ -23,6 +23,11 @@ Other paths give 404 ``{"code": 404, "error": "not found"}``.
 
 ``handle`` returns either an ``HttpResponse`` or, for the proxy, a ``ProxyRequest``
 that the driver performs (and answers 502/504 when the client's server fails).
+
+``RequestReader`` collects one request from a connection's bytes, bounded: a head
+over ``MAX_HEAD`` is 431, a body over ``MAX_BODY`` 413, a ``Transfer-Encoding`` 411 (one
+request per connection, framed by ``Content-Length``), a malformed head 400; ``REFUSED``
+names these refusals for the counters.
 """
 
 from __future__ import annotations
@@ -43,9 +48,11 @@ if TYPE_CHECKING:
     from gossamer.proto.gateway.core import GatewayCore
 
 __all__ = [
+    "REFUSED",
     "HttpRequest",
     "HttpResponse",
     "ProxyRequest",
+    "RequestReader",
     "handle",
     "parse_request_head",
     "parse_response",
@@ -54,6 +61,14 @@ __all__ = [
 ]
 
 MAX_HEAD: Final = 16 * 1024
+MAX_BODY: Final = 1 << 20
+#: HTTP answers that refuse a request, and the reason a server counts them under.
+REFUSED: Final = {
+    400: "http_bad_request",
+    411: "http_length_required",
+    413: "http_body_too_large",
+    431: "http_head_too_large",
+}
 _REASONS: Final = {
     200: "OK",
     302: "Found",
@@ -156,6 +171,69 @@ def parse_request_head(head: bytes) -> tuple[str, str, dict[str, str]]:
         key, value = raw_name.decode("ascii"), raw_value.decode("latin-1")
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return method.upper(), request.target.decode("ascii"), headers
+
+
+def _refusal(status: int, error: str) -> HttpResponse:
+    return HttpResponse(status=status, body=orjson.dumps({"error": error}))
+
+
+class RequestReader:
+    """One request out of a connection's bytes (see the module docstring).
+
+    ``feed(data)`` returns ``None`` while the request is incomplete, then once either
+    the ``HttpRequest`` or the ``HttpResponse`` that refuses it; bytes after that are
+    ignored (``done``)."""
+
+    __slots__ = ("_body_start", "_buffer", "_head", "_length", "done")
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._head: tuple[str, str, dict[str, str]] | None = None
+        self._body_start = 0
+        self._length = 0
+        self.done = False
+
+    def feed(self, data: bytes) -> HttpRequest | HttpResponse | None:
+        if self.done:
+            return None
+        self._buffer += data
+        answer = self._read()
+        if answer is not None:
+            self.done = True
+            self._buffer = bytearray()
+        return answer
+
+    def _read(self) -> HttpRequest | HttpResponse | None:
+        buffer = self._buffer
+        if self._head is None:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return _refusal(431, "head too large") if len(buffer) > MAX_HEAD else None
+            if end > MAX_HEAD:
+                return _refusal(431, "head too large")
+            try:
+                self._head = parse_request_head(bytes(buffer[:end]))
+            except DecodeError as exc:
+                return _refusal(400, exc.reason)
+            headers = self._head[2]
+            if "transfer-encoding" in headers:
+                return _refusal(411, "length required")
+            length = headers.get("content-length", "0").strip()
+            if not length.isdigit():
+                return _refusal(400, "bad content-length")
+            self._length = int(length)
+            if self._length > MAX_BODY:
+                return _refusal(413, "body too large")
+            self._body_start = end + 4
+        if len(buffer) - self._body_start < self._length:
+            return None
+        method, target, headers = self._head
+        return HttpRequest(
+            method=method,
+            path=unquote(urlsplit(target).path),
+            headers=headers,
+            body=bytes(buffer[self._body_start : self._body_start + self._length]),
+        )
 
 
 def _send(conn: h11.Connection, *events: h11.Event) -> bytes:
