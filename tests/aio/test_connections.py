@@ -169,7 +169,7 @@ def test_a_write_backlog_past_the_limit_is_reported_once_as_a_core_input(run: Ru
     ``write_buffer_limit`` the driver feeds ``on_backlog`` (once), which closes it."""
 
     async def main() -> None:
-        core = EchoCore(factor=1 << 20)
+        core = ScriptedConnections(echo=1 << 20)
         backlogs: list[int] = []
 
         def on_backlog(conn: int, now: float) -> None:
@@ -196,7 +196,7 @@ def test_a_write_backlog_past_the_limit_is_reported_once_as_a_core_input(run: Ru
 
 def test_without_on_backlog_a_backlog_aborts_the_connection(run: Runner) -> None:
     async def main() -> None:
-        core = EchoCore(factor=1 << 20)
+        core = ScriptedConnections(echo=1 << 20)
         async with ConnectionsDriver(core, write_buffer_limit=256 << 10) as driver:
             await driver.start(LOCALHOST, 0)
             _reader, writer = await asyncio.open_connection(*driver.address)
@@ -211,7 +211,7 @@ def test_without_on_backlog_a_backlog_aborts_the_connection(run: Runner) -> None
     run(main())
 
 
-class FragileCore(EchoCore):
+class FragileCore(ScriptedConnections):
     """An echo core with a bug: input ``boom`` raises."""
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
@@ -222,7 +222,7 @@ class FragileCore(EchoCore):
 
 def test_the_error_boundary_costs_one_connection_not_the_driver(run: Runner) -> None:
     async def main() -> None:
-        core = FragileCore()
+        core = FragileCore(echo=1)
         failed: list[tuple[int, str]] = []
 
         def on_error(conn: int, exc: Exception, now: float) -> None:
@@ -242,7 +242,7 @@ def test_the_error_boundary_costs_one_connection_not_the_driver(run: Runner) -> 
             for writer in (w1, w2):
                 writer.close()
         # Without the boundary the same input is a bug that stops the driver.
-        core = FragileCore()
+        core = FragileCore(echo=1)
         driver = ConnectionsDriver(core)
         await driver.start(LOCALHOST, 0)
         _r, w = await asyncio.open_connection(*driver.address)
@@ -259,7 +259,7 @@ def test_half_close_waits_for_the_peer_and_stop_listening_keeps_connections(
     run: Runner,
 ) -> None:
     async def main() -> None:
-        core = EchoCore()
+        core = ScriptedConnections(echo=1)
         async with ConnectionsDriver(core, half_close=True) as driver:
             await driver.start(LOCALHOST, 0)
             reader, writer = await asyncio.open_connection(*driver.address)
@@ -275,7 +275,7 @@ def test_half_close_waits_for_the_peer_and_stop_listening_keeps_connections(
             writer.write(b"late")  # the peer may still write (the echo is dropped)
             writer.close()
             await driver.wait_connections_closed()
-            assert core.kinds(1)[-1] == "lost" and core.received(1) == b"late"
+            assert core.kinds(1)[-1] == "lost" and core.data(1) == b"late"
 
     run(main())
 
