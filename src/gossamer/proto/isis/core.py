@@ -74,7 +74,12 @@ from gossamer.proto.isis.machine import (
     SendState,
     step,
 )
-from gossamer.proto.isis.retransmit import RetransmitSchedule, Transmission, Transmitter
+from gossamer.proto.isis.retransmit import (
+    RetransmitSchedule,
+    RttTransmitter,
+    Transmission,
+    Transmitter,
+)
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
 from gossamer.wire.buffer import Buffer
@@ -185,10 +190,15 @@ class IsisConfig:
 
     ``members`` is the initial (static) group, ``me`` this member's id.
 
-    Retransmission (``retransmit``, the spec's ContinuousMsgSender): a message is sent
-    again after ``retransmit_initial`` seconds, the interval doubling while it stays at
-    most ``retransmit_max`` and then starting again (the spec's 0.2 s doubling to 3.2 s
-    under 4 s). Snapshot markers follow the same schedule.
+    Retransmission (``retransmit``). On the original wire, the spec's ContinuousMsgSender:
+    a message is sent again after ``retransmit_initial`` seconds, the interval doubling
+    while it stays at most ``retransmit_max`` and then starting again (the spec's 0.2 s
+    doubling to 3.2 s under 4 s). On gossamer's own (sealed) wire, each member's timeout
+    comes from its measured round trips (``retransmit.RttTransmitter``: RFC 6298's
+    SRTT + max(``retransmit_granularity``, 4 RTTVAR), ``retransmit_initial`` until the
+    first sample), doubles while the member stays silent, is at most ``retransmit_max``,
+    and a copy that a later answer shows lost is sent again at once. Snapshot markers
+    follow the spec's schedule of ``retransmit_initial`` and ``retransmit_max``.
 
     The original's fault flags (reference (a), "Fault injection (exact behaviour)"),
     drawn from the core's injected ``random.Random``:
@@ -228,6 +238,7 @@ class IsisConfig:
     wire: WireMode = WireMode.SEALED
     retransmit_initial: float = 0.2
     retransmit_max: float = 4.0
+    retransmit_granularity: float = 0.001
     drop_rate: float = 0.0
     ack_delay: float = 0.0
     batch_delay: float = 0.0
@@ -267,6 +278,12 @@ class IsisConfig:
             raise ConfigError("retain_finals must be non-negative")
         if not 0.0 <= self.drop_rate <= 1.0:
             raise ConfigError("drop_rate must be a probability in [0, 1]", drop_rate=self.drop_rate)
+        if not 0.0 < self.retransmit_granularity <= self.retransmit_max:
+            raise ConfigError(
+                "retransmit_granularity must be positive and at most retransmit_max",
+                retransmit_granularity=self.retransmit_granularity,
+                retransmit_max=self.retransmit_max,
+            )
         for name in ("ack_delay", "batch_delay"):
             value = getattr(self, name)
             if not value >= 0.0:
@@ -303,7 +320,10 @@ class IsisConfig:
 #: units and defaults are made from this table.
 TUNABLES: dict[str, str] = {
     "retransmit_initial": "seconds before the first retransmission (then doubling)",
-    "retransmit_max": "seconds: the largest retransmission interval; the schedule then restarts",
+    "retransmit_max": "seconds: the largest retransmission interval (original wire: the "
+    "schedule then restarts)",
+    "retransmit_granularity": "seconds: the least margin over the smoothed round trip "
+    "before a retransmission (sealed wire)",
     "drop_rate": "probability that a received datagram is dropped (the original's --dropRate)",
     "ack_delay": "seconds half the Acks and SeqAcks are held back (the original's --delay)",
     "batch_delay": "seconds messages to one member may wait to share a datagram (0: off)",
@@ -498,7 +518,18 @@ class IsisCore:
         self._batch_sizes: dict[Address, int] = {}
         self._batch_due: float | None = None
         self._now = 0.0
-        self._tx = Transmitter(config.schedule, self._send_payload)
+        self._tx: Transmitter | RttTransmitter
+        if self._by_ip:
+            self._tx = Transmitter(config.schedule, self._send_payload, self._retransmitted)
+        else:
+            self._tx = RttTransmitter(
+                initial=config.retransmit_initial,
+                granularity=config.retransmit_granularity,
+                maximum=config.retransmit_max,
+                send=self._send_payload,
+                retransmitted=self._retransmitted,
+                slack=config.batch_delay,
+            )
 
     # -- identity and introspection -------------------------------------------------
 
@@ -713,9 +744,7 @@ class IsisCore:
         while delayed and delayed[0][0] <= now:
             _, _, payload, addr = heapq.heappop(delayed)
             self._emit(payload, addr)
-        for item in self._tx.due(now):
-            self.counters.retransmissions += len(item.recipients)
-            self._trace_retransmit(item, now)
+        self._tx.due(now)
         self._drain(now)
         if self._batch_due is not None and self._batch_due <= now:
             self._flush_batches()
@@ -941,7 +970,7 @@ class IsisCore:
     def _answered(self, out: _Outgoing, src: int, phase: str, now: float) -> None:
         """``src`` answered ``out``'s Data (``phase`` "data") or Seq ("seq")."""
         out.awaiting.discard(src)
-        self._tx.answered((phase, out.msg_id), src)
+        self._tx.answered((phase, out.msg_id), src, now)
         if not out.awaiting:
             self._all_answered(out, now)
 
@@ -1183,18 +1212,18 @@ class IsisCore:
     def _msg_name(self, sender: int, msg_id: int) -> str:
         return f"{self._names.get(sender, sender)}/{msg_id}"
 
-    def _trace_retransmit(self, item: Transmission, now: float) -> None:
-        self._trace(
-            now,
-            LAYER,
-            "retransmit",
-            msg=item.msg,
-            attrs={
-                "type": item.label,
-                "attempt": str(item.attempt),
-                "to": ",".join(self.name_of(m) for m in sorted(item.recipients)),
-            },
-        )
+    def _retransmitted(self, item: Transmission, recipients: list[int], cause: str) -> None:
+        """The transmitter sent ``item`` again to ``recipients``: count and trace it
+        (``attrs.cause`` on the sealed wire: ``timeout``, or ``gap`` for a fast repair)."""
+        self.counters.retransmissions += len(recipients)
+        attrs = {
+            "type": item.label,
+            "attempt": str(item.attempt),
+            "to": ",".join(self.name_of(m) for m in recipients),
+        }
+        if not self._by_ip:
+            attrs["cause"] = cause
+        self._trace(self._now, LAYER, "retransmit", msg=item.msg, attrs=attrs)
 
     def _drop(
         self,
