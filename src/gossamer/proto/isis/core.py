@@ -401,6 +401,7 @@ class IsisCounters:
     messages_in: int = 0
     messages_out: int = 0
     retransmissions: int = 0  # datagrams re-sent by the transmitter
+    gap_repairs: int = 0  # of which re-sent at once because a later answer showed a gap
     duplicate_data: int = 0
     late_data: int = 0
     duplicate_acks: int = 0
@@ -1216,6 +1217,8 @@ class IsisCore:
         """The transmitter sent ``item`` again to ``recipients``: count and trace it
         (``attrs.cause`` on the sealed wire: ``timeout``, or ``gap`` for a fast repair)."""
         self.counters.retransmissions += len(recipients)
+        if cause == "gap":
+            self.counters.gap_repairs += len(recipients)
         attrs = {
             "type": item.label,
             "attempt": str(item.attempt),

@@ -318,10 +318,11 @@ class _Member:
     """What the transmitter knows of one member: its round trip, its back-off and its
     unanswered copies, the least recently sent first."""
 
-    __slots__ = ("backoff", "backoff_at", "copies", "rtt")
+    __slots__ = ("backoff", "backoff_at", "copies", "next_sample", "rtt")
 
     def __init__(self, rtt: RttEstimator) -> None:
         self.rtt = rtt
+        self.next_sample = -math.inf  # the next answer from then on is a sample
         self.backoff = 0  # doublings of the timeout since the member last answered
         self.backoff_at = -math.inf  # when ``backoff`` last grew
         self.copies: dict[Hashable, _Copy] = {}
@@ -334,9 +335,9 @@ class RttTransmitter:
     - A copy of a message to member m is sent again when m has not answered it within
       m's timeout: ``RttEstimator.rto`` doubled ``backoff`` times, at most ``maximum``.
       A timeout doubles m's back-off once per round (a copy sent before the last doubling
-      does not double it again); any first answer from m resets it, and m's copies then
-      wait one plain timeout from their last send.
-    - A first answer from m to a copy that was sent once is a round-trip sample.
+      does not double it again); an answer from m to a copy sent once is a round-trip
+      sample and resets it (m's copies then wait one plain timeout from their last
+      send); an answer to a retransmitted copy is neither (Karn's algorithm).
     - An answer from m to a copy sent at time t shows that m heard, or lost, everything
       sent to it before t (a member answers datagrams in the order they arrive): each
       unanswered copy sent before t is sent again at once if it went out more than
@@ -425,8 +426,18 @@ class RttTransmitter:
             del self._items[key]
         member = self._members[recipient]
         del member.copies[key]
-        if copy.tries == 0:
+        if copy.tries:
+            # Karn: an answer to a copy sent more than once is no sample, and does not end
+            # the back-off either (a member that answers only our retransmissions is slower
+            # than its timeout, and a plain timeout would send everything again).
+            self._repair(member, copy.first - self._slack, now)
+            return True
+        if now >= member.next_sample:
+            # One sample per round trip, as RFC 6298's gains assume: an answer per message
+            # would give dozens of near-equal samples per round trip, which drive RTTVAR
+            # (and the margin it buys) to nothing between two bursts.
             member.rtt.sample(now - copy.first)
+            member.next_sample = now + (member.rtt.srtt or 0.0)
         if member.backoff:
             member.backoff = 0
             member.backoff_at = -math.inf
