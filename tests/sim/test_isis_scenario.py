@@ -120,7 +120,7 @@ def test_total_order_agreement_validity_integrity_under_faults_and_a_crash(
             assert_faults_injected(result, "crash")
 
 
-#: Seeds of the sweep below (``GOSSAMER_ISIS_SEEDS`` runs more: ``bench/isis_soak.py``).
+#: Seeds of the sweep below; ``GOSSAMER_ISIS_SEEDS=3000`` makes it a soak (about a minute).
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_ISIS_SEEDS", "200"))
 
 
@@ -178,6 +178,29 @@ def test_order_agreement_and_integrity_hold_over_hundreds_of_seeds(tmp_path: Pat
         crashed_senders += bool(crashed & senders)
         shutil.rmtree(out)
     assert crashed_senders >= SWEEP_SEEDS // 10  # the sweep did crash senders
+
+
+def test_both_wires_order_under_loss_and_only_the_sealed_one_repairs_gaps(tmp_path: Path) -> None:
+    """``wire=original`` keeps the spec's schedule (retransmissions 200 ms apart at least,
+    no ``cause``); the sealed wire retransmits after measured round trips and repairs gaps."""
+    faults = FaultPlan(drop=0.1)
+    for wire in ("original", "sealed"):
+        result = simulate(
+            tmp_path / wire, 4, 5, faults, senders=4, messages=10, interval=0.002, wire=wire
+        )
+        assert_correct(result, expected=40)
+        events, _ = read_run(tmp_path / wire)
+        retransmits = [e for e in events if e.kind == "retransmit"]
+        assert retransmits
+        causes = {e.attrs.get("cause") for e in retransmits}
+        if wire == "original":
+            assert causes == {None}
+            firsts = {e.msg: e.t for e in events if e.kind == "multicast"}
+            data = [e for e in retransmits if e.attrs["type"] == "DataMsg"]
+            assert all(e.t - firsts[e.msg] >= 0.2 - 1e-9 for e in data)
+        else:
+            assert causes == {"timeout", "gap"}
+            assert result.summary["latency_ms_p99"] < 200  # repaired within round trips
 
 
 def test_a_crashed_non_sender_does_not_block_the_survivors(tmp_path: Path) -> None:
