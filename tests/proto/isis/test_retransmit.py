@@ -97,10 +97,8 @@ def make_rtt() -> tuple[RttTransmitter, list[tuple[float, bytes, int]], list[flo
     sent: list[tuple[float, bytes, int]] = []
     clock = [0.0]
     tx = RttTransmitter(
-        initial=0.2,
-        granularity=0.001,
-        maximum=4.0,
-        send=lambda payload, to: sent.append((clock[0], payload, to)),
+        RttEstimator(initial=0.2, granularity=0.001, maximum=4.0),
+        lambda payload, to: sent.append((clock[0], payload, to)),
     )
     return tx, sent, clock
 

@@ -76,6 +76,7 @@ from gossamer.proto.isis.machine import (
 )
 from gossamer.proto.isis.retransmit import (
     RetransmitSchedule,
+    RttEstimator,
     RttTransmitter,
     Transmission,
     Transmitter,
@@ -314,6 +315,15 @@ class IsisConfig:
         """The retransmission schedule of ``retransmit_initial`` and ``retransmit_max``."""
         return RetransmitSchedule(initial=self.retransmit_initial, maximum=self.retransmit_max)
 
+    @property
+    def round_trip(self) -> RttEstimator:
+        """A member's round-trip estimate before any sample (the sealed wire's timeouts)."""
+        return RttEstimator(
+            initial=self.retransmit_initial,
+            granularity=self.retransmit_granularity,
+            maximum=self.retransmit_max,
+        )
+
 
 #: The fields of :class:`IsisConfig` a deployment tunes, and what each means: the CLI's
 #: options, the simulator's parameters and the lab's ``[isis]`` keys of the same names,
@@ -520,16 +530,11 @@ class IsisCore:
         self._batch_due: float | None = None
         self._now = 0.0
         self._tx: Transmitter | RttTransmitter
-        if self._by_ip:
+        if self._by_ip:  # the original wire: the spec's schedule
             self._tx = Transmitter(config.schedule, self._send_payload, self._retransmitted)
         else:
             self._tx = RttTransmitter(
-                initial=config.retransmit_initial,
-                granularity=config.retransmit_granularity,
-                maximum=config.retransmit_max,
-                send=self._send_payload,
-                retransmitted=self._retransmitted,
-                slack=config.batch_delay,
+                config.round_trip, self._send_payload, self._retransmitted, slack=config.batch_delay
             )
 
     # -- identity and introspection -------------------------------------------------

@@ -118,29 +118,13 @@ def _ignore(item: Transmission, recipients: list[int], cause: str) -> None:
     """The default :data:`Retransmitted`: nobody is told."""
 
 
-class Transmitter:
-    """All messages of one core that are being retransmitted, each on its own schedule.
+class _Transmissions:
+    """What both transmitters share: the live messages by key, and where copies go."""
 
-    ``start`` sends a message at once to every recipient and schedules the next
-    transmission; ``answered`` removes a recipient (True only the first time, which
-    is how duplicate answers are recognised); ``due`` retransmits every message
-    whose time has come to its remaining recipients. A message with no recipient
-    left is forgotten.
-    """
-
-    def __init__(
-        self,
-        schedule: RetransmitSchedule,
-        send: SendFn,
-        retransmitted: Retransmitted = _ignore,
-    ) -> None:
-        self.schedule = schedule
+    def __init__(self, send: SendFn, retransmitted: Retransmitted) -> None:
         self._send = send
         self._retransmitted = retransmitted
-        self._cycle = schedule._cycle
         self._items: dict[Hashable, Transmission] = {}
-        self._heap: list[tuple[float, int, Hashable]] = []
-        self._counter = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -170,22 +154,76 @@ class Transmitter:
         Replaces any transmission with the same key. Returns ``None`` (and sends
         nothing) when ``recipients`` is empty.
         """
-        self._items.pop(key, None)
+        self.cancel(key)
         if not recipients:
             return None
         item = Transmission(
-            key=key,
-            payload=payload,
-            recipients=set(recipients),
-            label=label,
-            msg=msg,
+            key=key, payload=payload, recipients=set(recipients), label=label, msg=msg,
             first_sent=now,
-        )
+        )  # fmt: skip
         self._items[key] = item
-        for recipient in sorted(item.recipients):
-            self._send(payload, recipient)
-        self._schedule(item, now)
+        self._launch(item, now)
         return item
+
+    def cancel(self, key: Hashable) -> None:
+        self._items.pop(key, None)
+
+    def retarget(self, key: Hashable, recipients: set[int], now: float) -> None:
+        """Replace the recipients of ``key``; newly added ones are sent to at once."""
+        item = self._items.get(key)
+        if item is None:
+            return
+        for gone in item.recipients - recipients:
+            self._forget(key, gone)
+        added = recipients - item.recipients
+        item.recipients = set(recipients)
+        if not item.recipients:
+            del self._items[key]
+            return
+        for recipient in sorted(added):
+            self._add(item, recipient, now)
+
+    def _launch(self, item: Transmission, now: float) -> None:
+        """Send a new transmission to each of its recipients and set its timers."""
+        for recipient in sorted(item.recipients):
+            self._add(item, recipient, now)
+
+    def _add(self, item: Transmission, to: int, now: float) -> None:
+        """Send ``item`` to ``to``, a new recipient."""
+        raise NotImplementedError
+
+    def _forget(self, key: Hashable, to: int) -> None:
+        """``to`` is no recipient of ``key`` any more (and need not answer)."""
+
+
+class Transmitter(_Transmissions):
+    """All messages of one core that are being retransmitted, each on its own schedule.
+
+    ``start`` sends a message at once to every recipient and schedules the next
+    transmission; ``answered`` removes a recipient (True only the first time, which
+    is how duplicate answers are recognised); ``due`` retransmits every message
+    whose time has come to its remaining recipients. A message with no recipient
+    left is forgotten.
+    """
+
+    def __init__(
+        self,
+        schedule: RetransmitSchedule,
+        send: SendFn,
+        retransmitted: Retransmitted = _ignore,
+    ) -> None:
+        super().__init__(send, retransmitted)
+        self.schedule = schedule
+        self._cycle = schedule._cycle
+        self._heap: list[tuple[float, int, Hashable]] = []
+        self._counter = 0
+
+    def _launch(self, item: Transmission, now: float) -> None:
+        super()._launch(item, now)
+        self._schedule(item, now)
+
+    def _add(self, item: Transmission, to: int, now: float) -> None:
+        self._send(item.payload, to)
 
     def answered(self, key: Hashable, recipient: int, now: float = 0.0) -> bool:
         """Stop sending ``key`` to ``recipient``; True only if it was still a recipient.
@@ -197,22 +235,6 @@ class Transmitter:
         if not item.recipients:
             del self._items[key]
         return True
-
-    def retarget(self, key: Hashable, recipients: set[int], now: float) -> None:
-        """Replace the recipients of ``key``; newly added ones are sent to at once."""
-        item = self._items.get(key)
-        if item is None:
-            return
-        added = recipients - item.recipients
-        item.recipients = set(recipients)
-        if not item.recipients:
-            del self._items[key]
-            return
-        for recipient in sorted(added):
-            self._send(item.payload, recipient)
-
-    def cancel(self, key: Hashable) -> None:
-        self._items.pop(key, None)
 
     def drop_member(self, member: int) -> None:
         """``member`` left the group: stop addressing it everywhere."""
@@ -274,15 +296,27 @@ class RttEstimator:
     (Karn's rule): the answer to a retransmitted copy may answer either transmission.
     """
 
-    __slots__ = ("granularity", "latest", "maximum", "rto", "rttvar", "srtt")
+    __slots__ = ("granularity", "initial", "latest", "maximum", "rto", "rttvar", "srtt")
 
     def __init__(self, *, initial: float, granularity: float, maximum: float) -> None:
+        if not 0 < granularity <= maximum or not initial > 0:
+            raise ConfigError(
+                "need 0 < granularity <= maximum and a positive initial timeout",
+                initial=initial, granularity=granularity, maximum=maximum,
+            )  # fmt: skip
+        self.initial = initial
         self.granularity = granularity
         self.maximum = maximum
         self.srtt: float | None = None
         self.rttvar = 0.0
         self.latest = 0.0
         self.rto = min(initial, maximum)
+
+    def fresh(self) -> RttEstimator:
+        """An estimator with the same settings and no sample yet."""
+        return RttEstimator(
+            initial=self.initial, granularity=self.granularity, maximum=self.maximum
+        )
 
     def sample(self, rtt: float) -> None:
         """Take one round trip, in seconds, into the estimate."""
@@ -328,7 +362,7 @@ class _Member:
         self.copies: dict[Hashable, _Copy] = {}
 
 
-class RttTransmitter:
+class RttTransmitter(_Transmissions):
     """The transmitter of gossamer's own wire: :class:`Transmitter`'s calls, timeouts per
     member from measured round trips, and repair of a gap as soon as it shows.
 
@@ -350,69 +384,25 @@ class RttTransmitter:
 
     def __init__(
         self,
-        *,
-        initial: float,
-        granularity: float,
-        maximum: float,
+        estimate: RttEstimator,
         send: SendFn,
         retransmitted: Retransmitted = _ignore,
+        *,
         slack: float = 0.0,
     ) -> None:
-        if not 0 < granularity <= maximum:
-            raise ConfigError(
-                "need 0 < granularity <= maximum", granularity=granularity, maximum=maximum
-            )
-        self._initial = initial
-        self._granularity = granularity
-        self._maximum = maximum
+        """``estimate`` is what each member's estimator starts as (no sample yet)."""
+        super().__init__(send, retransmitted)
+        self._estimate = estimate
+        self._maximum = estimate.maximum
         self._slack = slack
-        self._send = send
-        self._retransmitted = retransmitted
-        self._items: dict[Hashable, Transmission] = {}
         self._copies: dict[tuple[Hashable, int], _Copy] = {}
         self._members: dict[int, _Member] = {}
         self._heap: list[tuple[float, int, Hashable, int]] = []
         self._counter = 0
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._items
-
-    def get(self, key: Hashable) -> Transmission | None:
-        return self._items.get(key)
-
-    def items(self) -> list[Transmission]:
-        """The live transmissions, in start order."""
-        return list(self._items.values())
-
     def estimator(self, member: int) -> RttEstimator:
         """``member``'s round-trip estimate (created on first use)."""
         return self._member(member).rtt
-
-    def start(
-        self,
-        key: Hashable,
-        payload: bytes,
-        recipients: set[int],
-        now: float,
-        *,
-        label: str,
-        msg: str,
-    ) -> Transmission | None:
-        """As :meth:`Transmitter.start`."""
-        self.cancel(key)
-        if not recipients:
-            return None
-        item = Transmission(
-            key=key, payload=payload, recipients=set(recipients), label=label, msg=msg,
-            first_sent=now,
-        )  # fmt: skip
-        self._items[key] = item
-        for recipient in sorted(recipients):
-            self._add_copy(item, recipient, now)
-        return item
 
     def answered(self, key: Hashable, recipient: int, now: float = 0.0) -> bool:
         """As :meth:`Transmitter.answered`; also a round-trip sample, the end of the
@@ -463,26 +453,11 @@ class RttTransmitter:
             self._resend(member, copy, now)
             self._retransmitted(copy.item, [copy.to], "gap")
 
-    def retarget(self, key: Hashable, recipients: set[int], now: float) -> None:
-        """As :meth:`Transmitter.retarget`."""
-        item = self._items.get(key)
-        if item is None:
-            return
-        for gone in item.recipients - recipients:
-            self._drop_copy(key, gone)
-        added = recipients - item.recipients
-        item.recipients = set(recipients)
-        if not item.recipients:
-            del self._items[key]
-            return
-        for recipient in sorted(added):
-            self._add_copy(item, recipient, now)
-
     def cancel(self, key: Hashable) -> None:
         item = self._items.pop(key, None)
         if item is not None:
             for recipient in item.recipients:
-                self._drop_copy(key, recipient)
+                self._forget(key, recipient)
 
     def drop_member(self, member: int) -> None:
         """``member`` left the group: stop addressing it everywhere."""
@@ -535,17 +510,13 @@ class RttTransmitter:
     def _member(self, member: int) -> _Member:
         state = self._members.get(member)
         if state is None:
-            state = self._members[member] = _Member(
-                RttEstimator(
-                    initial=self._initial, granularity=self._granularity, maximum=self._maximum
-                )
-            )
+            state = self._members[member] = _Member(self._estimate.fresh())
         return state
 
     def _timeout(self, member: _Member) -> float:
         return min(member.rtt.rto * 2.0 ** min(member.backoff, 64), self._maximum)
 
-    def _add_copy(self, item: Transmission, to: int, now: float) -> None:
+    def _add(self, item: Transmission, to: int, now: float) -> None:
         member = self._member(to)
         copy = _Copy(item=item, to=to, first=now, last=now)
         self._copies[(item.key, to)] = copy
@@ -562,7 +533,7 @@ class RttTransmitter:
         self._send(copy.item.payload, copy.to)
         self._schedule(copy, now + self._timeout(member))
 
-    def _drop_copy(self, key: Hashable, to: int) -> None:
+    def _forget(self, key: Hashable, to: int) -> None:
         if self._copies.pop((key, to), None) is not None:
             self._members[to].copies.pop(key, None)
 
