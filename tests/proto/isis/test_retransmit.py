@@ -118,7 +118,7 @@ def test_rfc6298_estimator_first_and_later_samples() -> None:
     assert RttEstimator(initial=1.0, granularity=0.001, maximum=0.5).rto == 0.5
 
 
-def test_karn_no_sample_and_no_end_of_back_off_from_a_retransmitted_copy() -> None:
+def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_off() -> None:
     tx, sent, clock = make_rtt()
     tx.start("a", b"a", {2}, 0.0, label="DataMsg", msg="n1/1")
     run_until(tx, clock, 0.25)  # timed out once at 0.2: sent twice
@@ -129,8 +129,9 @@ def test_karn_no_sample_and_no_end_of_back_off_from_a_retransmitted_copy() -> No
     assert estimate.srtt is None and estimate.rto == 0.2  # no sample: ambiguous answer
     tx.start("b", b"b", {2}, 0.3, label="DataMsg", msg="n1/2")
     run_until(tx, clock, 0.75)
-    # Still backed off (x2) after the ambiguous answer: 0.3 + 0.4, not 0.3 + 0.2.
-    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3, 0.7]
+    # The member is alive: no back-off any more (0.3 + 0.2), and no sample either.
+    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3, 0.5]
+    assert estimate.srtt is None
 
 
 def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:

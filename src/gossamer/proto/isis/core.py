@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
-from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey
+from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey, PendingMsg
 from gossamer.proto.isis.machine import (
     RECEIVER,
     SENDER,
@@ -81,7 +81,7 @@ from gossamer.proto.isis.retransmit import (
     Transmission,
     Transmitter,
 )
-from gossamer.trace.sink import Tracer
+from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire import isis as wire
 from gossamer.wire.buffer import Buffer
 from gossamer.wire.mode import WireMode
@@ -502,6 +502,9 @@ class IsisCore:
         #: (a snapshot layer records channel states with it).
         self.data_observer: DataObserver | None = None
         self._trace = tracer
+        # The per-message events (multicast, sequence, deliver) cost a digest and an event
+        # each; a tracer that discards everything is not worth them.
+        self._tracing = not isinstance(tracer.sink, NullSink)
         self._rng = rng
         self._me = config.me
         self._members = {m.id: m for m in config.members}
@@ -652,10 +655,11 @@ class IsisCore:
         )
         msg = wire.DataMessage(sender=self._me, msg_id=msg_id, data=data)
         name = self._msg_name(self._me, msg_id)
-        self._trace(
-            now, LAYER, "multicast", msg=name, size=len(data),
-            attrs={"digest": payload_digest(data)},
-        )  # fmt: skip
+        if self._tracing:
+            self._trace(
+                now, LAYER, "multicast", msg=name, size=len(data),
+                attrs={"digest": payload_digest(data)},
+            )  # fmt: skip
         self._tx.start(
             ("data", msg_id), wire.encode(msg), self._others(), now, label="DataMsg", msg=name
         )
@@ -901,16 +905,8 @@ class IsisCore:
             step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)
             self._finish(entry.key, (entry.seq, entry.proposer))
             self.counters.delivered += 1
-            self._trace(
-                now,
-                LAYER,
-                "deliver",
-                msg=self._msg_name(entry.sender, entry.msg_id),
-                peer=self.name_of(entry.sender),
-                seq=entry.seq,
-                size=len(entry.data),
-                attrs={"proposer": str(entry.proposer), "digest": payload_digest(entry.data)},
-            )
+            if self._tracing:
+                self._trace_delivery(entry, now)
             self._events.append(
                 Delivered(
                     data=entry.data,
@@ -921,6 +917,18 @@ class IsisCore:
                     proposer=entry.proposer,
                 )
             )
+
+    def _trace_delivery(self, entry: PendingMsg, now: float) -> None:
+        self._trace(
+            now,
+            LAYER,
+            "deliver",
+            msg=self._msg_name(entry.sender, entry.msg_id),
+            peer=self.name_of(entry.sender),
+            seq=entry.seq,
+            size=len(entry.data),
+            attrs={"proposer": str(entry.proposer), "digest": payload_digest(entry.data)},
+        )
 
     def _finish(self, key: MsgKey, final: tuple[int, int] | None) -> None:
         log = self._done.get(key[0])
@@ -1000,7 +1008,10 @@ class IsisCore:
             sender=self._me, msg_id=out.msg_id, final_seq=final, final_seq_proposer=proposer
         )
         name = self._msg_name(self._me, out.msg_id)
-        self._trace(now, LAYER, "sequence", msg=name, seq=final, attrs={"proposer": str(proposer)})
+        if self._tracing:
+            self._trace(
+                now, LAYER, "sequence", msg=name, seq=final, attrs={"proposer": str(proposer)}
+            )
         self._tx.start(
             ("seq", out.msg_id), wire.encode(msg), self._others(), now, label="SeqMsg", msg=name
         )

@@ -369,9 +369,10 @@ class RttTransmitter(_Transmissions):
     - A copy of a message to member m is sent again when m has not answered it within
       m's timeout: ``RttEstimator.rto`` doubled ``backoff`` times, at most ``maximum``.
       A timeout doubles m's back-off once per round (a copy sent before the last doubling
-      does not double it again); an answer from m to a copy sent once is a round-trip
-      sample and resets it (m's copies then wait one plain timeout from their last
-      send); an answer to a retransmitted copy is neither (Karn's algorithm).
+      does not double it again); any first answer from m resets it (m's copies then
+      wait one plain timeout from their last send). An answer to a copy sent once is
+      a round-trip sample, at most one per round trip; an answer to a retransmitted
+      copy is none (Karn's algorithm: it may answer either send).
     - An answer from m to a copy sent at time t shows that m heard, or lost, everything
       sent to it before t (a member answers datagrams in the order they arrive): each
       unanswered copy sent before t is sent again at once if it went out more than
@@ -416,16 +417,12 @@ class RttTransmitter(_Transmissions):
             del self._items[key]
         member = self._members[recipient]
         del member.copies[key]
-        if copy.tries:
-            # Karn: an answer to a copy sent more than once is no sample, and does not end
-            # the back-off either (a member that answers only our retransmissions is slower
-            # than its timeout, and a plain timeout would send everything again).
-            self._repair(member, copy.first - self._slack, now)
-            return True
-        if now >= member.next_sample:
-            # One sample per round trip, as RFC 6298's gains assume: an answer per message
-            # would give dozens of near-equal samples per round trip, which drive RTTVAR
-            # (and the margin it buys) to nothing between two bursts.
+        if not copy.tries and now >= member.next_sample:
+            # Karn: an answer to a copy sent more than once is no sample (it may answer
+            # either send). It still shows the member alive, and ends its back-off.
+            # And one sample per round trip, as RFC 6298's gains assume: an answer per
+            # message would give dozens of near-equal samples per round trip, which drive
+            # RTTVAR (and the margin it buys) to nothing between two bursts.
             member.rtt.sample(now - copy.first)
             member.next_sample = now + (member.rtt.srtt or 0.0)
         if member.backoff:
