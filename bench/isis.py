@@ -224,6 +224,8 @@ def _run_workers(kind: str, seconds: float, **extra: Any) -> list[dict[str, Any]
     addrs = _addresses(distinct_ips=extra.get("wire") == "original")
     # The members are sealed, as by default: one fresh group key per run, by environment.
     env = {**os.environ, "GOSSAMER_KEY": secrets.token_hex(32)}
+    if extra.get("src"):  # another gossamer tree (a baseline) in the members
+        env["PYTHONPATH"] = str(Path(extra["src"]).resolve() / "src")
     procs = []
     for me in range(NODES):
         cfg = {"kind": kind, "me": me, "addrs": addrs, "seconds": seconds, **extra}
@@ -308,6 +310,7 @@ def measure_isis(
     *,
     wire: str = "sealed",
     profile: str | None = None,
+    src: str | None = None,
 ) -> dict[str, Any]:
     """One series of members; ``wire`` is ``sealed`` (the default) or ``original``."""
     results = _run_workers(
@@ -322,6 +325,7 @@ def measure_isis(
         size=mode.size,
         wire=wire,
         profile=profile,
+        src=src,
     )
     ordered = statistics.mean(r["delivered"] for r in results) / seconds
     latencies = [x for r in results for x in r["latencies"]]
@@ -406,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         "--sim-drops", default="0,0.02,0.1,0.3", help="drop rates of the simulator rows"
     )
     parser.add_argument("--modes", help="only these modes (comma-separated labels)")
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also run the sealed modes on the gossamer source tree TREE (say a `git "
+        "worktree` of an earlier commit), interleaved, as rows labelled `<mode> (baseline)`",
+    )
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator rows")
     parser.add_argument(
         "--profile", metavar="DIR", help="cProfile every ISIS member into DIR/isis-<n>.prof"
@@ -435,14 +445,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw UDP: {raw:,.0f} datagrams/s received by {NODES} processes", flush=True)
     rows: list[list[object]] = []
     goal: list[float] = []
-    for mode in modes:
+    series = [(mode, None) for mode in modes]
+    if args.baseline:  # each sealed mode on the baseline tree right before its own run
+        series = [
+            item
+            for mode in modes
+            for item in ([(mode, args.baseline)] if mode.wire == "sealed" else []) + [(mode, None)]
+        ]
+    for mode, src in series:
+        label = f"{mode.label} (baseline)" if src else mode.label
         for drop in drops:
-            r = measure_isis(seconds, warmup, drop, mode, wire=mode.wire, profile=args.profile)
+            r = measure_isis(
+                seconds, warmup, drop, mode, wire=mode.wire, profile=args.profile, src=src
+            )
             efficiency = r["ordered"] * NEEDED / raw
-            if drop == 0.0:
+            if drop == 0.0 and not src:
                 goal.append(efficiency)
             print(
-                f"{mode.label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
+                f"{label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
                 f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
                 f"{r['datagrams_per_message']:.1f} datagrams/msg, efficiency {efficiency:.0%}, "
                 f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs), "
@@ -451,13 +471,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             rows.append(
                 [
-                    mode.label,
+                    label,
                     str(mode.window),
                     f"{drop:.0%}",
                     f"{r['ordered']:,.0f}",
                     _ms(r["p50"]),
                     _ms(r["p99"]),
                     _ms(r["datagrams_per_message"]),
+                    _ms(r["cpu_us_per_message"]),
                     f"**{efficiency:.0%}**",
                 ]
             )
@@ -510,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                     "latency p50 ms",
                     "latency p99 ms",
                     "datagrams sent / msg",
+                    "CPU us / msg",
                     "efficiency",
                 ],
                 rows,
@@ -549,6 +571,10 @@ def main(argv: list[str] | None = None) -> int:
             ),
             "Goals (issue #19): on the sealed wire, p50 at 2 % drop at most 5x the lossless "
             "p50, and p99 at 10 % drop at most 75x.",
+            "*CPU us / msg* is the CPU time of all five members during the window per message "
+            "ordered: what a message costs whatever else loads the machine. Rows marked "
+            "*(baseline)* ran an earlier gossamer tree (`--baseline`), each right before the "
+            "same mode of this one, on the same machine in the same session.",
             "Re-run: `.venv/bin/python -m bench.isis` (`--quick` for a short run).",
         ]
     )
