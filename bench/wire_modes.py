@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     contender = ("gossamer", links_bench._gossamer_pull, links_bench._gossamer_push, True)
     for _ in range(rounds):
         for wire in WIRES:  # interleaved, so that load on the machine hits both alike
-            r = isis_bench.measure_isis(seconds, warmup, 0.0, mode, wire)
+            r = isis_bench.measure_isis(seconds, warmup, 0.0, mode, wire=wire)
             isis[wire].append(r)
             print(f"isis {wire}: {r['ordered']:,.0f} ordered/s, p50 {r['p50']:.1f} ms", flush=True)
             os.environ["GOSSAMER_BENCH_WIRE"] = wire

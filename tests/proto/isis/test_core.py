@@ -27,6 +27,7 @@ from gossamer.proto.isis import (
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import isis as wire
 from gossamer.wire.buffer import Buffer
+from gossamer.wire.mode import WireMode
 
 Pred = Callable[[int, int, wire.IsisMessage], bool]
 
@@ -382,24 +383,91 @@ def test_malformed_unknown_sender_spoofed_and_marker_datagrams_are_dropped() -> 
 # -- retransmission ---------------------------------------------------------------------
 
 
+def timer_sends(g: Group, member: int, until: float) -> list[tuple[float, int]]:
+    """Fire ``member``'s timers up to ``until``; what it sent, when, to whom."""
+    sends = []
+    while (deadline := g.cores[member].next_deadline()) is not None and deadline < until:
+        g.now = deadline
+        g.cores[member].handle_timer(deadline)
+        g.pump()
+        sends += [(round(deadline, 6), d) for _, d, _ in g.wire]
+        g.wire.clear()
+    return sends
+
+
 def test_data_is_retransmitted_only_to_the_silent_member_on_the_spec_schedule() -> None:
-    g = Group(3)
+    # The original wire keeps the spec's schedule, per message.
+    g = Group(3, wire=WireMode.ORIGINAL)
     g.multicast(1, 11)
     g.deliver(lambda s, d, m: d == 2)
     g.deliver(lambda s, d, m: s == 2)  # member 2's Ack arrives; member 3 hears nothing
     g.wire.clear()
-    sends = []
-    while (deadline := g.cores[1].next_deadline()) is not None and deadline < 6.5:
-        g.now = deadline
-        g.cores[1].handle_timer(deadline)
-        g.pump()
-        sends += [(round(deadline, 6), d) for _, d, _ in g.wire]
-        g.wire.clear()
+    sends = timer_sends(g, 1, 6.5)
     assert sends == [(0.2, 3), (0.6, 3), (1.4, 3), (3.0, 3), (6.2, 3), (6.4, 3)]
     retransmits = g.sink.select(kind="retransmit")
     assert [e.attrs["to"] for e in retransmits] == ["n3"] * 6
     assert retransmits[0].attrs["type"] == "DataMsg" and retransmits[0].msg == "n1/1"
+    assert "cause" not in retransmits[0].attrs  # the original wire's trace, unchanged
     assert g.cores[1].counters.retransmissions == 6
+
+
+def exchange(g: Group, rtt: float, *, lose: Pred | None = None) -> None:
+    """Deliver everything in flight, one hop every ``rtt / 2`` seconds (losing what
+    ``lose`` matches), until nothing is in flight; timers are not fired."""
+    while g.wire:
+        g.now += rtt / 2
+        if lose is not None:
+            g.lose(lose)
+        g.deliver()
+
+
+def test_sealed_timeouts_come_from_the_measured_round_trip_and_back_off_per_member() -> None:
+    g = Group(3, retransmit_initial=0.2, retransmit_granularity=0.001)
+    for value in range(10):  # ten exchanges with a round trip of exactly 10 ms
+        g.multicast(1, value)
+        exchange(g, 0.010)
+    rtt = g.cores[1]._tx.estimator(3)  # type: ignore[union-attr]
+    assert rtt.srtt == pytest.approx(0.010)
+    # At most one sample per round trip (Acks and SeqAcks, about twenty); RTTVAR decays
+    # by 3/4 per sample from 5 ms, and the timeout is SRTT + max(G, 4 RTTVAR).
+    assert 0.005 * 0.75**20 <= rtt.rttvar <= 0.005 * 0.75**15
+    assert rtt.rto == pytest.approx(0.010 + 0.001)
+    start = g.now
+    g.multicast(1, 99)
+    g.deliver(lambda s, d, m: d == 2)
+    g.deliver(lambda s, d, m: s == 2)  # member 3 hears nothing from here on
+    g.wire.clear()
+    sends = [(round(t - start, 6), d) for t, d in timer_sends(g, 1, start + 0.2)]
+    timeout = round(rtt.rto, 6)
+    # One timeout, then doubling while member 3 stays silent; only member 3 is sent to.
+    assert sends == [
+        (round(timeout * (2**k - 1), 6), 3) for k in range(1, 5) if timeout * (2**k - 1) < 0.2
+    ]
+    assert sends[0][0] < 0.02  # not the spec's 200 ms
+    assert {e.attrs["cause"] for e in g.sink.select(kind="retransmit")} == {"timeout"}
+
+
+def test_sealed_repairs_a_lost_data_as_soon_as_a_later_answer_shows_the_gap() -> None:
+    g = Group(3)
+    for value in range(5):  # round trips of 10 ms measured
+        g.multicast(1, value)
+        exchange(g, 0.010)
+    g.multicast(1, 100)
+    g.lose(of_type(wire.DataMessage, dst=3))  # member 3 never hears of message 6
+    g.now += 0.005
+    g.multicast(1, 101)  # message 7, 5 ms later
+    g.now += 0.005
+    g.deliver(of_type(wire.DataMessage))  # 7 reaches 2 and 3
+    g.now += 0.005
+    g.deliver(of_type(wire.AckMessage, dst=1))  # 3's Ack of 7 shows 6 lost: sent again
+    resent = g.in_flight(of_type(wire.DataMessage, dst=3))
+    assert [m.msg_id for _, _, m in resent] == [6]  # type: ignore[union-attr]
+    assert g.now < 0.2 + 0.015  # no timer fired: far sooner than any timeout
+    (repair,) = g.sink.select(kind="retransmit")
+    assert repair.attrs["cause"] == "gap" and repair.msg == "n1/6" and repair.attrs["to"] == "n3"
+    exchange(g, 0.010)
+    assert sorted(d[1] for d in g.delivered(3))[-2:] == [6, 7]
+    assert all(g.delivered(i) == g.delivered(1) for i in (2, 3))
 
 
 def test_seq_is_retransmitted_until_every_seq_ack() -> None:

@@ -7,7 +7,12 @@ import itertools
 import pytest
 
 from gossamer.errors import ConfigError
-from gossamer.proto.isis.retransmit import RetransmitSchedule, Transmitter
+from gossamer.proto.isis.retransmit import (
+    RetransmitSchedule,
+    RttEstimator,
+    RttTransmitter,
+    Transmitter,
+)
 
 
 def test_default_schedule_is_the_spec_sequence() -> None:
@@ -83,3 +88,60 @@ def test_retarget_drop_member_and_cancel() -> None:
     tx.cancel("d")
     assert len(tx) == 0 and tx.next_deadline() is None
     assert tx.start("e", b"e", set(), 0.0, label="DataMsg", msg="a/2") is None
+
+
+# -- gossamer's own wire: RttTransmitter ---------------------------------------------------
+
+
+def make_rtt() -> tuple[RttTransmitter, list[tuple[float, bytes, int]], list[float]]:
+    sent: list[tuple[float, bytes, int]] = []
+    clock = [0.0]
+    tx = RttTransmitter(
+        RttEstimator(initial=0.2, granularity=0.001, maximum=4.0),
+        lambda payload, to: sent.append((clock[0], payload, to)),
+    )
+    return tx, sent, clock
+
+
+def test_rfc6298_estimator_first_and_later_samples() -> None:
+    rtt = RttEstimator(initial=1.0, granularity=0.001, maximum=60.0)
+    assert rtt.rto == 1.0  # before any sample
+    rtt.sample(0.1)
+    assert (rtt.srtt, rtt.rttvar) == (0.1, 0.05)
+    assert rtt.rto == pytest.approx(0.1 + 4 * 0.05)
+    rtt.sample(0.2)
+    assert rtt.rttvar == pytest.approx(0.75 * 0.05 + 0.25 * 0.1)
+    assert rtt.srtt == pytest.approx(0.875 * 0.1 + 0.125 * 0.2)
+    for _ in range(100):
+        rtt.sample(0.05)
+    assert rtt.rto == pytest.approx(0.05 + 0.001, abs=1e-6)  # G bounds the margin from below
+    assert RttEstimator(initial=1.0, granularity=0.001, maximum=0.5).rto == 0.5
+
+
+def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_off() -> None:
+    tx, sent, clock = make_rtt()
+    tx.start("a", b"a", {2}, 0.0, label="DataMsg", msg="n1/1")
+    run_until(tx, clock, 0.25)  # timed out once at 0.2: sent twice
+    assert [t for t, _, _ in sent] == [0.0, 0.2]
+    clock[0] = 0.3
+    assert tx.answered("a", 2, 0.3) is True
+    estimate = tx.estimator(2)
+    assert estimate.srtt is None and estimate.rto == 0.2  # no sample: ambiguous answer
+    tx.start("b", b"b", {2}, 0.3, label="DataMsg", msg="n1/2")
+    run_until(tx, clock, 0.75)
+    # The member is alive: no back-off any more (0.3 + 0.2), and no sample either.
+    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3, 0.5]
+    assert estimate.srtt is None
+
+
+def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:
+    tx, sent, clock = make_rtt()
+    tx.start("a", b"a", {2, 3}, 0.0, label="DataMsg", msg="n1/1")
+    assert tx.answered("a", 3, 0.01)  # member 3 answers at once: a 10 ms sample
+    run_until(tx, clock, 1.5)  # member 2 stays silent: 0.2, then 0.4, then 0.8
+    assert [round(t, 6) for t, _, to in sent if to == 2] == [0.0, 0.2, 0.6, 1.4]
+    clock[0] = 1.5
+    tx.start("b", b"b", {2, 3}, 1.5, label="DataMsg", msg="n1/2")
+    run_until(tx, clock, 1.55)
+    # Member 3's timeout is its own (10 ms + 4 x 5 ms), unaffected by member 2's back-off.
+    assert [round(t, 6) for t, p, to in sent if p == b"b" and to == 3] == [1.5, 1.53]

@@ -13,7 +13,9 @@ real node. ``drop_rate`` and ``ack_delay`` are the original program's own fault 
 (``--dropRate``; ``--delay`` of half the Acks and SeqAcks), on top of the simulator's
 network faults (``--drop``, ``--dup``, ``--delay``, ``--reorder``). Every field of
 ``IsisConfig`` that tunes the protocol is a parameter of the same name, unit and
-default (:data:`TUNABLES`).
+default (:data:`TUNABLES`), and ``wire`` picks gossamer's own behaviour (``sealed``, the
+default: retransmission from measured round trips) or the original's (``original``: the
+spec's schedule, one message per datagram; the simulator carries no envelope either way).
 
 The summary checks integrity, validity, agreement and total order
 (``gossamer.proto.isis.checks``) and reports latency and datagrams per message.
@@ -49,6 +51,7 @@ from gossamer.sim.scenarios import (
     register,
 )
 from gossamer.wire.isis import MAX_DATA_SIZE, MULTICAST_PORT
+from gossamer.wire.mode import WireMode, parse_wire
 
 __all__ = ["TUNABLES", "IsisRun", "build_group", "sender_value"]
 
@@ -136,7 +139,10 @@ def isis_config(
     (a ``retransmit_max`` below ``retransmit_initial`` is raised to it)."""
     tunables = {param.name: params[param.name] for param in TUNABLES}
     tunables["retransmit_max"] = max(tunables["retransmit_max"], tunables["retransmit_initial"])
-    return IsisConfig(me=member.id, members=members, **tunables)
+    tunables["retransmit_granularity"] = min(
+        tunables["retransmit_granularity"], tunables["retransmit_max"]
+    )
+    return IsisConfig(me=member.id, members=members, wire=params["wire"], **tunables)
 
 
 def schedule_crashes(sim: Simulator, run: IsisRun, params: Mapping[str, Any]) -> None:
@@ -200,6 +206,9 @@ COMMON_PARAMS: tuple[Param, ...] = (
           help="NODE@SECONDS[,...]: crash nodes (survivors remove them after `detect`)"),
     Param(name="detect", parse=non_negative_float, default=1.0,
           help="seconds from a crash to its removal from every survivor's view"),
+    Param(name="wire", parse=parse_wire, default=WireMode.SEALED, shown="sealed",
+          help="sealed|original: the original's behaviour too (the spec's retransmission "
+               "schedule, one message per datagram, uint32 payloads)"),
     *TUNABLES,
 )  # fmt: skip
 
