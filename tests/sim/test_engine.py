@@ -11,7 +11,6 @@ from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.sim import LinkModel, Network, NodeContext, Simulator
-from gossamer.sim.engine import YOUNG_PER_NODE
 from gossamer.trace import MemorySink
 
 
@@ -108,7 +107,7 @@ def test_run_scales_the_young_gc_generation_with_the_nodes_and_restores_it() -> 
     sim.at(0.6, fail)
     with pytest.raises(ValueError, match="an action failed"):
         sim.run(until=1.0)
-    assert during == [(max(before[0], YOUNG_PER_NODE * 200), *before[1:])]
+    assert during == [(max(before[0], Simulator.YOUNG_PER_NODE * 200), *before[1:])]
     assert gc.get_threshold() == before
 
 

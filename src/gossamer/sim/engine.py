@@ -34,10 +34,6 @@ from gossamer.trace.sink import Tracer, TraceSink
 
 __all__ = ["NodeContext", "SimNode", "Simulator"]
 
-#: Objects per node the collector's youngest generation holds while a simulation runs
-#: (``Simulator.run``).
-YOUNG_PER_NODE = 10
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeContext:
@@ -86,6 +82,9 @@ class SimNode:
 
 class Simulator:
     """Runs cores on a virtual clock over a simulated network with faults."""
+
+    #: Objects per node the collector's youngest generation holds while ``run`` runs.
+    YOUNG_PER_NODE = 10
 
     def __init__(
         self,
@@ -143,7 +142,7 @@ class Simulator:
         queue = self._queue
         thresholds = gc.get_threshold()
         gc.set_threshold(
-            max(thresholds[0], YOUNG_PER_NODE * len(self.nodes)), *thresholds[1:]
+            max(thresholds[0], self.YOUNG_PER_NODE * len(self.nodes)), *thresholds[1:]
         )
         try:
             while queue and queue[0][0] <= until:
