@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import pytest
@@ -82,6 +83,32 @@ def test_events_run_in_time_then_insertion_order() -> None:
     assert seen == ["first", "second"] and sim.now == 1.5
     sim.run(until=3.0)
     assert seen[-1] == "late"
+
+
+def test_an_action_gets_the_arguments_it_was_scheduled_with() -> None:
+    sim, _ = make_sim()
+    seen: list[tuple[str, int]] = []
+    sim.at(1.0, lambda label, n: seen.append((label, n)), "x", 7)
+    sim.run(until=1.0)
+    assert seen == [("x", 7)]
+
+
+def test_run_scales_the_young_gc_generation_with_the_nodes_and_restores_it() -> None:
+    sim, _ = make_sim(subnets=1)
+    for i in range(200):
+        add(sim, f"n{i}", 0)
+    before = gc.get_threshold()
+    during: list[tuple[int, ...]] = []
+    sim.at(0.5, lambda: during.append(gc.get_threshold()))
+
+    def fail() -> None:
+        raise ValueError("an action failed")
+
+    sim.at(0.6, fail)
+    with pytest.raises(ValueError, match="an action failed"):
+        sim.run(until=1.0)
+    assert during == [(max(before[0], Simulator.YOUNG_PER_NODE * 200), *before[1:])]
+    assert gc.get_threshold() == before
 
 
 def test_unicast_crosses_subnets_with_wan_latency_and_lan_is_faster() -> None:
@@ -248,3 +275,5 @@ def test_configuration_errors() -> None:
         sim.network.add_host("x", subnet=4)
     with pytest.raises(ConfigError, match="unknown node"):
         sim.crash("zz", 1.0)
+    with pytest.raises(ConfigError, match="unknown node"):
+        sim.local("zz", lambda core_, now: None)

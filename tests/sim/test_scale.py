@@ -9,6 +9,7 @@ import pytest
 
 from gossamer.errors import ConfigError
 from gossamer.sim import Network
+from gossamer.sim.network import is_multicast
 from gossamer.sim.run import SimRequest, TraceSpool, run_simulation
 from gossamer.sim.scenarios import get
 from gossamer.trace import read_run
@@ -36,6 +37,27 @@ def test_a_subnet_grows_its_prefix_to_hold_the_hosts_asked_for() -> None:
     assert {h.broadcast for h in hosts} == {"10.0.127.255"}
     assert net.add_host("x", subnet=2).ip == "10.0.128.1"
     assert len({h.ip for h in net.hosts.values()}) == len(net.hosts)
+
+
+@pytest.mark.parametrize(
+    ("ip", "multicast"),
+    [
+        ("224.0.0.1", True),
+        ("239.255.255.255", True),
+        ("223.255.255.255", False),
+        ("240.0.0.1", False),
+        ("255.255.255.255", False),
+        ("10.0.0.1", False),
+        ("0224.1.1.1", False),  # not a canonical address
+        ("224.1.1", False),
+        ("224", False),
+        ("", False),
+    ],
+)
+def test_multicast_addresses_are_told_from_the_first_octet_and_then_validated(
+    ip: str, multicast: bool
+) -> None:
+    assert is_multicast(ip) is multicast
 
 
 def test_the_address_space_bounds_subnets_times_their_size() -> None:

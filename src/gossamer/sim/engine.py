@@ -17,6 +17,7 @@ Every injected fault is counted in ``fault_counts`` and traced as
 
 from __future__ import annotations
 
+import gc
 import heapq
 import random
 from collections import Counter
@@ -82,6 +83,9 @@ class SimNode:
 class Simulator:
     """Runs cores on a virtual clock over a simulated network with faults."""
 
+    #: Objects per node the collector's youngest generation holds while ``run`` runs.
+    YOUNG_PER_NODE = 10
+
     def __init__(
         self,
         *,
@@ -105,7 +109,7 @@ class Simulator:
         #: scenario that watches them through ``on_event`` instead turns this off.
         self.keep_events = True
         self._sink_for = sink_for
-        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
         self._seq = 0
         self._by_address: dict[Address, SimNode] = {}
         self._shared: dict[Address, list[SimNode]] = {}
@@ -116,18 +120,37 @@ class Simulator:
 
     # -- scheduling -----------------------------------------------------------
 
-    def at(self, when: float, action: Callable[[], None]) -> None:
-        """Run ``action`` at virtual time ``when`` (not before now)."""
+    def at(self, when: float, action: Callable[..., None], *args: Any) -> None:
+        """Run ``action(*args)`` at virtual time ``when`` (not before now).
+
+        Passing the arguments rather than a closure that holds them saves the closure and
+        its cells: the queue holds one entry per datagram and segment in flight."""
         self._seq += 1
-        heapq.heappush(self._queue, (max(when, self.now), self._seq, action))
+        heapq.heappush(self._queue, (max(when, self.now), self._seq, action, args))
 
     def run(self, until: float) -> None:
-        """Process events in (time, seq) order up to and including ``until``."""
+        """Process events in (time, seq) order up to and including ``until``.
+
+        While it runs, the cyclic garbage collector's youngest generation holds
+        ``YOUNG_PER_NODE`` objects per node before a collection: a simulation's objects
+        live for simulated time (a datagram in flight, a timer), and the more nodes, the
+        more objects are made per simulated second, so with the interpreter's fixed
+        threshold (700) a larger run has ever more of them survive into the oldest
+        generation, whose collections walk the whole heap: CPU per event grew with the
+        node count (``bench/sim_scale.py``). The cores make almost no cyclic garbage,
+        so this costs no memory; the previous thresholds are restored on return."""
         queue = self._queue
-        while queue and queue[0][0] <= until:
-            when, _, action = heapq.heappop(queue)
-            self.now = when
-            action()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(
+            max(thresholds[0], self.YOUNG_PER_NODE * len(self.nodes)), *thresholds[1:]
+        )
+        try:
+            while queue and queue[0][0] <= until:
+                when, _, action, args = heapq.heappop(queue)
+                self.now = when
+                action(*args)
+        finally:
+            gc.set_threshold(*thresholds)
         self.now = max(self.now, until)
 
     # -- nodes ----------------------------------------------------------------
@@ -183,7 +206,7 @@ class Simulator:
             self._listeners.setdefault((host.subnet, p), []).append(node)
         for group in groups:
             self._groups.setdefault((host.subnet, group, port), []).append(node)
-        self.at(start, lambda: self._boot(node))
+        self.at(start, self._boot, node)
         return node
 
     def node(self, node_id: str) -> SimNode:
@@ -214,14 +237,12 @@ class Simulator:
     ) -> None:
         """Run a local request ``request(core, now)`` on a node at ``when`` (default: now).
         Ignored if the node is down at that time."""
+        self.at(self.now if when is None else when, self._local, self.node(node_id), request)
 
-        def fire() -> None:
-            node = self.nodes[node_id]
-            if node.core is not None:
-                request(node.core, self.now)
-                self._flush(node)
-
-        self.at(self.now if when is None else when, fire)
+    def _local(self, node: SimNode, request: Callable[[Any, float], None]) -> None:
+        if node.core is not None:
+            request(node.core, self.now)
+            self._flush(node)
 
     # -- scheduled faults -----------------------------------------------------
 
@@ -287,8 +308,7 @@ class Simulator:
         if deadline is not None and deadline != node.armed_at:
             node.armed_at = deadline
             node.timer_generation += 1
-            generation = node.timer_generation
-            self.at(deadline, lambda: self._timer(node, generation))
+            self.at(deadline, self._timer, node, node.timer_generation)
         elif deadline is None:
             node.armed_at = None
 
@@ -327,7 +347,7 @@ class Simulator:
         source = sender.address
         for extra in decision.copies:
             delay = self.network.latency(sender.host, receiver.host, self.rng) + extra
-            self.at(self.now + delay, lambda: self._deliver(receiver, data, source))
+            self.at(self.now + delay, self._deliver, receiver, data, source)
 
     def _deliver(self, receiver: SimNode, data: bytes, source: Address) -> None:
         if receiver.core is None:

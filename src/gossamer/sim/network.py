@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gossamer.errors import ConfigError
@@ -31,9 +31,18 @@ _MULTICAST = ipaddress.IPv4Network("224.0.0.0/4")
 LIMITED_BROADCAST = "255.255.255.255"
 
 
-@functools.lru_cache(maxsize=4096)
 def is_multicast(ip: str) -> bool:
-    """True for an address in 224.0.0.0/4 (memoised: the engine asks once per datagram)."""
+    """True for an address in 224.0.0.0/4. The engine asks once per datagram, mostly of
+    unicast addresses, as many as there are nodes: the first octet answers for those
+    without a parse or a cache that so many addresses would thrash."""
+    first, dot, _ = ip.partition(".")
+    if not (dot and first.isdigit() and 224 <= int(first) <= 239):
+        return False
+    return _valid_multicast(ip)
+
+
+@functools.lru_cache(maxsize=256)
+def _valid_multicast(ip: str) -> bool:
     try:
         return ipaddress.IPv4Address(ip) in _MULTICAST
     except ipaddress.AddressValueError:
@@ -49,11 +58,12 @@ class Host:
     subnet: int
     #: The length of the subnet's prefix.
     prefix: int = 24
+    #: The directed broadcast address of the host's subnet (from ``ip`` and ``prefix``):
+    #: computed once, as the engine compares every datagram's destination with it.
+    broadcast: str = field(init=False)
 
-    @property
-    def broadcast(self) -> str:
-        """The directed broadcast address of the host's subnet."""
-        return _broadcast_of(self.ip, self.prefix)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "broadcast", _broadcast_of(self.ip, self.prefix))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +161,5 @@ def _dotted(address: int) -> str:
     return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
 
 
-@functools.lru_cache(maxsize=4096)
 def _broadcast_of(ip: str, prefix: int) -> str:
     return _dotted(int(ipaddress.IPv4Address(ip)) | ((1 << (32 - prefix)) - 1))

@@ -56,10 +56,14 @@ class Net:
         *,
         wire: WireMode = WireMode.SEALED,
         sink: MemorySink | None = None,
+        shared: bool = False,
         **settings: object,
     ) -> None:
         self.sink = sink or MemorySink()
         self.cores: dict[NetID, GossipCore] = {}
+        # ``shared``: one codec and one keyring for every core, as the simulator does.
+        codec = cw.ChatterCodec() if shared else None
+        keyring = None
         for i, host in enumerate(hosts):
             config = GossipConfig(
                 my_addr=host,
@@ -67,12 +71,16 @@ class Net:
                 wire=wire,
                 **settings,  # type: ignore[arg-type]
             )
+            if shared and keyring is None and wire is WireMode.SEALED:
+                keyring = config.keyring()
             self.cores[config.netid] = GossipCore(
                 config,
                 tracer=Tracer(self.sink, run="t", node=str(config.netid)),
                 rng=random.Random(i),
                 handlers=[text_handler()],
                 epoch=1,
+                codec=codec,
+                keyring=keyring,
             )
         self.dead: set[NetID] = set()
         self.conns: dict[tuple[NetID, NetID], int] = {}
@@ -189,6 +197,28 @@ def test_multicast_goes_first_then_tcp_and_everyone_gets_it_once() -> None:
     assert all(len(events) == 1 for n, events in got.items() if n != origin)
     assert got[nid("10.0.0.2")][0].via == "multicast"  # its LAN peer: by multicast
     assert got[nid("10.0.0.2")][0].hop == 1
+
+
+@pytest.mark.parametrize("wire", [WireMode.SEALED, WireMode.ORIGINAL])
+def test_cores_sharing_one_codec_and_keyring_do_what_cores_with_their_own_do(
+    wire: WireMode,
+) -> None:
+    hosts = [f"10.0.{lan}.{i}" for lan in range(3) for i in range(1, 5)]
+    runs = []
+    for shared in (False, True):
+        net = Net(hosts, wire=wire, shared=shared)
+        net.warm()
+        for k, origin in enumerate(hosts[::5]):
+            net.cores[nid(origin)].broadcast(list(net.cores), ("hello", f"m{k}"), 1.0 + k)
+            net.run(1.0 + k)
+        delivered = [
+            (node, e.msg, e.payload, e.sender, e.hop, e.via)
+            for node, events in net.events.items()
+            for e in events
+        ]
+        runs.append((net.sink.events, delivered))
+    assert runs[0] == runs[1]
+    assert len([d for d in runs[1][1] if d[2] == ("hello", "m0")]) == len(hosts) - 1
 
 
 def test_peers_that_saw_us_on_multicast_leave_the_tcp_list() -> None:

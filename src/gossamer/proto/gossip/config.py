@@ -31,7 +31,7 @@ from gossamer.errors import ConfigError
 from gossamer.params import Bounds, Checked, PositiveCount, PositiveSeconds, check
 from gossamer.wire import chatter as chatter_wire
 from gossamer.wire.chatter import NetID
-from gossamer.wire.keyring import Key, Keyring
+from gossamer.wire.keyring import DEFAULT_CACHE_SIZE, Key, Keyring
 from gossamer.wire.mode import WireMode, parse_wire
 
 __all__ = ["DEFAULT_MULTICAST_ADDR", "DEFAULT_PORT", "GossipConfig"]
@@ -197,10 +197,11 @@ class GossipConfig(Checked):
         """The 32-byte AES key of original-wire mode (Chatter's pad/chop rule, §4)."""
         return chatter_wire.derive_key(self.require_key())
 
-    def keyring(self) -> Keyring:
-        """The envelope keyring: a raw 32-byte key, or a passphrase through HKDF."""
+    def keyring(self, *, cache_size: int = DEFAULT_CACHE_SIZE) -> Keyring:
+        """The envelope keyring: a raw 32-byte key, or a passphrase through HKDF; it caches
+        the ciphers of ``cache_size`` sessions at most (``Keyring``)."""
         key = Key.from_secret(self.require_key(), key_id=self.key_id, cluster=self.cluster)
-        return Keyring(cluster=self.cluster, keys=key)
+        return Keyring(cluster=self.cluster, keys=key, cache_size=cache_size)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], **overrides: Any) -> GossipConfig:

@@ -101,6 +101,7 @@ from gossamer.wire import chatter as cw
 from gossamer.wire import envelope
 from gossamer.wire.chatter import BroadcastID, Gossip, Limits, NetID
 from gossamer.wire.framing import HEADER_SIZE
+from gossamer.wire.keyring import Keyring
 from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
@@ -244,6 +245,12 @@ class GossipCore:
     choices (planning, other ids, envelope session ids unless ``randbytes`` is given).
     ``epoch``: the envelope session epoch; it must grow across restarts of this node
     (drivers pass wall-clock microseconds, the simulator the incarnation).
+
+    ``codec`` (the Chatter codec's caches: tables, NetIDs, tags, key state) and ``keyring``
+    (the envelope keys, default ``config.keyring()``, and the session ciphers derived from
+    them) hold only what a pure function of the key and the bytes gives: nodes of one
+    process with the same key may share them, which changes no output. The simulator does,
+    so that ten thousand nodes do not keep ten thousand copies of every cipher they meet.
     """
 
     def __init__(
@@ -255,6 +262,8 @@ class GossipCore:
         handlers: HandlerRegistry | Iterable[MessageHandler] = (),
         epoch: int = 0,
         randbytes: Callable[[int], bytes] | None = None,
+        codec: cw.ChatterCodec | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.config = config
         self.own = config.netid
@@ -278,7 +287,7 @@ class GossipCore:
         self._compat = config.wire is WireMode.ORIGINAL
         self._group_label = f"{config.multicast_addr}:{config.multicast_port}"
         self._udp_limits = Limits(max_message_size=65_536)
-        self._chatter = cw.ChatterCodec()  # its caches: tables, NetIDs, tags, key state
+        self._chatter = cw.ChatterCodec() if codec is None else codec
         self._tcp_limits = Limits(
             max_message_size=config.max_message_size, max_gossip_size=config.max_message_size
         )
@@ -287,7 +296,7 @@ class GossipCore:
             self._chatter_key = config.chatter_key()
             self._digests = DigestWindow(ttl=config.seen_ttl)
         else:
-            self._keyring = config.keyring()
+            self._keyring = config.keyring() if keyring is None else keyring
             self._session = envelope.SenderSession(
                 sender=self.node_id, epoch=epoch, randbytes=randbytes or rng.randbytes
             )

@@ -65,7 +65,8 @@ from gossamer.sim.scenarios import (
 from gossamer.sim.streams import StreamNetwork, StreamPort
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import TraceSink
-from gossamer.wire.chatter import NetID
+from gossamer.wire.chatter import ChatterCodec, NetID
+from gossamer.wire.keyring import DEFAULT_CACHE_SIZE, Keyring
 from gossamer.wire.mode import parse_wire
 
 __all__ = [
@@ -318,6 +319,11 @@ class GossipSim:
         # Deliveries are counted from the traces (``stats``): the engine need not keep them.
         sim.keep_events = False
         self._factory = core_factory or self.gossamer_core
+        # What every node's core may share (``GossipCore``: caches of pure functions of the
+        # key and the bytes): one copy for the cluster instead of one per node, each
+        # session's cipher derived once for all its receivers (memory linear in the nodes).
+        self._codec = ChatterCodec()
+        self._keyring: Keyring | None = None
         subnets = max(1, min(params.subnets, nodes))
         if subnets > sim.network.subnets:
             raise ConfigError("the network has fewer subnets than asked", subnets=subnets)
@@ -363,8 +369,18 @@ class GossipSim:
         )
         if p.max_peers is not None:
             config = dataclasses.replace(config, max_peers=p.max_peers)
+        if self._keyring is None and p.wire is WireMode.SEALED:
+            # A session per node and incarnation: room for every node's first two.
+            sessions = max(DEFAULT_CACHE_SIZE, 2 * len(self.node_ids))
+            self._keyring = config.keyring(cache_size=sessions)
         return GossipCore(
-            config, tracer=ctx.tracer, rng=ctx.rng, handlers=[sim_handler()], epoch=ctx.incarnation
+            config,
+            tracer=ctx.tracer,
+            rng=ctx.rng,
+            handlers=[sim_handler()],
+            epoch=ctx.incarnation,
+            codec=self._codec,
+            keyring=self._keyring,
         )
 
     def _wrap(self, netid: NetID) -> Callable[[NodeContext], GossipConnections]:
