@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,19 @@ def test_a_violated_property_exits_1_and_bad_input_exits_2(
     assert analyze_cmd.main([str(run), "--param", "gossip.depth=3"]) == 2
     assert "unknown check parameter" in capsys.readouterr().err
     assert analyze_cmd.main([str(run), "--param", "nonsense"]) == 2
+
+
+def test_a_missing_run_is_one_line_of_error_before_spark_starts(tmp_path: Path) -> None:
+    # A new process, so that no session is already running: Spark would print its
+    # start-up warnings on stderr if it started.
+    done = subprocess.run(
+        [sys.executable, "-m", "gossamer.cli.analyze_cmd", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.endswith(f"error: run directory {tmp_path}/missing does not exist"), line
+    assert done.stdout == ""
+    assert not (tmp_path / "missing").exists()

@@ -39,3 +39,15 @@ def test_local_files_are_read_without_checksum_side_files() -> None:
     # Hadoop's checksummed local file system cannot open "10.0.0.1:29999.jsonl".
     got = session_settings(master=None, remote=None, cores=2)
     assert got["spark.hadoop.fs.file.impl"] == "org.apache.hadoop.fs.RawLocalFileSystem"
+
+
+def test_small_local_runs_skip_what_small_data_do_not_need() -> None:
+    got = session_settings(master=None, remote=None, cores=2, small=True)
+    assert got["spark.sql.shuffle.partitions"] == "1"
+    assert got["spark.sql.adaptive.enabled"] == "false"
+    assert got["spark.sql.codegen.wholeStage"] == "false"
+    assert "-XX:TieredStopAtLevel=1" in got["spark.driver.extraJavaOptions"]
+    # A cluster sizes itself whatever the run's size.
+    cluster = session_settings(master="spark://host:7077", remote=None, cores=2, small=True)
+    assert "spark.sql.adaptive.enabled" not in cluster
+    assert "spark.driver.extraJavaOptions" not in cluster

@@ -19,7 +19,15 @@ from pyspark.sql import functions as F
 
 from gossamer.errors import ConfigError
 
-__all__ = ["SourceFile", "is_uri", "join", "list_sources", "read_text", "write_text"]
+__all__ = [
+    "SourceFile",
+    "is_uri",
+    "join",
+    "list_local_sources",
+    "list_sources",
+    "read_text",
+    "write_text",
+]
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 
@@ -49,27 +57,35 @@ def _is_missing(exc: Exception) -> bool:
     return "PATH_NOT_FOUND" in text or "does not exist" in text or "FileNotFound" in text
 
 
+def list_local_sources(run: str, suffix: str = ".jsonl") -> list[SourceFile]:
+    """``list_sources`` for a local path, without Spark (so before a session starts).
+
+    Raises ``ConfigError`` when ``run`` does not exist or is not a directory.
+    """
+    root = Path(run)
+    if not root.exists():
+        raise ConfigError(f"run directory {run} does not exist")
+    if not root.is_dir():
+        raise ConfigError(f"{run} is not a directory (expected a run of <node>.jsonl files)")
+    return [
+        SourceFile(
+            name=p.name,
+            path=str(p.resolve()),
+            size=p.stat().st_size,
+            mtime=str(p.stat().st_mtime_ns),
+        )
+        for p in sorted(root.glob(f"*{suffix}"))
+        if p.is_file()
+    ]
+
+
 def list_sources(spark: SparkSession, run: str, suffix: str = ".jsonl") -> list[SourceFile]:
     """The trace files directly inside ``run``, in name order.
 
     Raises ``ConfigError`` when ``run`` does not exist or is not a directory.
     """
     if not is_uri(run):
-        root = Path(run)
-        if not root.exists():
-            raise ConfigError(f"run directory {run} does not exist")
-        if not root.is_dir():
-            raise ConfigError(f"{run} is not a directory (expected a run of <node>.jsonl files)")
-        return [
-            SourceFile(
-                name=p.name,
-                path=str(p.resolve()),
-                size=p.stat().st_size,
-                mtime=str(p.stat().st_mtime_ns),
-            )
-            for p in sorted(root.glob(f"*{suffix}"))
-            if p.is_file()
-        ]
+        return list_local_sources(run, suffix)
 
     def listing(pattern: str) -> list[Any]:
         # binaryFile lists without reading content when only metadata is selected.

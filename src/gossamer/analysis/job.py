@@ -13,6 +13,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,11 @@ __all__ = [
 
 #: Cache the events in memory for runs up to this many events (above, re-read Parquet).
 CACHE_LIMIT = 5_000_000
+#: Spark jobs submitted at once for a cached run. There a check costs mostly its
+#: fixed costs (planning on the driver, scheduling), which run on one thread each: two
+#: checks at a time keep two cores busy. Larger runs keep one at a time, so that two
+#: large shuffles do not compete for the driver's memory.
+CONCURRENT_JOBS = 2
 #: Time bins of the timelines.
 BINS = 100
 #: Largest number of nodes drawn one by one (more are summarised).
@@ -418,25 +424,42 @@ def analyze(
     cached = found.events <= CACHE_LIMIT
     if cached:
         events = events.cache()
+    pool = ThreadPoolExecutor(max_workers=CONCURRENT_JOBS if cached else 1)
     try:
         inputs = catalog.CheckInputs(
             nodes=nodes_frame(spark, found) if found.empty_files else None, params=resolved
         )
         present = {layer for layer, n in found.layers.items() if n}
         results = tuple(
-            run_check(c, events, inputs, present=present, listed=listed) for c in catalog.CHECKS
+            pool.map(
+                lambda c: run_check(c, events, inputs, present=present, listed=listed),
+                catalog.CHECKS,
+            )
         )
         checked = time.perf_counter()
         t_min, t_max = found.t_min, found.t_max
-        traffic, faults = _node_metrics(events)
-        timeline, fault_timeline = _timelines(events, t_min, t_max)
+        # The latency job changes a session setting while it runs: it runs alone.
+        latency = _latency_metrics(events, found)
+        per_node = pool.submit(_node_metrics, events)
+        timelines = pool.submit(_timelines, events, t_min, t_max)
+        layer_metrics = pool.submit(
+            _layer_metrics,
+            events,
+            inputs=inputs,
+            present=present,
+            results=results,
+            t_min=t_min,
+            t_max=t_max,
+        )
+        traffic, faults = per_node.result()
+        timeline, fault_timeline = timelines.result()
         faults["timeline"] = fault_timeline
         faults["outages"] = (
             _rows(metrics.outage_events(events).limit(1000)) if faults["totals"] else []
         )
         measured: dict[str, Any] = {
             "time_range": {"start": t_min, "end": t_max},
-            "latency": _latency_metrics(events, found),
+            "latency": latency,
             "traffic": traffic,
             "faults": faults,
             "timeline": {
@@ -444,16 +467,10 @@ def analyze(
                 "width": (t_max - t_min) / BINS if t_max > t_min else 1.0,
                 "rows": timeline,
             },
-            **_layer_metrics(
-                events,
-                inputs=inputs,
-                present=present,
-                results=results,
-                t_min=t_min,
-                t_max=t_max,
-            ),
+            **layer_metrics.result(),
         }
     finally:
+        pool.shutdown(cancel_futures=True)
         if cached:
             events.unpersist()
     violated = any(r.status == "fail" for r in results)

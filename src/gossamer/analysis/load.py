@@ -38,6 +38,7 @@ __all__ = [
     "PARTITION_COLUMNS",
     "STORED_SCHEMA",
     "InputReport",
+    "check_sources",
     "convert",
     "load_run",
     "manifest_path",
@@ -339,6 +340,14 @@ def _check_usable(report: InputReport, *, strict: bool) -> None:
         )
 
 
+def check_sources(run_dir: str, sources: Sequence[fsio.SourceFile]) -> None:
+    """Raise ``DecodeError`` when a run's listing shows there is nothing to analyze."""
+    if not sources:
+        raise DecodeError(f"no trace files (*.jsonl) in {run_dir}: is it a run directory?")
+    if all(s.size == 0 for s in sources):
+        raise DecodeError(f"the {len(sources)} trace files in {run_dir} are all empty")
+
+
 def load_run(
     spark: SparkSession,
     run_dir: str,
@@ -356,10 +365,7 @@ def load_run(
     in the report.
     """
     sources = fsio.list_sources(spark, run_dir)
-    if not sources:
-        raise DecodeError(f"no trace files (*.jsonl) in {run_dir}: is it a run directory?")
-    if all(s.size == 0 for s in sources):
-        raise DecodeError(f"the {len(sources)} trace files in {run_dir} are all empty")
+    check_sources(run_dir, sources)
     report = _reusable(spark, parquet, sources)
     if report is None:
         convert(spark, sources, parquet)

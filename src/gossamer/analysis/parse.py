@@ -73,16 +73,37 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     the layer is unknown, and ``version`` the schema version when it is a readable
     integer (so that mixed versions can be reported as such, not line by line).
     """
-    variant = F.try_parse_json("value")
-    as_object = F.try_variant_get(variant, "$", "map<string,variant>")
-    df = raw.select("value", "file", "line", variant.alias("_j"), as_object.alias("_o"))
+    # Each line is parsed once, each field looked up and typed once, in stages the
+    # optimizer keeps apart (it does not inline an expensive expression used twice):
+    # every rule below then compares plain columns. Written as one projection, the
+    # rules re-ran the lookups and type probes for every condition, and parsing cost
+    # several times what it does now (``bench/analysis.py``).
+    parsed_json = raw.select("value", "file", "line", F.try_parse_json("value").alias("_j"))
+    as_object = parsed_json.select(
+        "*", F.try_variant_get("_j", "$", "map<string,variant>").alias("_o")
+    )
+    fields = as_object.select(
+        "value",
+        "file",
+        "line",
+        "_j",
+        "_o",
+        *[F.col("_o").getItem(name).alias(f"_f_{name}") for name in _FIELDS],
+    )
+    df = fields.select(
+        "*",
+        # Never null, so that every rule below is a plain true or false.
+        *[
+            F.coalesce(F.schema_of_variant(f"_f_{name}"), F.lit(_MISSING)).alias(f"_t_{name}")
+            for name in _FIELDS
+        ],
+    )
 
     def field(name: str) -> Column:
-        return F.col("_o").getItem(name)
+        return F.col(f"_f_{name}")
 
     def type_of(name: str) -> Column:
-        # Never null, so that every rule below is a plain true or false.
-        return F.coalesce(F.schema_of_variant(field(name)), F.lit(_MISSING))
+        return F.col(f"_t_{name}")
 
     def get(name: str, spark_type: str) -> Column:
         return F.try_variant_get(field(name), "$", spark_type)

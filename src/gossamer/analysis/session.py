@@ -3,12 +3,26 @@
 Local sessions get settings that suit trace analysis on one machine (few shuffle
 partitions, no UI, UTC); a cluster keeps its own defaults, with adaptive query
 execution (on since Spark 3.2) coalescing small shuffles.
+
+A local session for a *small* run (``SMALL_RUN_BYTES`` of traces or less, the size
+of a lab demo) stops paying for what small data do not need. There, a query's cost
+is not its rows but its fixed costs: planning, compiling generated code, the JVM's
+own just-in-time compiler. So it gets one shuffle partition, no adaptive
+re-planning, interpreted expressions instead of generated code, and a JVM that
+starts fast (client compiler only, shared class data, serial collector). Measured on
+the demo: about half the CPU time of the general settings (``docs/benchmarks.md``).
+
+A classic session's JVM writes its log (log4j) and anything it prints on its
+standard error into ``log_file`` when one is given, so the console shows only the
+command's own output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -22,7 +36,35 @@ try:
 except ImportError:  # pragma: no cover - a Spark Connect-only installation
     _SPARK_ERRORS = (PySparkException,)
 
-__all__ = ["active_session", "build_session", "is_spark_error", "session_settings"]
+__all__ = [
+    "SMALL_RUN_BYTES",
+    "active_session",
+    "build_session",
+    "is_spark_error",
+    "session_settings",
+]
+
+#: Runs with at most this many bytes of traces get the small-run settings (a lab
+#: demo has about 4 MB; 1 M events about 140 MB).
+SMALL_RUN_BYTES = 32 * 1024 * 1024
+
+#: JVM options of a small run's local session: the client compiler only (the
+#: optimising one would spend more CPU compiling than a small run takes), class data
+#: sharing, and the serial collector (no parallel collector threads to start).
+_FAST_START_JVM = "-XX:TieredStopAtLevel=1 -Xshare:auto -XX:+UseSerialGC"
+
+#: log4j2 configuration of a session that logs to a file: everything at WARN and
+#: above, one line each, nothing on the console.
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
 
 
 def active_session() -> SparkSession | None:
@@ -36,9 +78,14 @@ def build_session(
     remote: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "gossamer-analyze",
+    small: bool = False,
+    log_file: str | None = None,
 ) -> SparkSession:
     """A new session: ``local[*]`` by default, ``master`` (a cluster URL) or ``remote``.
 
+    ``small``: the run is small (see the module docstring; local sessions only).
+    ``log_file``: a local file that receives the JVM's log and standard error
+    (classic sessions only; without one, only errors are logged, to the console).
     Raises ``ConfigError`` when both are given, or when Spark Connect's client
     libraries are missing.
     """
@@ -58,23 +105,58 @@ def build_session(
         builder = builder.remote(remote)
     else:
         builder = builder.master(master or "local[*]")
-    settings = session_settings(master=master, remote=remote, cores=os.cpu_count() or 2)
+    settings = session_settings(
+        master=master, remote=remote, cores=os.cpu_count() or 2, small=small
+    )
+    if log_file and not remote:
+        config = Path(log_file).with_suffix(".log4j2.properties")
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(_LOG4J2.format(path=Path(log_file).resolve()), encoding="utf-8")
+        java = settings.get("spark.driver.extraJavaOptions", "")
+        settings["spark.driver.extraJavaOptions"] = (
+            f"{java} -Dlog4j2.configurationFile={config.resolve()}".strip()
+        )
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    if not remote:
+    if remote:
+        return builder.getOrCreate()
+    if not log_file:
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        return spark
+    with _stderr_into(log_file):
+        return builder.getOrCreate()
 
 
-def session_settings(*, master: str | None, remote: str | None, cores: int) -> dict[str, str]:
+@contextlib.contextmanager
+def _stderr_into(log_file: str) -> Iterator[None]:
+    """Point file descriptor 2 at ``log_file`` while the JVM starts (it inherits it).
+
+    The JVM prints a few lines of its own on its standard error before any logging
+    is configured (incubator modules, the launcher's notes); it keeps the file
+    descriptor it started with, so these and any later ones land in the log file.
+    """
+    with open(log_file, "ab") as log:
+        saved = os.dup(2)
+        try:
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def session_settings(
+    *, master: str | None, remote: str | None, cores: int, small: bool = False
+) -> dict[str, str]:
     """The settings ``build_session`` gives a new session before the caller's ``conf``.
 
     Always UTC. For a classic session: no web UI and no console progress bars (they
     would interleave with the command's own output), local files read and written
-    without checksum side files; in local mode, shuffle
-    partitions sized to the machine's ``cores`` and a 2 GB driver.
+    without checksum side files, partitioned Parquet written without a sort; in
+    local mode, shuffle partitions sized to the machine's ``cores`` and a 2 GB
+    driver, or for a ``small`` run the small-run settings of the module docstring.
     """
     settings = {"spark.sql.session.timeZone": "UTC"}
     if remote:
@@ -85,10 +167,26 @@ def session_settings(*, master: str | None, remote: str | None, cores: int) -> d
     # the side file's name as a relative path, which fails on a colon, and trace files
     # are named after node ids such as ``10.0.0.1:29999``.
     settings["spark.hadoop.fs.file.impl"] = "org.apache.hadoop.fs.RawLocalFileSystem"
+    # The conversion writes one file per (layer, kind) and task: with a writer open
+    # for each, a task need not sort its rows by partition first (a run has a few
+    # dozen kinds; past this many, Spark falls back to sorting).
+    settings["spark.sql.maxConcurrentOutputFileWriters"] = "64"
     if (master or "local[*]").startswith("local"):
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.driver.memory"] = "2g"
+        if small:
+            settings.update(_SMALL_RUN)
     return settings
+
+
+#: Settings of a small run's local session (see the module docstring).
+_SMALL_RUN = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.driver.extraJavaOptions": _FAST_START_JVM,
+}
 
 
 def is_spark_error(exc: BaseException) -> bool:

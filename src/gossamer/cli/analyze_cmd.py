@@ -4,12 +4,19 @@ Exit codes (as every ``gossamer`` command): 0 when every property holds, 1 when 
 is violated, 2 for unusable input (missing or empty run, mixed schema versions,
 malformed lines with ``--strict``, bad options) or when Spark fails. PySpark is an
 optional extra, imported only when this command runs.
+
+A local run directory is listed before Spark starts: a missing or empty one is one
+line of error and no Spark at all, and its size decides whether the session gets
+the small-run settings (``gossamer.analysis.session``). The JVM's log and warnings
+go to ``spark.log`` in the report directory (a temporary directory when that is a
+URI), not to the console.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Sequence
 
 from gossamer.cli.command import Command
@@ -64,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     conf = _pairs(args.conf, "--conf")
     try:
         # Imported here so that gossamer works without PySpark until this command runs.
-        from gossamer.analysis import job, report, session  # noqa: PLC0415
+        from gossamer.analysis import fsio, job, load, report, session  # noqa: PLC0415
     except ImportError as exc:
         print(
             f"gossamer analyze needs PySpark ({exc.name} is missing): "
@@ -72,11 +79,27 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_UNUSABLE
+    small = False
+    if not fsio.is_uri(args.run_dir):
+        sources = fsio.list_local_sources(args.run_dir)
+        load.check_sources(args.run_dir, sources)
+        small = sum(s.size for s in sources) <= session.SMALL_RUN_BYTES
+    log_file = None
     spark = None if (args.master or args.remote or conf) else session.active_session()
     owned = spark is None
     try:
         if spark is None:
-            spark = session.build_session(master=args.master, remote=args.remote, conf=conf)
+            log_dir = args.out or fsio.join(args.run_dir, "analysis")
+            if fsio.is_uri(log_dir):
+                log_dir = tempfile.mkdtemp(prefix="gossamer-analyze-")
+            log_file = fsio.join(log_dir, "spark.log")
+            spark = session.build_session(
+                master=args.master,
+                remote=args.remote,
+                conf=conf,
+                small=small,
+                log_file=log_file,
+            )
         analysis = job.analyze(spark, args.run_dir, args.out, strict=args.strict, params=params)
     except GossamerError:
         raise
@@ -84,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         if not session.is_spark_error(exc):
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"gossamer: error: Spark failed: {first}", file=sys.stderr)
+        where = f" (Spark's log: {log_file})" if log_file else ""
+        print(f"gossamer: error: Spark failed: {first}{where}", file=sys.stderr)
         return EXIT_UNUSABLE
     finally:
         if owned and spark is not None:
