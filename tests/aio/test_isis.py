@@ -70,9 +70,15 @@ class Group:
         self.readers: list[asyncio.Task[None]] = []
 
     async def start(
-        self, *, plan: FaultPlan | None = None, bank: bool = False, **tunables: Any
+        self,
+        *,
+        plan: FaultPlan | None = None,
+        bank: bool = False,
+        read: bool = True,
+        **tunables: Any,
     ) -> None:
-        """Open every member, and read its deliveries and events as an application does."""
+        """Open every member, and read its deliveries (unless ``read`` is false: they wait
+        in the service's queue) and events as an application does."""
         for member, sock in zip(self.members, self.socks, strict=True):
             tracer = Tracer(self.sink, run="aio", node=member.name)
             injector = None
@@ -98,10 +104,9 @@ class Group:
             )
             self.services[member.id] = service
             loop = asyncio.get_running_loop()
-            self.readers += [
-                loop.create_task(self._deliveries(member.id, service)),
-                loop.create_task(self._events(member.id, service)),
-            ]
+            self.readers.append(loop.create_task(self._events(member.id, service)))
+            if read:
+                self.readers.append(loop.create_task(self._deliveries(member.id, service)))
 
     async def _deliveries(self, member: int, service: IsisService) -> None:
         async for delivered in service:
@@ -155,27 +160,29 @@ def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
 ) -> None:
     async def main() -> None:
         g = Group(4)
-        plan = FaultPlan(drop=0.15, duplicate=0.1, reorder=0.2, reorder_by=0.01)
-        await g.start(plan=plan, drop_rate=0.1, ack_delay=0.03)
-        for i in range(6):
-            for member in (1, 2, 3):
-                # Payloads of every size up to the maximum, bytes and the original's ints.
-                data = f"{member}/{i}".encode().ljust(i * MAX_DATA_SIZE // 5, b".")
-                await g.services[member].send(data if i % 2 else 100 * member + i)
-            await asyncio.sleep(0.002)
-        await until(lambda: all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4)))
-        await until(lambda: all(s.idle for s in g.services.values()))
-        await asyncio.sleep(0.2)  # a quiet period: nothing more may be delivered
-        assert all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4))
-        names = [m.name for m in g.members]
-        assert check_all(g.record([1, 2, 3, 4]), names) == []
-        counts = [sum(inj.counts.values()) for inj in g.injectors]
-        assert all(c > 0 for c in counts)
-        kinds = {k for inj in g.injectors for k in inj.counts}
-        assert {"drop", "duplicate", "reorder"} <= kinds
-        assert sum(s.isis.counters.injected_drops for s in g.services.values()) > 0
-        assert sum(s.isis.counters.delayed for s in g.services.values()) > 0
-        await g.close()
+        try:
+            plan = FaultPlan(drop=0.15, duplicate=0.1, reorder=0.2, reorder_by=0.01)
+            await g.start(plan=plan, drop_rate=0.1, ack_delay=0.03)
+            for i in range(6):
+                for member in (1, 2, 3):
+                    # Payloads of every size up to the maximum, bytes and the original's ints.
+                    data = f"{member}/{i}".encode().ljust(i * MAX_DATA_SIZE // 5, b".")
+                    await g.services[member].send(data if i % 2 else 100 * member + i)
+                await asyncio.sleep(0.002)
+            await until(lambda: all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4)))
+            await until(lambda: all(s.idle for s in g.services.values()))
+            await asyncio.sleep(0.2)  # a quiet period: nothing more may be delivered
+            assert all(len(g.delivered(m)) == 18 for m in (1, 2, 3, 4))
+            names = [m.name for m in g.members]
+            assert check_all(g.record([1, 2, 3, 4]), names) == []
+            counts = [sum(inj.counts.values()) for inj in g.injectors]
+            assert all(c > 0 for c in counts)
+            kinds = {k for inj in g.injectors for k in inj.counts}
+            assert {"drop", "duplicate", "reorder"} <= kinds
+            assert sum(s.isis.counters.injected_drops for s in g.services.values()) > 0
+            assert sum(s.isis.counters.delayed for s in g.services.values()) > 0
+        finally:
+            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
@@ -183,24 +190,59 @@ def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
 def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner) -> None:
     async def main() -> None:
         g = Group(4)
-        await g.start(plan=FaultPlan(drop=0.1, reorder=0.3, reorder_by=0.005), bank=True)
-        started = []
-        for step in range(40):
+        try:
+            await g.start(plan=FaultPlan(drop=0.1, reorder=0.3, reorder_by=0.005), bank=True)
+            started = []
+            for step in range(40):
+                for member, bank in g.banks.items():
+                    data = bank.next_transfer()
+                    if data is not None:
+                        await g.services[member].send(data)  # waits while a snapshot holds it
+                if step in (10, 25):
+                    started.append(g.services[1 + step % 4].initiate_snapshot())
+                await asyncio.sleep(0.002)
+            await until(lambda: all(len(g.snapshots().get(s, {})) == 4 for s in started))
+            await until(lambda: all(s.idle for s in g.services.values()))
+            parts = g.snapshots()
+            for sid in started:
+                assert check_cut(parts[sid]) == []
+                assert check_bank(parts[sid], total=400) == (400, [])
+            assert sum(bank.balance for bank in g.banks.values()) == 400
+        finally:
+            await g.close()  # a failed assertion must not leave sockets open
+
+    run(main())
+
+
+def test_a_snapshot_holds_the_deliveries_the_application_has_not_read_yet(run: Runner) -> None:
+    # Deliveries wait in the service's queue until the application reads them: in between
+    # their money is neither in the hold-back queue nor in the balance. Here nobody reads
+    # them before the snapshot, so without "unread" the snapshot would miss every transfer.
+    async def main() -> None:
+        g = Group(3)
+        try:
+            await g.start(bank=True, read=False)
+            sent = []
             for member, bank in g.banks.items():
                 data = bank.next_transfer()
-                if data is not None:
-                    await g.services[member].send(data)  # waits while a snapshot holds it
-            if step in (10, 25):
-                started.append(g.services[1 + step % 4].initiate_snapshot())
-            await asyncio.sleep(0.002)
-        await until(lambda: all(len(g.snapshots().get(s, {})) == 4 for s in started))
-        await until(lambda: all(s.idle for s in g.services.values()))
-        parts = g.snapshots()
-        for sid in started:
-            assert check_cut(parts[sid]) == []
-            assert check_bank(parts[sid], total=400) == (400, [])
-        assert sum(bank.balance for bank in g.banks.values()) == 400
-        await g.close()
+                assert data is not None
+                await g.services[member].send(data)
+                sent.append(data)
+            await until(lambda: all(s.isis.counters.delivered == 3 for s in g.services.values()))
+            sid = g.services[1].initiate_snapshot()
+            await until(lambda: len(g.snapshots().get(sid, {})) == 3)
+            parts = g.snapshots()[sid]
+            for part in parts.values():
+                assert sorted(part["local_state"]["unread"]) == sorted(d.hex() for d in sent)
+                assert part["local_state"]["isis"]["holdback"] == []
+            assert check_cut(parts) == []
+            assert check_bank(parts, total=300) == (300, [])
+            for member, service in g.services.items():  # the application reads them now
+                for _ in sent:
+                    g.banks[member].delivered((await service.receive(timeout=5)).data)
+            assert sum(bank.balance for bank in g.banks.values()) == 300
+        finally:
+            await g.close()
 
     run(main())
 
@@ -208,18 +250,20 @@ def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner
 def test_survivors_remove_a_crashed_member_and_go_on(run: Runner) -> None:
     async def main() -> None:
         g = Group(4)
-        await g.start()
-        await g.services[4].close()  # member 4 crashes
-        await g.services[1].send(b"one")
-        await g.services[2].send(b"two")
-        await asyncio.sleep(0.3)
-        assert g.delivered(1) == []  # every multicast waits for member 4's Ack
-        for member in (1, 2, 3):
-            g.services[member].remove_member(4)
-        await until(lambda: all(len(g.delivered(m)) == 2 for m in (1, 2, 3)))
-        assert check_all(g.record([1, 2, 3]), ["m1", "m2", "m3"]) == []
-        assert {d.data for d in g.delivered(3)} == {b"one", b"two"}
-        await g.close()
+        try:
+            await g.start()
+            await g.services[4].close()  # member 4 crashes
+            await g.services[1].send(b"one")
+            await g.services[2].send(b"two")
+            await asyncio.sleep(0.3)
+            assert g.delivered(1) == []  # every multicast waits for member 4's Ack
+            for member in (1, 2, 3):
+                g.services[member].remove_member(4)
+            await until(lambda: all(len(g.delivered(m)) == 2 for m in (1, 2, 3)))
+            assert check_all(g.record([1, 2, 3]), ["m1", "m2", "m3"]) == []
+            assert {d.data for d in g.delivered(3)} == {b"one", b"two"}
+        finally:
+            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
@@ -378,18 +422,20 @@ def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: R
 def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> None:
     async def main() -> None:
         g = Group(3)
-        await g.start()
-        a = g.services[1]
-        sid = a.initiate_snapshot()
-        assert a.node is not None and a.node.snapshot.active
-        # The snapshot holds new multicasts back: send waits, then has its id.
-        assert await asyncio.wait_for(a.send(b"held"), 10) == 1
-        await until(lambda: len(g.snapshots().get(sid, {})) == 3)
-        await until(lambda: all(len(g.delivered(m)) == 1 for m in (1, 2, 3)))
-        assert all(g.delivered(m)[0].data == b"held" for m in (1, 2, 3))
-        dones = [e for e in g.events[2] if isinstance(e, SnapshotDone)]
-        assert [d.snapshot_id for d in dones] == [sid]  # from events(), not receive()
-        await g.close()
+        try:
+            await g.start()
+            a = g.services[1]
+            sid = a.initiate_snapshot()
+            assert a.node is not None and a.node.snapshot.active
+            # The snapshot holds new multicasts back: send waits, then has its id.
+            assert await asyncio.wait_for(a.send(b"held"), 10) == 1
+            await until(lambda: len(g.snapshots().get(sid, {})) == 3)
+            await until(lambda: all(len(g.delivered(m)) == 1 for m in (1, 2, 3)))
+            assert all(g.delivered(m)[0].data == b"held" for m in (1, 2, 3))
+            dones = [e for e in g.events[2] if isinstance(e, SnapshotDone)]
+            assert [d.snapshot_id for d in dones] == [sid]  # from events(), not receive()
+        finally:
+            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 

@@ -40,6 +40,10 @@ class Inbox(Generic[_T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    def pending(self) -> list[_T]:
+        """The items queued and not taken yet, oldest first (a copy)."""
+        return list(self._items)
+
     @property
     def ended(self) -> bool:
         return self._ended

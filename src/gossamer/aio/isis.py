@@ -403,6 +403,10 @@ class IsisService:
         async for event in self._events:
             yield event
 
+    def _unread(self) -> list[bytes]:
+        """The payloads delivered here that the application has not received yet."""
+        return [delivered.data for delivered in self._deliveries.pending()]
+
     def _on_event(self, event: object) -> None:
         if isinstance(event, Delivered):
             self._deliveries.put(event)
@@ -637,6 +641,10 @@ async def _start(
         service._on_event(event)
     if node is not None:
         node.on_multicast = service._released
+        if on_event is None:
+            # Deliveries wait in the service's queue until the application reads them: a
+            # snapshot recorded meanwhile holds them as the node's ``unread``.
+            node.unread = service._unread
     elif original is not None:
         original.on_multicast = service._released
     return service

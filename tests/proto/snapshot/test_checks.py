@@ -16,6 +16,7 @@ def part(
     balance: int,
     holdback: tuple[bytes, ...] = (),
     queued: tuple[bytes, ...] = (),
+    unread: tuple[bytes, ...] = (),
 ) -> dict[str, Any]:
     return {
         "local_state": {
@@ -27,6 +28,7 @@ def part(
             },
             "app": {"balance": balance},
             "queued": [d.hex() for d in queued],
+            "unread": [d.hex() for d in unread],
         },
         "channels": {
             peer: {
@@ -49,6 +51,20 @@ def test_a_consistent_snapshot_passes_both_checks() -> None:
     }
     assert check_cut(parts) == []
     assert check_bank(parts, total=200) == (200, [])
+
+
+def test_money_delivered_but_not_yet_read_by_the_application_is_counted() -> None:
+    to_b = encode_transfer(2, 10)
+    # b delivered a's transfer (it left the hold-back queue) but its application has not
+    # read it: the balance is still 100, the 10 are in "unread".
+    parts = {
+        "a": part(1, 1, {}, {"b": []}, balance=90),
+        "b": part(2, 0, {"a": 1}, {"a": []}, balance=100, unread=(to_b,)),
+    }
+    assert check_cut(parts) == []
+    assert check_bank(parts, total=200) == (200, [])
+    parts["b"]["local_state"]["unread"] = []
+    assert check_bank(parts, total=200) == (190, ["bank: the snapshot holds 190, not 200"])
 
 
 def test_lost_or_double_counted_messages_are_reported() -> None:

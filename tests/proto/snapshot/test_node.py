@@ -97,7 +97,19 @@ def test_a_marker_waits_for_the_data_before_it_and_new_data_waits_for_the_marker
     # n1 had sent exactly one message at its cut, which both others had received.
     assert parts["n1"]["local_state"]["isis"]["msg_id"] == 1
     assert parts["n1"]["local_state"]["queued"] == []
+    assert parts["n1"]["local_state"]["unread"] == []  # nobody queues deliveries here
     assert all(parts[n]["local_state"]["isis"]["received_from"] == {"n1": 1} for n in ("n2", "n3"))
+
+
+def test_the_local_state_holds_the_deliveries_the_application_has_not_taken() -> None:
+    net = Net(2)
+    waiting = [b"\x02\x00\x00\x07"]
+    net.nodes[2].unread = lambda: waiting  # as a driver with a delivery queue sets it
+    sid = net.nodes[1].initiate_snapshot(0.0)
+    net.pump()
+    net.settle()
+    assert net.parts[sid]["n2"]["local_state"]["unread"] == ["02000007"]
+    assert net.parts[sid]["n1"]["local_state"]["unread"] == []
 
 
 def test_without_rule_1_a_marker_overtaking_data_breaks_the_cut_and_the_check_sees_it() -> None:

@@ -3,12 +3,13 @@
 Each member holds an account with ``initial`` units. A transfer of ``amount`` from p
 to q is one multicast whose payload is the 4 big-endian bytes of ``to << 24 | amount``
 (the original's uint32, so the bank runs on both wires): p debits its account
-when it asks for the multicast; q credits its account when it *delivers* the message
-(every member delivers every transfer, in the total order; only the recipient acts on
-it). Money is therefore never created or destroyed, and at any instant
+when it asks for the multicast; q credits its account when its application *takes*
+the delivery (every member delivers every transfer, in the total order; only the
+recipient acts on it). Money is therefore never created or destroyed, and at any instant
 
     sum of balances + money held back by p (multicasts queued behind a snapshot)
     + money received by q but not yet delivered (q's hold-back queue)
+    + money delivered to q that q's application has not read yet (``unread``)
     + money on the wire to q  ==  members x initial.
 
 A snapshot is consistent exactly when that equation holds in the recorded states
@@ -70,14 +71,15 @@ def transfer_amount(data: bytes, receiver: int) -> int:
 
 def local_value(state: Mapping[str, Any]) -> int:
     """A member's money in a recorded local state (``SnapshotNode`` format): its balance,
-    its transfers held back by a snapshot, and the transfers to it received but not yet
-    delivered."""
+    its transfers held back by a snapshot, the transfers to it received but not yet
+    delivered, and those delivered but not yet read by the application."""
     me = int(state["isis"]["id"])
     value = int(state["app"]["balance"])
     value += sum(decode_transfer(from_json(data))[1] for data in state["queued"])
     value += sum(
         transfer_amount(from_json(entry["data"]), me) for entry in state["isis"]["holdback"]
     )
+    value += sum(transfer_amount(from_json(data), me) for data in state["unread"])
     return value
 
 
@@ -106,7 +108,7 @@ class Bank:
         return encode_transfer(to, amount)
 
     def delivered(self, data: bytes) -> None:
-        """A transfer was delivered here: credit it if it is ours."""
+        """The application took the delivery of a transfer: credit it if it is ours."""
         to, amount = decode_transfer(data)
         if to == self.me:
             self.balance += amount

@@ -13,7 +13,8 @@ What the composition adds (``gossamer.proto.snapshot.core`` has the argument):
 - ``multicast`` holds new messages back while a snapshot needs the channels paused, and
   releases them, in order, once it does not: it never blocks;
 - the local state recorded is ``{"isis": sequencer.state(), "app": app_state(),
-  "queued": [held-back multicasts]}``, payloads as hex text (JSON), as in channel states;
+  "queued": [held-back multicasts], "unread": [deliveries the application has not taken
+  yet]}``, payloads as hex text (JSON), as in channel states;
 - ``remove_member`` goes to both cores.
 
 Every input is followed by ``snapshot.poll``: an ISIS Ack may be what lets a marker go.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -103,10 +104,15 @@ class Workload:
 
     - ``state()``: the application's part of the local state (JSON-able);
     - ``value(local_state)``: this member's share of a conserved quantity in a recorded
-      local state (the whole ``{"isis", "app", "queued"}`` dict);
+      local state (the whole ``{"isis", "app", "queued", "unread"}`` dict);
     - ``amount(data, receiver)``: how much of it a multicast of ``data`` (bytes) carries
       to member ``receiver``;
     - ``total``: the quantity's known global total, if any.
+
+    ``state()`` must reflect exactly the deliveries the application has *taken*: a
+    delivery the node made but the application has not read yet (it waits in a queue
+    between them, see ``SnapshotNode.unread``) is recorded in ``"unread"``, and ``value``
+    must count it there, as it counts ``"queued"`` multicasts.
 
     With a workload, the node traces each application message as the analysis pipeline
     expects (``layer=snapshot``): ``send`` at the sender per receiving channel (``peer``
@@ -159,6 +165,13 @@ class SnapshotNode:
         #: Called as ``(msg_id, data, now)`` whenever a message really enters the
         #: sequencer (at once, or when a snapshot releases it).
         self.on_multicast: Callable[[int, bytes, float], None] | None = None
+        #: The payloads of the deliveries this node made that the application has not
+        #: taken yet, oldest first: set by a driver that queues deliveries for the
+        #: application to read later (``gossamer.aio.isis``). A snapshot recorded while
+        #: they wait must hold them, since neither the hold-back queue (they left it) nor
+        #: the application's state (it has not seen them) does. ``None``: the application
+        #: takes each delivery as it is made (an ``on_event`` callback, the simulator).
+        self.unread: Callable[[], Iterable[bytes]] | None = None
         self._queued: deque[bytes] = deque()
         self._trace = tracer
         inner.data_observer = self._observe
@@ -294,6 +307,7 @@ class SnapshotNode:
             "isis": self.inner.state(),
             "app": self.workload.state() if self.workload is not None else None,
             "queued": [data.hex() for data in self._queued],
+            "unread": [data.hex() for data in self.unread()] if self.unread is not None else [],
         }
 
 
