@@ -100,7 +100,7 @@ def test_text_table_lists_every_check_and_the_verdict() -> None:
     assert lines[0].split() == ["check", "status", "violations", "note"]
     assert "isis.total_order" in lines[1] and "fail" in lines[1] and "n0 <swapped> n2" in lines[1]
     assert "needs --param gossip.max_depth" in lines[2]
-    assert "latency isis: p50 10.0 ms" in text
+    assert "latency isis: p50 10.0 ms" in text and "inside the server" not in text
     assert lines[-1] == "verdict: FAIL (0 hold, 1 violated, 1 skipped)"
 
 
@@ -220,3 +220,12 @@ def test_unfinished_messages_are_not_a_plain_pass() -> None:
         == "verdict: PASS (3 unfinished at stop) (1 hold, 0 violated, 0 skipped)"
     )
     assert "gossip.depth" not in text
+
+
+def test_text_table_says_the_gateway_latency_is_measured_inside_the_server() -> None:
+    s = summary()
+    row = dict(s["metrics"]["latency"]["by_layer"][0], layer="gateway", p50=0.0, p99=0.0)
+    s["metrics"]["latency"]["by_layer"] = [row]
+    line = next(x for x in report.text_table(s).splitlines() if x.startswith("latency"))
+    assert line.startswith("latency gateway: p50 0.0 ms")
+    assert line.endswith("deliveries (inside the server: route to hand-over)")

@@ -602,6 +602,8 @@ def text_table(summary: Mapping[str, Any]) -> str:
         lines.append(
             f"latency {r['layer']}: p50 {_ms(r['p50'])} ms, p99 {_ms(r['p99'])} ms, "
             f"max {_ms(r['max'])} ms over {r['count']} deliveries"
+            # As in the HTML report: both ends are the server's, never the clients'.
+            + (" (inside the server: route to hand-over)" if r["layer"] == "gateway" else "")
         )
     inp = summary["input"]
     lines.append(
