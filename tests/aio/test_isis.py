@@ -149,6 +149,12 @@ class Group:
         }
         return IsisRecord(multicasts=multicasts, deliveries=deliveries)
 
+    async def __aenter__(self) -> Group:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()  # a failed assertion must not leave sockets open
+
     async def close(self) -> None:
         for service in self.services.values():
             await service.close()
@@ -159,8 +165,7 @@ def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
     run: Runner,
 ) -> None:
     async def main() -> None:
-        g = Group(4)
-        try:
+        async with Group(4) as g:
             plan = FaultPlan(drop=0.15, duplicate=0.1, reorder=0.2, reorder_by=0.01)
             await g.start(plan=plan, drop_rate=0.1, ack_delay=0.03)
             for i in range(6):
@@ -181,16 +186,13 @@ def test_four_members_agree_on_one_order_under_loss_duplication_and_reordering(
             assert {"drop", "duplicate", "reorder"} <= kinds
             assert sum(s.isis.counters.injected_drops for s in g.services.values()) > 0
             assert sum(s.isis.counters.delayed for s in g.services.values()) > 0
-        finally:
-            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
 
 def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner) -> None:
     async def main() -> None:
-        g = Group(4)
-        try:
+        async with Group(4) as g:
             await g.start(plan=FaultPlan(drop=0.1, reorder=0.3, reorder_by=0.005), bank=True)
             started = []
             for step in range(40):
@@ -208,8 +210,6 @@ def test_snapshots_on_real_sockets_are_consistent_and_hold_the_money(run: Runner
                 assert check_cut(parts[sid]) == []
                 assert check_bank(parts[sid], total=400) == (400, [])
             assert sum(bank.balance for bank in g.banks.values()) == 400
-        finally:
-            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
@@ -219,8 +219,7 @@ def test_a_snapshot_holds_the_deliveries_the_application_has_not_read_yet(run: R
     # their money is neither in the hold-back queue nor in the balance. Here nobody reads
     # them before the snapshot, so without "unread" the snapshot would miss every transfer.
     async def main() -> None:
-        g = Group(3)
-        try:
+        async with Group(3) as g:
             await g.start(bank=True, read=False)
             sent = []
             for member, bank in g.banks.items():
@@ -241,16 +240,13 @@ def test_a_snapshot_holds_the_deliveries_the_application_has_not_read_yet(run: R
                 for _ in sent:
                     g.banks[member].delivered((await service.receive(timeout=5)).data)
             assert sum(bank.balance for bank in g.banks.values()) == 300
-        finally:
-            await g.close()
 
     run(main())
 
 
 def test_survivors_remove_a_crashed_member_and_go_on(run: Runner) -> None:
     async def main() -> None:
-        g = Group(4)
-        try:
+        async with Group(4) as g:
             await g.start()
             await g.services[4].close()  # member 4 crashes
             await g.services[1].send(b"one")
@@ -262,8 +258,6 @@ def test_survivors_remove_a_crashed_member_and_go_on(run: Runner) -> None:
             await until(lambda: all(len(g.delivered(m)) == 2 for m in (1, 2, 3)))
             assert check_all(g.record([1, 2, 3]), ["m1", "m2", "m3"]) == []
             assert {d.data for d in g.delivered(3)} == {b"one", b"two"}
-        finally:
-            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
@@ -421,8 +415,7 @@ def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: R
 
 def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> None:
     async def main() -> None:
-        g = Group(3)
-        try:
+        async with Group(3) as g:
             await g.start()
             a = g.services[1]
             sid = a.initiate_snapshot()
@@ -434,8 +427,6 @@ def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> Non
             assert all(g.delivered(m)[0].data == b"held" for m in (1, 2, 3))
             dones = [e for e in g.events[2] if isinstance(e, SnapshotDone)]
             assert [d.snapshot_id for d in dones] == [sid]  # from events(), not receive()
-        finally:
-            await g.close()  # a failed assertion must not leave sockets open
 
     run(main())
 
