@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ ISIS_CHECKS = ("isis.total_order", "isis.agreement", "isis.validity", "isis.inte
 
 @pytest.mark.timeout(1200)
 def test_the_lossy_isis_scenario_never_reports_a_false_violation(
-    tmp_path: Path, spark: object
+    tmp_path: Path, spark: object, record_property: Callable[[str, object], None]
 ) -> None:
     from pyspark.sql import SparkSession
 
@@ -86,7 +87,8 @@ def test_the_lossy_isis_scenario_never_reports_a_false_violation(
         else:
             assert meta["lab"]["settle"]["settle"] == 0
             unfinished_without_settling += unfinished
-    # The stopped runs stopped with messages in flight: they exercised the unfinished
-    # verdict (measured round trips repair a loss within milliseconds on loopback, so
-    # loss alone no longer leaves messages unfinished 0.5 s after the workload).
-    assert unfinished_without_settling > 0
+    # Whether a stopped run leaves anything unfinished depends on timing: with measured
+    # round trips the group often finishes before the stop even with Acks held back
+    # (none in one CI run of three), so it is recorded, not asserted; the unfinished
+    # verdict itself is tested deterministically in tests/analysis/checks/test_isis.py.
+    record_property("unfinished_without_settling", unfinished_without_settling)
