@@ -324,9 +324,11 @@ def test_password_guesses_are_limited_per_source() -> None:
 
 def test_malformed_identifies_do_not_spend_the_password_budget() -> None:
     h = Harness(password="pw", password_guess_burst=1, password_guess_rate=0.001)
-    for i in range(5):
+    bad_metadata = {"k": {"type": "date", "value": 1}}
+    for i, (cid, metadata) in enumerate([("bad id", None), ("c", bad_metadata)] * 3):
         h.connect(i, host="6.6.6.6")
-        h.send(i, Op.IDENTIFY, {"client_id": "bad id", "application_id": APP, "auth": "x"})
+        h.send(i, Op.IDENTIFY, {"client_id": cid, "application_id": APP, "auth": f"x{i}",
+                                "metadata": metadata})
         assert h.closed[i][0] == CloseCode.INVALID_IDENTIFY
     assert h.identify(9, "c9", auth="pw", host="6.6.6.6").d["restricted"] is False
 

@@ -552,6 +552,15 @@ class GatewayCore:
             options[name] = value
         if auth is not None and not isinstance(auth, str):
             raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY)
+        # Every check of the payload comes before the password is read, so a malformed
+        # identify never spends the source's guessing budget.
+        initial: dict[str, TypedValue] = {}
+        if d.get("metadata") is not None:
+            initial, errors = validate_metadata(d["metadata"], limits=cfg.metadata_limits)
+            if errors:
+                raise _IdentifyRejectedError(
+                    "initial metadata: invalid", CloseCode.INVALID_IDENTIFY, errors
+                )
         verdict = self.passwords.check(state.host, auth, now)
         if verdict is Verdict.REFUSED:
             # Decided before the password was read: a refusal teaches nothing about it.
@@ -568,13 +577,6 @@ class GatewayCore:
                 f"{client_id}: already registered for app {app_id}",
                 CloseCode.ALREADY_REGISTERED,
             )
-        initial: dict[str, TypedValue] = {}
-        if d.get("metadata") is not None:
-            initial, errors = validate_metadata(d["metadata"], limits=cfg.metadata_limits)
-            if errors:
-                raise _IdentifyRejectedError(
-                    "initial metadata: invalid", CloseCode.INVALID_IDENTIFY, errors
-                )
         receive_updates = _flag(d.get("receive_client_updates")) and not restricted
         ip = None if restricted else (options["ip"] or state.host)
         reserved: dict[str, TypedValue] = {
