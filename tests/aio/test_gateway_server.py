@@ -55,9 +55,12 @@ class Raw:
         self.hello: Packet | None = None
 
     @classmethod
-    async def open(cls, port: int, encoding: Encoding = "json") -> Raw:
+    async def open(cls, port: int, encoding: Encoding = "json", *,
+                   local: str | None = None) -> Raw:
+        """A connection from ``local`` (another loopback address, e.g. 127.0.0.2) if given."""
         ws = await connect(f"ws://{HOST}:{port}/gateway/websocket?encoding={encoding}",
-                           compression=None, max_size=None)
+                           compression=None, max_size=None,
+                           local_addr=None if local is None else (local, 0))
         raw = cls(ws, encoding)
         raw.hello = await raw.recv()
         return raw
@@ -245,6 +248,57 @@ def test_op3_errors_keep_the_socket() -> None:
             error = await duplicate.identify("n", auth="pw")
             assert error.d["error"] == "n: already registered for app app"
             assert (await duplicate.closed())[0] == 4004
+
+    run(main)
+
+
+def test_a_stale_password_at_the_same_address_does_not_lock_out_the_right_one() -> None:
+    """Several sockets from 127.0.0.1 retry one wrong password; the right one still gets in
+    (on the wire: the verdict for the right password is never "too many attempts")."""
+    async def main() -> None:
+        # A budget that does not refill during the test: nothing here depends on timing.
+        async with gateway(password="pw", password_guess_burst=3,
+                           password_guess_rate=0.001) as server:
+            answers = []
+            for i in range(6):
+                stale = await Raw.open(server.port)
+                answers.append((await stale.identify(f"m{i}", auth="stale")).d)
+                await stale.ws.close()
+            right = await Raw.open(server.port)
+            ready = await right.identify("l", auth="pw")
+            assert ready.op is Op.READY and ready.d == {"client_id": "l", "restricted": False}
+            # The stale ones were told their password is wrong (restricted), every time.
+            assert answers == [{"client_id": f"m{i}", "restricted": True} for i in range(6)]
+
+    run(main)
+
+
+def test_password_guessing_is_bounded_per_source_on_both_doors() -> None:
+    """Distinct wrong passwords by identify and by HTTP spend one budget per source; once
+    it is spent both refuse, unread, even the right password; other sources go on."""
+    async def main() -> None:
+        async with gateway(password="pw", password_guess_burst=3,
+                           password_guess_rate=0.001) as server:
+            for i in range(2):
+                guesser = await Raw.open(server.port)
+                assert (await guesser.identify(f"g{i}", auth=f"guess{i}")).d["restricted"]
+            status, _ = await http_request(server.port, "GET", "/api/v1/queues",
+                                           headers={"Authorization": "guess2"})
+            assert status == 401
+            refusals = []
+            for auth in ("pw", "guess3"):
+                refused = await Raw.open(server.port)
+                refusals.append(((await refused.identify("x", auth=auth)).d,
+                                 (await refused.closed())[0]))
+            assert refusals == [({"error": "too many failed identify attempts",
+                                  "extra_info": None}, 4008)] * 2
+            status, body = await http_request(server.port, "GET", "/api/v1/queues",
+                                              headers={"Authorization": "pw"})
+            assert (status, body) == (429, {"status": "error",
+                                            "error": "too many failed attempts"})
+            elsewhere = await Raw.open(server.port, local="127.0.0.2")
+            ready = await elsewhere.identify("e", auth="pw")
+            assert ready.op is Op.READY and ready.d["restricted"] is False
 
     run(main)
 

@@ -2,8 +2,9 @@
 
 Every protocol core that bounds what untrusted peers can make it do uses these:
 discovery bounds its answers per source and globally
-(:class:`gossamer.proto.discovery.ratelimit.AnswerLimiter`), the gateway bounds failed
-identifies per address and metadata updates per client. Time is an argument (``now``,
+(:class:`gossamer.proto.discovery.ratelimit.AnswerLimiter`), the gateway bounds password
+guesses per source (:class:`gossamer.proto.gateway.auth.PasswordGuard`) and metadata
+updates per client. Time is an argument (``now``,
 seconds), never read from a clock, so the simulator and the drivers give the same answers.
 """
 

@@ -304,18 +304,51 @@ def test_restricted_clients_may_not_use_etf() -> None:
     assert h.identify(2, "c2", encoding="etf", auth="pw").d["restricted"] is False
 
 
-def test_failed_identifies_are_rate_limited_per_address() -> None:
-    h = Harness(password="pw", identify_failure_burst=3, identify_failure_rate=0.5)
+def test_password_guesses_are_limited_per_source() -> None:
+    h = Harness(password="pw", password_guess_burst=3, password_guess_rate=0.5)
     for i in range(3):
-        assert h.identify(i, f"c{i}", auth="wrong", host="6.6.6.6").d["restricted"] is True
+        guess = h.identify(i, f"c{i}", auth=f"guess{i}", host="6.6.6.6")
+        assert guess.d["restricted"] is True
     blocked = h.identify(10, "c10", auth="pw", host="6.6.6.6")
     assert blocked.op is Op.ERROR and blocked.d["error"] == "too many failed identify attempts"
     assert h.closed[10][0] == CloseCode.RATE_LIMITED
+    # A refusal is decided before the password is read: a wrong one gets the same answer.
+    wrong = h.identify(9, "c9", auth="guess9", host="6.6.6.6")
+    assert (wrong.op, wrong.d) == (blocked.op, blocked.d) and h.closed[9] == h.closed[10]
     # Other addresses, and clients that send no password at all, are not affected.
     assert h.identify(11, "c11", auth="pw", host="7.7.7.7").d["restricted"] is False
     assert h.identify(12, "c12", host="6.6.6.6").d["restricted"] is True
     h.advance(2.5)  # one token back after 2 s
     assert h.identify(13, "c13", auth="pw", host="6.6.6.6").d["restricted"] is False
+
+
+def test_malformed_identifies_do_not_spend_the_password_budget() -> None:
+    h = Harness(password="pw", password_guess_burst=1, password_guess_rate=0.001)
+    bad_metadata = {"k": {"type": "date", "value": 1}}
+    for i, (cid, metadata) in enumerate([("bad id", None), ("c", bad_metadata)] * 3):
+        h.connect(i, host="6.6.6.6")
+        h.send(i, Op.IDENTIFY, {"client_id": cid, "application_id": APP, "auth": f"x{i}",
+                                "metadata": metadata})
+        assert h.closed[i][0] == CloseCode.INVALID_IDENTIFY
+    assert h.identify(9, "c9", auth="pw", host="6.6.6.6").d["restricted"] is False
+
+
+def test_a_stale_password_retried_at_one_address_does_not_lock_out_the_right_one() -> None:
+    """A client with a wrong password reconnecting every second (a misconfigured or
+    hostile neighbour behind the same NAT) must not keep out one with the right one."""
+    h = Harness(password="pw")  # the default budget: burst 10, one guess back every 5 s
+    admitted, stale = [], []
+    for second in range(60):
+        stale.append(h.identify(100 + second, f"m{second}", auth="stale", host="6.6.6.6").d)
+        h.core.disconnect(100 + second, h.now)
+        if second % 5 == 4:  # the right client tries just after the wrong one
+            ready = h.identify(200 + second, f"l{second}", auth="pw", host="6.6.6.6")
+            admitted.append(ready.op is Op.READY and ready.d["restricted"] is False)
+            h.core.disconnect(200 + second, h.now)
+        h.advance(1.0)
+    assert admitted == [True] * 12
+    # The stale client is told, every time, that its password is wrong (restricted).
+    assert all(d.get("restricted") is True for d in stale)
 
 
 # ---------------------------------------------------------------------- heartbeats

@@ -116,3 +116,25 @@ def test_parse_upstream_responses() -> None:
     response = http.response_bytes(http.HttpResponse(status=200, body=b"{}"))
     assert response == (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                         b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+
+
+def test_http_guesses_share_the_sources_budget_with_identify() -> None:
+    core = GatewayCore(GatewayConfig(password="pw", password_guess_burst=2,
+                                     password_guess_rate=0.001), rng=random.Random(0))
+    core.connect(1, host="6.6.6.6", encoding="json", now=0.0)
+    guess = {"client_id": "c1", "application_id": "app", "auth": "guess1"}
+    core.receive(1, encode_packet(Packet(op=Op.IDENTIFY, d=guess), "json"), 0.0)
+    core.actions()
+
+    def status(peer: str, **headers: str) -> int:
+        answer = http.handle(core, request("GET", "/api/v1/queues", **headers), peer=peer,
+                             now=0.0)
+        assert isinstance(answer, http.HttpResponse)
+        return answer.status
+
+    assert status("6.6.6.6") == 401  # no header: not a guess
+    assert status("6.6.6.6", authorization="pw") == 200
+    assert status("6.6.6.6", authorization="guess2") == 401  # the second guess
+    assert status("6.6.6.6", authorization="pw") == 429  # refused unread
+    assert status("6.6.6.6", authorization="guess3") == 429
+    assert status("7.7.7.7", authorization="pw") == 200

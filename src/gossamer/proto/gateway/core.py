@@ -23,10 +23,10 @@ does not heartbeat (or identify) within ``heartbeat_grace`` intervals gets op 8
 ``heartbeat took too long`` from a timer, then a close with code 4009; op 3 keeps the
 socket, op 8 closes it, each close with a meaningful code (``CloseCode``); error
 texts are the reference's (singyeong-as-coded §7). Restricted mode is the
-reference's (§4, §14). Failed identifies (a wrong password, a malformed identify) are
-rate-limited per remote address. Metadata updates are validated per key, applied in
-order and rate-limited per client by coalescing; a client's own pending update is
-applied before any routed dispatch it sends. Queries are routed by ``Directory``;
+reference's (§4, §14). Passwords are checked by ``PasswordGuard`` (``auth.py``), which
+bounds the distinct wrong passwords each source may try. Metadata updates are validated
+per key, applied in order and rate-limited per client by coalescing; a client's own
+pending update is applied before any routed dispatch it sends. Queries are routed by ``Directory``;
 queues are ``QueueBook``.
 
 Trace events (``layer=gateway``; conventions of ``gossamer.analysis.checks.gateway``):
@@ -41,7 +41,6 @@ message delivered again after an ack timeout or its holder's disconnect),
 from __future__ import annotations
 
 import heapq
-import hmac
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -53,6 +52,7 @@ import orjson
 
 from gossamer.errors import DecodeError
 from gossamer.params import Bounds, Checked, PositiveCount
+from gossamer.proto.gateway.auth import PasswordGuard, Verdict
 from gossamer.proto.gateway.lifecycle import ConnInput, ConnState, next_state
 from gossamer.proto.gateway.metadata import (
     MetadataLimits,
@@ -69,7 +69,6 @@ from gossamer.proto.gateway.queues import (
     QueueRecord,
     StoreOp,
 )
-from gossamer.proto.gateway.ratelimit import AddressLimiter
 from gossamer.proto.gateway.routing import Client, Directory
 from gossamer.proto.ratelimit import TokenBucket
 from gossamer.trace.sink import NullSink, Tracer
@@ -172,9 +171,12 @@ class GatewayConfig(Checked):
     metadata_limits: MetadataLimits = field(default_factory=MetadataLimits)
     query_limits: QueryLimits = field(default_factory=QueryLimits)
     queues: QueueConfig = field(default_factory=QueueConfig)
-    #: Failed identifies per remote address: burst, then this many per second.
-    identify_failure_burst: float = 10.0
-    identify_failure_rate: float = 0.2
+    #: Distinct wrong passwords a source (an address, an IPv6 /64) may try: a burst,
+    #: then this many per second (identify and HTTP API together; ``auth.py``).
+    password_guess_burst: Annotated[float, Bounds(low=1.0)] = 10.0
+    password_guess_rate: Annotated[float, Bounds(low=0.0, above=True, unit="/s")] = 0.2
+    #: Sources, and wrong passwords, remembered at most (least recently used go first).
+    password_guess_sources: PositiveCount = 65_536
     #: ``ts`` and ``last_heartbeat_time`` are ``(now + epoch_offset)`` in ms; a driver
     #: sets the offset from the wall clock once, so the core never reads a clock.
     epoch_offset: float = 0.0
@@ -246,12 +248,11 @@ class _PendingMetadata:
 class _IdentifyRejectedError(Exception):
     """An identify was refused: op 8 with ``text``, close with ``code``."""
 
-    def __init__(self, text: str, code: CloseCode, extra: Any = None, *, failure: bool) -> None:
+    def __init__(self, text: str, code: CloseCode, extra: Any = None) -> None:
         super().__init__(text)
         self.text = text
         self.code = code
         self.extra = extra
-        self.failure = failure
 
 
 def _flag(value: object) -> bool:
@@ -315,8 +316,12 @@ class GatewayCore:
         # conn -> liveness deadline, in deadline order (every deadline is "event time +
         # one constant", so appending and move_to_end keep the order).
         self._liveness: OrderedDict[int, float] = OrderedDict()
-        self._failures = AddressLimiter(
-            rate=config.identify_failure_rate, burst=config.identify_failure_burst
+        #: The one password check (identify here, ``Authorization`` in ``http.py``).
+        self.passwords = PasswordGuard(
+            config.password,
+            rate=config.password_guess_rate,
+            burst=config.password_guess_burst,
+            max_sources=config.password_guess_sources,
         )
         self._metadata: dict[int, _PendingMetadata] = {}
         self._metadata_due: list[tuple[float, int]] = []
@@ -452,7 +457,7 @@ class GatewayCore:
         dead, touched = self.queues.expire(now)
         self._after_returns(dead, touched, now)
         if now >= self._next_prune:
-            self._failures.prune(now)
+            self.passwords.prune(now)
             self._next_prune = now + 60.0
 
     def shutdown(self, now: float, reason: str = "shutdown") -> None:
@@ -473,8 +478,6 @@ class GatewayCore:
         try:
             client = self._identify(state, d, now)
         except _IdentifyRejectedError as rejected:
-            if rejected.failure:
-                self._failures.failure(state.host, now)
             self._fail(
                 state,
                 ConnInput.IDENTIFY_REJECTED,
@@ -530,53 +533,50 @@ class GatewayCore:
         """Check an identify payload and register the client (else raise the rejection)."""
         cfg = self.config
         if not isinstance(d, dict) or "client_id" not in d or "application_id" not in d:
-            raise _IdentifyRejectedError(_UNRECOVERABLE, CloseCode.INVALID_IDENTIFY, failure=True)
+            raise _IdentifyRejectedError(_UNRECOVERABLE, CloseCode.INVALID_IDENTIFY)
         client_id, app_id = d["client_id"], d["application_id"]
         if not isinstance(client_id, str) or not isinstance(app_id, str):
-            raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY, failure=True)
+            raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY)
         if not self._valid_id(client_id) or not self._valid_id(app_id):
             raise _IdentifyRejectedError(
                 f"client_id and application_id must be 1 to {cfg.max_id_length} "
                 "printable characters without spaces",
                 CloseCode.INVALID_IDENTIFY,
-                failure=True,
             )
         auth = d.get("auth")
         options: dict[str, Any] = {}
         for name in ("ip", "namespace"):
             value = d.get(name)
             if value is not None and not isinstance(value, str):
-                raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY, failure=True)
+                raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY)
             options[name] = value
         if auth is not None and not isinstance(auth, str):
-            raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY, failure=True)
-        if auth is not None and cfg.password is not None and self._failures.blocked(
-            state.host, now
-        ):
-            # Checked before the password, so a blocked address learns nothing from it.
-            raise _IdentifyRejectedError(
-                "too many failed identify attempts", CloseCode.RATE_LIMITED, failure=False
-            )
-        restricted = self._restricted(auth)
-        if restricted and auth is not None:
-            self._failures.failure(state.host, now)
-        if restricted and state.encoding == "etf":
-            raise _IdentifyRejectedError(
-                "restricted clients may not use ETF", CloseCode.RESTRICTED_ETF, failure=False
-            )
-        if (app_id, client_id) in self.directory.by_identity:
-            raise _IdentifyRejectedError(
-                f"{client_id}: already registered for app {app_id}",
-                CloseCode.ALREADY_REGISTERED,
-                failure=False,
-            )
+            raise _IdentifyRejectedError(_NO_DATA, CloseCode.INVALID_IDENTIFY)
+        # Every check of the payload comes before the password is read, so a malformed
+        # identify never spends the source's guessing budget.
         initial: dict[str, TypedValue] = {}
         if d.get("metadata") is not None:
             initial, errors = validate_metadata(d["metadata"], limits=cfg.metadata_limits)
             if errors:
                 raise _IdentifyRejectedError(
-                    "initial metadata: invalid", CloseCode.INVALID_IDENTIFY, errors, failure=True
+                    "initial metadata: invalid", CloseCode.INVALID_IDENTIFY, errors
                 )
+        verdict = self.passwords.check(state.host, auth, now)
+        if verdict is Verdict.REFUSED:
+            # Decided before the password was read: a refusal teaches nothing about it.
+            raise _IdentifyRejectedError(
+                "too many failed identify attempts", CloseCode.RATE_LIMITED
+            )
+        restricted = verdict is Verdict.WRONG
+        if restricted and state.encoding == "etf":
+            raise _IdentifyRejectedError(
+                "restricted clients may not use ETF", CloseCode.RESTRICTED_ETF
+            )
+        if (app_id, client_id) in self.directory.by_identity:
+            raise _IdentifyRejectedError(
+                f"{client_id}: already registered for app {app_id}",
+                CloseCode.ALREADY_REGISTERED,
+            )
         receive_updates = _flag(d.get("receive_client_updates")) and not restricted
         ip = None if restricted else (options["ip"] or state.host)
         reserved: dict[str, TypedValue] = {
@@ -598,15 +598,6 @@ class GatewayCore:
             receive_metadata_updates=_flag(d.get("receive_metadata_updates")) and not restricted,
             ip=ip,
         )
-
-    def _restricted(self, auth: str | None) -> bool:
-        password = self.config.password
-        if password is None:
-            return False  # no password configured: the gateway is open (§18.8)
-        if auth is None:
-            return True
-        # Constant time: the comparison does not stop at the first differing byte.
-        return not hmac.compare_digest(auth.encode(), password.encode())
 
     # ------------------------------------------------------------- heartbeat
 

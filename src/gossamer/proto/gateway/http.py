@@ -17,8 +17,11 @@ Endpoints (singyeong-as-coded §13, plus the dead-letter queue):
   all): ``{"replayed": [ids]}``.
 
 Auth is the reference's: the header ``Authorization: <password>`` (no scheme),
-compared in constant time; wrong or missing gives 401
-``{"status": "error", "error": "not authorized"}``; open when no password is set.
+checked by the gateway's one ``PasswordGuard`` (``auth.py``: constant time, and the
+same guessing budget per source as identify); wrong or missing gives 401
+``{"status": "error", "error": "not authorized"}``; open when no password is set. A
+source whose budget is spent gets 429 ``{"status": "error", "error": "too many failed
+attempts"}`` whatever header it sent (the header is not read).
 Other paths give 404 ``{"code": 404, "error": "not found"}``.
 
 ``handle`` returns either an ``HttpResponse`` or, for the proxy, a ``ProxyRequest``
@@ -32,7 +35,6 @@ names these refusals for the counters.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -42,6 +44,7 @@ import h11
 import orjson
 
 from gossamer.errors import DecodeError
+from gossamer.proto.gateway.auth import Verdict
 from gossamer.proto.gateway.query import QueryError
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ _REASONS: Final = {
     405: "Method Not Allowed",
     411: "Length Required",
     413: "Content Too Large",
+    429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     501: "Not Implemented",
@@ -268,14 +272,6 @@ def response_bytes(response: HttpResponse) -> bytes:
     )
 
 
-def _authorized(core: GatewayCore, headers: Mapping[str, str]) -> bool:
-    password = core.config.password
-    if password is None:
-        return True
-    given = headers.get("authorization")
-    return given is not None and hmac.compare_digest(given.encode(), password.encode())
-
-
 def handle(core: GatewayCore, request: HttpRequest, *, peer: str, now: float) -> (
     HttpResponse | ProxyRequest
 ):
@@ -287,7 +283,10 @@ def handle(core: GatewayCore, request: HttpRequest, *, peer: str, now: float) ->
         return _json(200, {"api": "v1", "singyeong": core.config.version})
     if not path.startswith("/api/v1/"):
         return _json(404, {"code": 404, "error": "not found"})
-    if not _authorized(core, request.headers):
+    verdict = core.passwords.check(peer, request.headers.get("authorization"), now)
+    if verdict is Verdict.REFUSED:
+        return _json(429, {"status": "error", "error": "too many failed attempts"})
+    if verdict is Verdict.WRONG:
         return _json(401, {"status": "error", "error": "not authorized"})
     segments = path.split("/")[3:]  # after "", "api", "v1"
     if segments in (["query"], ["proxy"]):
