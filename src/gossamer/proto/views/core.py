@@ -295,10 +295,15 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._from_member(msg, sender, now)
 
     def _from_outsider(self, msg: ViewsMessage, addr: Address, now: float) -> None:
-        """A datagram from a process not in the current view: a joiner asking, or a
-        removed incarnation that must learn it (EXCLUDED)."""
+        """A datagram from a process not in the current view: a member of a later view
+        (we are behind: STATUS makes it bring us up), a joiner asking, or a member of an
+        earlier view, which must have been removed since, as must a departed incarnation
+        (EXCLUDED: removed incarnations are never admitted again)."""
         assert self._view is not None
-        if self._is_departed(msg.sender, msg.incarnation):
+        if msg.view > self._view.id:
+            self._send(addr, ViewsType.STATUS, now)
+            return
+        if msg.view > 0 or self._is_departed(msg.sender, msg.incarnation):
             self._send(addr, ViewsType.EXCLUDED, now, new_view=self._view.id)
             return
         if msg.type is ViewsType.CHANGE and msg.view == 0:
@@ -387,7 +392,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._round += 1
         self._proposal = _Proposal(ballot=Ballot(round=self._round, name=self.me.name))
         self.counters.proposals += 1
+        proposal = self._proposal
         for member in view.members:
+            if self._proposal is not proposal:
+                return  # decided and installed by our own answers (a group of one)
             self._prepare_to(member, now)
 
     def _prepare_to(self, member: Member, now: float) -> None:
@@ -419,6 +427,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         proposal.value = chosen
         self._trace(now, LAYER, "propose", seq=ballot.round, attrs={"members": _names(chosen)})
         for m in view.members:
+            if self._proposal is not proposal:
+                return  # our own acceptance decided it, and the view is installed
             self._propose_to(m, now)
 
     @staticmethod
@@ -452,12 +462,25 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self.counters.stale += 1
             return
         proposal.accepted.add(member.name)
+        self._maybe_decide(now)
+
+    def _maybe_decide(self, now: float) -> None:
+        """Decide once a majority of the view accepted, and every member of it that stays
+        in the next one and is not suspected did too: a member installs the next view
+        only if it flushed for it, so one left out would have to leave and rejoin."""
+        proposal, view = self._proposal, self._view
+        if proposal is None or view is None or proposal.value is None or proposal.decided:
+            return
         if not view.is_majority(len(proposal.accepted)):
             return
-        assert proposal.value is not None
+        if any(
+            view.has(m.key) and m.name not in proposal.accepted and m.key not in self._suspects
+            for m in proposal.value
+        ):
+            return
         proposal.decided = True
         joiners = tuple(m for m in proposal.value if not view.has(m.key))
-        if joiners:
+        if joiners and any(m.key == self.me.key for m in proposal.value):
             self._events.append(StateNeeded(view_id=view.id + 1, joiners=joiners))
         else:
             self._install_decided(proposal, None, now)
@@ -479,6 +502,14 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         new = View(id=view.id + 1, members=proposal.value)
         agreed = tuple(m.name for m in view.members if m.name in proposal.accepted)
         removed = [m for m in view.members if not new.has(m.key)]
+        if not new.has(self.me.key):
+            # A value bound by Paxos may leave out its coordinator: tell the members, and go.
+            self._installer, self._agreed = self.me.name, agreed
+            self._view, self._state = new, state
+            for m in new.members:
+                self._send_install(m, now, with_state=False)
+            self._exclude(new.id, now)
+            return
         self._install(new, agreed=agreed, installer=self.me.name, state=state, now=now)
         self._joiners = {m.key for m in new.members if not view.has(m.key)}
         self._unacked = {m.key: m for m in new.members if m.key != self.me.key}
@@ -503,9 +534,11 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if mine == 0 and msg.state is None:
             self.counters.stale += 1  # a joiner waits for an INSTALL that has its state
             return
-        if mine and new.id != mine + 1:
-            # Cannot happen to a member that stayed in every view (docs/cluster.md); never
-            # skip a view: leave and rejoin instead.
+        if mine and (new.id != mine + 1 or self._flushed != members):
+            # A member installs the next view only if it flushed its own for exactly those
+            # members (docs/cluster.md), and never skips a view: one that did not (it was
+            # suspected and left behind) leaves and rejoins instead.
+            self._send(addr, ViewsType.INSTALLED, now, new_view=new.id)
             self._exclude(new.id, now)
             return
         self._install(new, agreed=msg.agreed, installer=msg.installer,
@@ -628,8 +661,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             coordinator = self._coordinator()
             if coordinator.key != self.me.key:
                 self._proposal = None
+            elif self._proposal is not None:
+                self._maybe_decide(now)  # a suspicion may be what it waited for
             elif (
-                self._proposal is None and now >= self._wait_until and not self._blocked
+                now >= self._wait_until and not self._blocked
                 and (self._own_value() is not None or self._accepted is not None)
             ):  # fmt: skip
                 self._start_proposal(now)
@@ -686,6 +721,13 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 del self._notices[key]
             else:
                 self._notices[key] = (m, left - 1)
+        if self._blocked:
+            # Cut off with a minority: ask everyone where they are, so that the side that
+            # went on tells us (EXCLUDED) once the partition heals.
+            for m in view.members:
+                if m.key != self.me.key:
+                    self._send(m.address, ViewsType.STATUS, now, retransmit=True)
+            return
         coordinator = self._coordinator()
         if coordinator.key != self.me.key and (self._suspects or self._joins):
             suspects = tuple(m.record() for m in view.members if m.key in self._suspects)
