@@ -30,6 +30,7 @@ LAYERS: tuple[str, ...] = (
     "snapshot",
     "link",
     "gateway",
+    "views",
     "net",
     "demo",
 )

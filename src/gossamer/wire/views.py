@@ -117,8 +117,13 @@ class ViewsMessage:
     state: bytes | None = None
 
 
-_BALLOT_TYPES = {ViewsType.PREPARE, ViewsType.PROMISE, ViewsType.PROPOSE, ViewsType.ACCEPTED,
-                 ViewsType.NACK}  # fmt: skip
+_BALLOT_TYPES = {
+    ViewsType.PREPARE,
+    ViewsType.PROMISE,
+    ViewsType.PROPOSE,
+    ViewsType.ACCEPTED,
+    ViewsType.NACK,
+}
 _VIEW_TYPES = {ViewsType.INSTALL, ViewsType.INSTALLED, ViewsType.EXCLUDED}
 
 
@@ -291,12 +296,22 @@ def decode(data: bytes) -> ViewsMessage:
         if _pull_flag(buf, "state"):
             length = buf.pull_uint32("state length")
             if length > MAX_STATE:
-                raise DecodeError(f"state of {length} bytes exceeds {MAX_STATE}",
-                                  offset=buf.position)  # fmt: skip
+                raise DecodeError(
+                    f"state of {length} bytes exceeds {MAX_STATE}", offset=buf.position
+                )
             state = buf.pull_bytes(length, "state")
     buf.expect_end("views message")
     return ViewsMessage(
-        type=kind, view=view, sender=sender, incarnation=incarnation, ballot=ballot,
-        accepted=accepted, members=members, joins=joins, new_view=new_view,
-        installer=installer, agreed=agreed, state=state,
-    )  # fmt: skip
+        type=kind,
+        view=view,
+        sender=sender,
+        incarnation=incarnation,
+        ballot=ballot,
+        accepted=accepted,
+        members=members,
+        joins=joins,
+        new_view=new_view,
+        installer=installer,
+        agreed=agreed,
+        state=state,
+    )

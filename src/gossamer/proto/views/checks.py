@@ -19,6 +19,7 @@ human-readable violations (empty: the guarantee held):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -48,8 +49,9 @@ class Installed:
 
     @classmethod
     def of(cls, view: View, agreed_by: tuple[str, ...], state: bytes | None) -> Installed:
-        return cls(id=view.id, members=tuple(m.key for m in view.members),
-                   agreed_by=agreed_by, state=state)  # fmt: skip
+        return cls(
+            id=view.id, members=tuple(m.key for m in view.members), agreed_by=agreed_by, state=state
+        )
 
 
 Installs = Mapping[MemberKey, list[Installed]]
@@ -83,7 +85,7 @@ def check_sequences(installs: Installs) -> list[str]:
     out = []
     for who, seq in installs.items():
         ids = [rec.id for rec in seq]
-        if any(b != a + 1 for a, b in zip(ids, ids[1:], strict=False)):
+        if any(b != a + 1 for a, b in itertools.pairwise(ids)):
             out.append(f"{who} installed views {ids}: not one after the other")
         if any(who not in rec.members for rec in seq):
             out.append(f"{who} installed a view without itself")
@@ -101,8 +103,9 @@ def check_majority(installs: Installs) -> list[str]:
             out.append(f"view {view_id} was installed, view {view_id - 1} by nobody recorded")
             continue
         names = {n for n, _ in previous}
-        agreed = next(rec.agreed_by for seq in installs.values() for rec in seq
-                      if rec.id == view_id)  # fmt: skip
+        agreed = next(
+            rec.agreed_by for seq in installs.values() for rec in seq if rec.id == view_id
+        )
         if not set(agreed) <= names or 2 * len(set(agreed)) <= len(previous):
             out.append(f"view {view_id} agreed by {agreed}: no majority of {sorted(names)}")
     return out
@@ -138,8 +141,12 @@ def check_converged(installs: Installs, live: Iterable[MemberKey]) -> list[str]:
 
 def check_all(installs: Installs, live: Iterable[MemberKey] | None = None) -> list[str]:
     """Every safety check, and convergence when ``live`` is given."""
-    out = (check_agreement(installs) + check_sequences(installs) + check_majority(installs)
-           + check_state(installs))  # fmt: skip
+    out = (
+        check_agreement(installs)
+        + check_sequences(installs)
+        + check_majority(installs)
+        + check_state(installs)
+    )
     if live is not None:
         out += check_converged(installs, live)
     return out

@@ -134,8 +134,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self.counters = ViewsCounters()
         self._trace = tracer
         self._rng = rng
-        self._backoff = Backoff(base=config.retry, maximum=config.retry * _MAX_BACKOFF_RETRIES,
-                                spread=AROUND)  # fmt: skip
+        self._backoff = Backoff(
+            base=config.retry, maximum=config.retry * _MAX_BACKOFF_RETRIES, spread=AROUND
+        )
         self._view: View | None = None
         self._agreed: tuple[str, ...] = ()
         self._installer = ""
@@ -147,6 +148,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._suspects: set[MemberKey] = set()
         self._joins: dict[MemberKey, Member] = {}
         self._departed: dict[str, int] = {}  # name -> highest incarnation removed
+        self._dead: dict[str, int] = {}  # name -> highest incarnation suspected outside
         # Acceptor, per view.
         self._promised: Ballot | None = None
         self._accepted: tuple[Ballot, tuple[Member, ...]] | None = None
@@ -163,8 +165,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._notices: dict[MemberKey, tuple[Member, int]] = {}
         self._tick_at: float | None = None
         if config.initial:
-            self._install(View(id=1, members=config.initial), agreed=(), installer="",
-                          state=None, now=now)  # fmt: skip
+            self._install(
+                View(id=1, members=config.initial), agreed=(), installer="", state=None, now=now
+            )
         self._drive(now)
 
     # -- properties -------------------------------------------------------------
@@ -189,25 +192,38 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     def suspect(self, name: str, now: float, *, incarnation: int | None = None) -> None:
         """The membership layer believes member ``name`` (of that ``incarnation``, or
         whichever is in the view) failed. A suspicion of oneself is ignored; one of a
-        process not in the view cancels its pending join."""
+        process not in the view cancels its pending join, and is remembered in case a
+        change already under way admits it (the membership layer says it only once)."""
         if self._excluded or self._view is None:
             return
         member = self._view.member(name)
         if (
-            member is not None and incarnation in (None, member.incarnation)
+            member is not None
+            and incarnation in (None, member.incarnation)
             and member.key != self.me.key
-        ):  # fmt: skip
+        ):
             self._suspects.add(member.key)
         for key in [k for k in self._joins if k[0] == name and incarnation in (None, k[1])]:
             del self._joins[key]
+            self._dead[name] = max(self._dead.get(name, 0), key[1])
+        if incarnation is not None and (member is None or member.incarnation < incarnation):
+            self._dead[name] = max(self._dead.get(name, 0), incarnation)
         self._drive(now)
 
     def join_request(self, member: Member, now: float) -> None:
         """The membership layer saw ``member``: a process that wants in (a new name, or a
         higher incarnation of a member, which replaces it), or a current member, which is
-        thereby alive: a suspicion of it is withdrawn. Stale incarnations are ignored."""
+        thereby alive: a suspicion of it is withdrawn, and it is told our view (STATUS:
+        if it went on without us, it answers EXCLUDED). A removed incarnation seen alive
+        is told it is out (EXCLUDED): after a partition, nothing else may reach it."""
         if self._excluded or self._view is None:
             return
+        view = self._view
+        if member.key != self.me.key:
+            if self._is_departed(member.name, member.incarnation):
+                self._send(member.address, ViewsType.EXCLUDED, now, new_view=view.id)
+            elif member.key in self._suspects:
+                self._send(member.address, ViewsType.STATUS, now)
         self._note_join(member)
         self._drive(now)
 
@@ -227,13 +243,18 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         """The state the joiners of view ``view_id`` start from (after ``StateNeeded``).
         ``LocalProtocolError`` when it exceeds ``wire.views.MAX_STATE``."""
         if len(state) > wire.MAX_STATE:
-            raise LocalProtocolError("state exceeds the views wire's bound",
-                                     size=len(state), bound=wire.MAX_STATE)  # fmt: skip
+            raise LocalProtocolError(
+                "state exceeds the views wire's bound", size=len(state), bound=wire.MAX_STATE
+            )
         proposal = self._proposal
         if (
-            self._excluded or self._view is None or proposal is None or not proposal.decided
-            or view_id != self._view.id + 1 or proposal.value is None
-        ):  # fmt: skip
+            self._excluded
+            or self._view is None
+            or proposal is None
+            or not proposal.decided
+            or view_id != self._view.id + 1
+            or proposal.value is None
+        ):
             return
         self._install_decided(proposal, state, now)
         self._drive(now)
@@ -347,8 +368,14 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if proposer.key == self.me.key:
             self._on_promise(ballot, self.me, accepted, value, now)
         else:
-            self._send(proposer.address, ViewsType.PROMISE, now, ballot=ballot,
-                       accepted=accepted, members=value)  # fmt: skip
+            self._send(
+                proposer.address,
+                ViewsType.PROMISE,
+                now,
+                ballot=ballot,
+                accepted=accepted,
+                members=value,
+            )
 
     def _on_propose(
         self, ballot: Ballot, value: tuple[Member, ...], proposer: Member, now: float
@@ -365,12 +392,19 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if self._flushing != value:
             assert self._view is not None
             self._flushing = value
-            self._trace(now, LAYER, "flush", seq=self._view.id, peer=proposer.name,
-                        attrs={"members": _names(value)})  # fmt: skip
+            self._trace(
+                now,
+                LAYER,
+                "flush",
+                seq=self._view.id,
+                peer=proposer.name,
+                attrs={"members": _names(value)},
+            )
             self._events.append(FlushRequired(view_id=self._view.id, next_members=value))
 
-    def _accept(self, ballot: Ballot, value: tuple[Member, ...], proposer: Member,
-                now: float) -> None:  # fmt: skip
+    def _accept(
+        self, ballot: Ballot, value: tuple[Member, ...], proposer: Member, now: float
+    ) -> None:
         self._accepted = (ballot, value)
         if proposer.key == self.me.key:
             self._on_accepted(ballot, self.me, now)
@@ -453,8 +487,13 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if member.key == self.me.key:
             self._on_propose(proposal.ballot, proposal.value, self.me, now)
         else:
-            self._send(member.address, ViewsType.PROPOSE, now, ballot=proposal.ballot,
-                       members=proposal.value)  # fmt: skip
+            self._send(
+                member.address,
+                ViewsType.PROPOSE,
+                now,
+                ballot=proposal.ballot,
+                members=proposal.value,
+            )
 
     def _on_accepted(self, ballot: Ballot, member: Member, now: float) -> None:
         proposal, view = self._proposal, self._view
@@ -541,12 +580,18 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._send(addr, ViewsType.INSTALLED, now, new_view=new.id)
             self._exclude(new.id, now)
             return
-        self._install(new, agreed=msg.agreed, installer=msg.installer,
-                      state=msg.state if mine == 0 else None, now=now)  # fmt: skip
+        self._install(
+            new,
+            agreed=msg.agreed,
+            installer=msg.installer,
+            state=msg.state if mine == 0 else None,
+            now=now,
+        )
         self._send(addr, ViewsType.INSTALLED, now, new_view=new.id)
 
-    def _install(self, new: View, *, agreed: tuple[str, ...], installer: str,
-                 state: bytes | None, now: float) -> None:  # fmt: skip
+    def _install(
+        self, new: View, *, agreed: tuple[str, ...], installer: str, state: bytes | None, now: float
+    ) -> None:
         old = self._view
         if old is not None:
             for m in old.members:
@@ -558,9 +603,12 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._installer = installer
         self._state = state
         self._joiners = set()
-        self._suspects = {k for k in self._suspects if new.has(k)}
-        self._joins = {k: m for k, m in self._joins.items()
-                       if not new.has(k) and not self._is_departed(*k)}  # fmt: skip
+        self._suspects = {k for k in self._suspects if new.has(k)} | {
+            m.key for m in new.members if m.incarnation <= self._dead.get(m.name, 0)
+        }
+        self._joins = {
+            k: m for k, m in self._joins.items() if not new.has(k) and not self._is_departed(*k)
+        }
         self._promised = self._accepted = self._flushing = self._flushed = None
         self._awaiting = None
         self._round = 0
@@ -570,10 +618,17 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._notices = {}
         self._blocked = False
         self.counters.installs += 1
-        self._trace(now, LAYER, "view_change", seq=new.id, peer=installer or None,
-                    attrs={"members": _names(new.members)})  # fmt: skip
-        self._events.append(ViewInstalled(view=new, agreed_by=agreed,
-                                          state=state if first else None))  # fmt: skip
+        self._trace(
+            now,
+            LAYER,
+            "view_change",
+            seq=new.id,
+            peer=installer or None,
+            attrs={"members": _names(new.members)},
+        )
+        self._events.append(
+            ViewInstalled(view=new, agreed_by=agreed, state=state if first else None)
+        )
 
     def _push_install(self, member: Member, *, joiner: bool, now: float) -> None:
         """Bring ``member`` of the current view, which is behind, into it. A joiner needs
@@ -591,9 +646,16 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         view = self._view
         assert view is not None
         joiner = with_state if with_state is not None else member.key in self._joiners
-        self._send(member.address, ViewsType.INSTALL, now, new_view=view.id,
-                   members=view.members, installer=self._installer, agreed=self._agreed,
-                   state=self._state if joiner else None)  # fmt: skip
+        self._send(
+            member.address,
+            ViewsType.INSTALL,
+            now,
+            new_view=view.id,
+            members=view.members,
+            installer=self._installer,
+            agreed=self._agreed,
+            state=self._state if joiner else None,
+        )
 
     def _exclude(self, view_id: int, now: float) -> None:
         self._excluded = True
@@ -606,6 +668,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     def _note_join(self, member: Member) -> None:
         view = self._view
         assert view is not None
+        if self._dead.get(member.name, 0) >= member.incarnation:
+            del self._dead[member.name]  # it is alive after all
         if view.has(member.key):
             self._suspects.discard(member.key)  # it is alive after all
             return
@@ -628,8 +692,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     def _survivors(self) -> tuple[Member, ...]:
         assert self._view is not None
         replaced = {k[0] for k in self._joins}
-        return tuple(m for m in self._view.members
-                     if m.key not in self._suspects and m.name not in replaced)  # fmt: skip
+        return tuple(
+            m for m in self._view.members if m.key not in self._suspects and m.name not in replaced
+        )
 
     def _own_value(self) -> tuple[Member, ...] | None:
         """The next view this coordinator would propose, or ``None`` when nothing changes
@@ -664,9 +729,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             elif self._proposal is not None:
                 self._maybe_decide(now)  # a suspicion may be what it waited for
             elif (
-                now >= self._wait_until and not self._blocked
+                now >= self._wait_until
+                and not self._blocked
                 and (self._own_value() is not None or self._accepted is not None)
-            ):  # fmt: skip
+            ):
                 self._start_proposal(now)
         if self._tick_at is None and self._has_work():
             self._tick_at = now + self.config.retry
@@ -690,9 +756,14 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if self._view is None:
             return True  # a joiner keeps asking
         return bool(
-            self._proposal is not None or self._unacked or self._notices or self._suspects
-            or self._joins or self._accepted is not None or self._awaiting is not None
-        )  # fmt: skip
+            self._proposal is not None
+            or self._unacked
+            or self._notices
+            or self._suspects
+            or self._joins
+            or self._accepted is not None
+            or self._awaiting is not None
+        )
 
     def _repeat(self, now: float) -> None:
         """Every ``retry``: send again what has not been answered."""
@@ -708,11 +779,18 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 if m.key == self.me.key:
                     continue
                 if proposal.value is None and m.name not in proposal.promises:
-                    self._send(m.address, ViewsType.PREPARE, now, ballot=proposal.ballot,
-                               retransmit=True)  # fmt: skip
+                    self._send(
+                        m.address, ViewsType.PREPARE, now, ballot=proposal.ballot, retransmit=True
+                    )
                 elif proposal.value is not None and m.name not in proposal.accepted:
-                    self._send(m.address, ViewsType.PROPOSE, now, ballot=proposal.ballot,
-                               members=proposal.value, retransmit=True)  # fmt: skip
+                    self._send(
+                        m.address,
+                        ViewsType.PROPOSE,
+                        now,
+                        ballot=proposal.ballot,
+                        members=proposal.value,
+                        retransmit=True,
+                    )
         for m in self._unacked.values():
             self._send_install(m, now)
         for key, (m, left) in list(self._notices.items()):
@@ -732,8 +810,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if coordinator.key != self.me.key and (self._suspects or self._joins):
             suspects = tuple(m.record() for m in view.members if m.key in self._suspects)
             joins = tuple(m.record() for m in self._joins.values())
-            self._send(coordinator.address, ViewsType.CHANGE, now, members=suspects,
-                       joins=joins)  # fmt: skip
+            self._send(coordinator.address, ViewsType.CHANGE, now, members=suspects, joins=joins)
         elif coordinator.key != self.me.key and self._accepted is not None:
             # A change we accepted is unfinished: remind the coordinator we are at this
             # view (if it is past it, it sends us the INSTALL).
@@ -758,12 +835,22 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         retransmit: bool = False,
     ) -> None:
         records = tuple(m.record() if isinstance(m, Member) else m for m in members)
-        data = wire.encode(ViewsMessage(
-            type=kind, view=self._view.id if self._view is not None else 0,
-            sender=self.me.name, incarnation=self.me.incarnation, ballot=ballot,
-            accepted=accepted, members=records, joins=joins, new_view=new_view,
-            installer=installer or self.me.name, agreed=agreed, state=state,
-        ))  # fmt: skip
+        data = wire.encode(
+            ViewsMessage(
+                type=kind,
+                view=self._view.id if self._view is not None else 0,
+                sender=self.me.name,
+                incarnation=self.me.incarnation,
+                ballot=ballot,
+                accepted=accepted,
+                members=records,
+                joins=joins,
+                new_view=new_view,
+                installer=installer or self.me.name,
+                agreed=agreed,
+                state=state,
+            )
+        )
         self._outbox.append((data, addr))
         self.counters.sent += 1
         if retransmit:
@@ -771,8 +858,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._trace(now, LAYER, "retransmit", size=len(data), attrs={"type": kind.name})
 
     def _drop(self, now: float, msg: ViewsMessage, reason: str) -> None:
-        self._trace(now, LAYER, "drop", peer=msg.sender,
-                    attrs={"reason": reason, "type": msg.type.name})  # fmt: skip
+        self._trace(
+            now, LAYER, "drop", peer=msg.sender, attrs={"reason": reason, "type": msg.type.name}
+        )
 
 
 def _names(members: tuple[Member, ...]) -> str:

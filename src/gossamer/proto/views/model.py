@@ -46,8 +46,9 @@ class Member:
 
     @classmethod
     def of(cls, record: MemberRecord) -> Member:
-        return cls(name=record.name, incarnation=record.incarnation,
-                   address=(record.host, record.port))  # fmt: skip
+        return cls(
+            name=record.name, incarnation=record.incarnation, address=(record.host, record.port)
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -105,8 +105,9 @@ class ViewsRun:
                     if observer == name:
                         continue
 
-                    def suspect(core: Any, now: float, name: str = name,
-                                incarnation: int = incarnation) -> None:  # fmt: skip
+                    def suspect(
+                        core: Any, now: float, name: str = name, incarnation: int = incarnation
+                    ) -> None:
                         core.suspect(name, now, incarnation=incarnation)
 
                     self.sim.local(observer, suspect, when=self.sim.now + self.params["detect"])
@@ -131,8 +132,11 @@ class ViewsRun:
     # -- summary ---------------------------------------------------------------------
 
     def live(self) -> list[MemberKey]:
-        return [(n.node_id, n.incarnation) for n in self.sim.nodes.values()
-                if isinstance(n.core, ViewsCore) and not n.core.excluded]  # fmt: skip
+        return [
+            (n.node_id, n.incarnation)
+            for n in self.sim.nodes.values()
+            if isinstance(n.core, ViewsCore) and not n.core.excluded
+        ]
 
     def summary(self) -> dict[str, Any]:
         live = self.live()
@@ -162,12 +166,16 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
     for name in late:
         if name not in names:
             raise ConfigError(f"join names unknown node {name!r} (nodes are n0..n{nodes - 1})")
-    ViewsConfig(me=Member(name="check", incarnation=1, address=("0.0.0.0", PORT)),
-                seeds=(("0.0.0.0", PORT),), retry=params["retry"])  # fmt: skip
+    ViewsConfig(
+        me=Member(name="check", incarnation=1, address=("0.0.0.0", PORT)),
+        seeds=(("0.0.0.0", PORT),),
+        retry=params["retry"],
+    )
     founders = tuple(
         Member(name=n, incarnation=1, address=(h.ip, PORT))
-        for n, h in zip(names, hosts, strict=True) if n not in late
-    )  # fmt: skip
+        for n, h in zip(names, hosts, strict=True)
+        if n not in late
+    )
     if not founders:
         raise ConfigError("the views scenario needs at least one founder (not every node joins)")
     seeds = tuple(m.address for m in founders)
@@ -175,8 +183,9 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
     def factory(ctx: NodeContext) -> ViewsCore:
         me = Member(name=ctx.node_id, incarnation=ctx.incarnation, address=(ctx.host.ip, PORT))
         founding = ctx.incarnation == 1 and ctx.node_id not in late
-        config = ViewsConfig(me=me, initial=founders if founding else (),
-                             seeds=seeds, retry=params["retry"])  # fmt: skip
+        config = ViewsConfig(
+            me=me, initial=founders if founding else (), seeds=seeds, retry=params["retry"]
+        )
         return ViewsCore(config, tracer=ctx.tracer, rng=ctx.rng, now=ctx.now)
 
     for name, host in zip(names, hosts, strict=True):
@@ -210,15 +219,32 @@ SCENARIO = sc.register(
         params=(
             *sc.param_table(
                 ("retry", sc.non_negative_float, 0.1, "seconds between retransmissions"),
-                ("detect", sc.non_negative_float, 0.5,
-                 "seconds from a crash, start or partition to the membership layer's report"),
-                ("flush", sc.non_negative_float, 0.01,
-                 "seconds the layer above takes to flush a view or hand over the state"),
-                ("rejoin", sc.non_negative_float, 0.2,
-                 "seconds an excluded node takes to restart as a new incarnation"),
-            ),  # fmt: skip
-            sc.Param(name="join", parse=sc.node_at_list, default=[], shown="none",
-                     help="NODE@SECONDS[,...]: nodes that start late and join"),  # fmt: skip
+                (
+                    "detect",
+                    sc.non_negative_float,
+                    0.5,
+                    "seconds from a crash, start or partition to the membership layer's report",
+                ),
+                (
+                    "flush",
+                    sc.non_negative_float,
+                    0.01,
+                    "seconds the layer above takes to flush a view or hand over the state",
+                ),
+                (
+                    "rejoin",
+                    sc.non_negative_float,
+                    0.2,
+                    "seconds an excluded node takes to restart as a new incarnation",
+                ),
+            ),
+            sc.Param(
+                name="join",
+                parse=sc.node_at_list,
+                default=[],
+                shown="none",
+                help="NODE@SECONDS[,...]: nodes that start late and join",
+            ),
             *sc.fault_params(),
         ),
         setup=_setup,
