@@ -10,7 +10,8 @@ human-readable violations (empty: the guarantee held):
   (no view skipped, none repeated), so two members present in the same views installed
   the same sequence of them;
 - ``check_majority``: every view after the first was accepted by a majority of the view
-  before it (``agreed_by``), the primary-partition rule;
+  before it (``agreed_by``) and keeps a majority of its members: the primary-partition
+  rule;
 - ``check_state``: a joiner's first view comes with the state at the cut of the view
   before it (``cut_state`` of that agreed view), a founder's first view is view 1;
 - ``check_converged``: at the end, every live incarnation is in one view whose members
@@ -108,6 +109,9 @@ def check_majority(installs: Installs) -> list[str]:
         )
         if not set(agreed) <= names or 2 * len(set(agreed)) <= len(previous):
             out.append(f"view {view_id} agreed by {agreed}: no majority of {sorted(names)}")
+        kept = set(views[view_id]) & set(previous)
+        if 2 * len(kept) <= len(previous):
+            out.append(f"view {view_id} keeps {sorted(kept)}: no majority of {sorted(names)}")
     return out
 
 
