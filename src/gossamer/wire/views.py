@@ -104,14 +104,20 @@ class ViewsMessage:
     those of ``type`` (module docstring) and keep their defaults otherwise."""
 
     type: ViewsType
+    #: The sender's current view id (0: none yet) and the sender, in every message.
     view: int
     sender: str
     incarnation: int
+    #: PREPARE, PROMISE, PROPOSE, ACCEPTED, NACK: the ballot; PROMISE: what was accepted.
     ballot: Ballot | None = None
     accepted: Ballot | None = None
+    #: PROMISE and PROPOSE: a proposed view; INSTALL: the view; CHANGE: the suspected.
     members: tuple[MemberRecord, ...] = ()
+    #: CHANGE: the members that ask to join (a joiner sends itself).
     joins: tuple[MemberRecord, ...] = ()
+    #: INSTALL, INSTALLED, EXCLUDED: the view meant.
     new_view: int = 0
+    #: INSTALL: who decided it, who accepted it, and a joiner's state.
     installer: str = ""
     agreed: tuple[str, ...] = ()
     state: bytes | None = None
@@ -125,6 +131,7 @@ _BALLOT_TYPES = {
     ViewsType.NACK,
 }
 _VIEW_TYPES = {ViewsType.INSTALL, ViewsType.INSTALLED, ViewsType.EXCLUDED}
+_TYPES = frozenset(int(t) for t in ViewsType)
 
 
 # -- encoding --------------------------------------------------------------------
@@ -255,16 +262,15 @@ def decode(data: bytes) -> ViewsMessage:
     if len(data) > MAX_SIZE:
         raise DecodeError(f"datagram of {len(data)} bytes exceeds {MAX_SIZE}")
     buf = Buffer(data)
-    if buf.pull_bytes(2, "magic") != MAGIC:
-        raise DecodeError("bad magic: not a gossamer views datagram", offset=0)
-    version = buf.pull_uint8("version")
-    if version != VERSION:
-        raise DecodeError(f"unsupported version {version}", offset=2)
-    raw_type = buf.pull_uint8("type")
-    try:
-        kind = ViewsType(raw_type)
-    except ValueError:
-        raise DecodeError(f"unknown message type {raw_type}", offset=3) from None
+    magic, version, raw_type = _HEAD.unpack(buf.pull_bytes(_HEAD.size, "header"))
+    for bad, reason in (
+        (magic != MAGIC, "bad magic: not a gossamer views datagram"),
+        (version != VERSION, f"unsupported version {version}"),
+        (raw_type not in _TYPES, f"unknown message type {raw_type}"),
+    ):
+        if bad:
+            raise DecodeError(reason, offset=0)
+    kind = ViewsType(raw_type)
     view = buf.pull_uint64("view")
     sender = _pull_name(buf, "sender")
     incarnation = buf.pull_uint64("incarnation")

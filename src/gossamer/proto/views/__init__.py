@@ -5,7 +5,7 @@ process rejoins as a new incarnation. ``docs/cluster.md`` states the guarantees 
 argument; ``core`` has the protocol.
 """
 
-from gossamer.proto.views.core import LAYER, ViewsCore, ViewsCounters
+from gossamer.proto.views.core import COUNTERS, LAYER, ViewsCore
 from gossamer.proto.views.model import (
     Blocked,
     Excluded,
@@ -20,6 +20,7 @@ from gossamer.proto.views.model import (
 )
 
 __all__ = [
+    "COUNTERS",
     "LAYER",
     "Blocked",
     "Excluded",
@@ -31,6 +32,5 @@ __all__ = [
     "ViewInstalled",
     "ViewsConfig",
     "ViewsCore",
-    "ViewsCounters",
     "ViewsEvent",
 ]

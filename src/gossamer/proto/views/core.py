@@ -60,26 +60,16 @@ Trace events (``layer=views``): ``propose`` (``seq`` = ballot round, ``attrs.mem
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gossamer._types import Address
 from gossamer.errors import DecodeError, LocalProtocolError
 from gossamer.proto.backoff import AROUND, Backoff
 from gossamer.proto.core import DatagramOutputs
-from gossamer.proto.views.model import (
-    Blocked,
-    Excluded,
-    FlushRequired,
-    Member,
-    MemberKey,
-    StateNeeded,
-    Unblocked,
-    View,
-    ViewInstalled,
-    ViewsConfig,
-    ViewsEvent,
-)
+from gossamer.proto.views import model as events
+from gossamer.proto.views.model import Member, MemberKey, View, ViewsConfig, ViewsEvent
 from gossamer.trace.sink import Tracer
 from gossamer.wire import views as wire
 from gossamer.wire.views import Ballot, ViewsMessage, ViewsType
@@ -87,27 +77,29 @@ from gossamer.wire.views import Ballot, ViewsMessage, ViewsType
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["LAYER", "ViewsCore", "ViewsCounters"]
+__all__ = ["COUNTERS", "LAYER", "ViewsCore"]
 
 LAYER = "views"
 #: The longest a coordinator that lost a ballot waits before trying again, in retries.
 _MAX_BACKOFF_RETRIES = 16
 
 
-@dataclass(slots=True)
-class ViewsCounters:
-    """What a member did and refused."""
-
-    sent: int = 0
-    received: int = 0
-    retransmitted: int = 0
-    malformed: int = 0
-    unknown_sender: int = 0
-    spoofed: int = 0
-    stale: int = 0
-    proposals: int = 0
-    nacks: int = 0
-    installs: int = 0
+#: What ``ViewsCore.counters`` counts: datagrams ``sent`` (``retransmitted`` among them)
+#: and ``received``; refused ones (``malformed``, ``spoofed``: a member's name from another
+#: address, ``unknown_sender``, ``stale``: about a ballot or view that is over); and the
+#: work done (``proposals``, ``nacks`` received, ``installs``).
+COUNTERS = (
+    "sent",
+    "retransmitted",
+    "received",
+    "malformed",
+    "spoofed",
+    "unknown_sender",
+    "stale",
+    "proposals",
+    "nacks",
+    "installs",
+)
 
 
 @dataclass(slots=True)
@@ -131,14 +123,15 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         super().__init__()
         self.config = config
         self.me = config.me
-        self.counters = ViewsCounters()
+        self.counters: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
         self._trace = tracer
         self._rng = rng
         self._backoff = Backoff(
             base=config.retry, maximum=config.retry * _MAX_BACKOFF_RETRIES, spread=AROUND
         )
         self._view: View | None = None
-        self._agreed: tuple[str, ...] = ()
+        # The INSTALL of the current view, but its state: sent again to whoever is behind.
+        self._install_body: dict[str, Any] = {}
         self._installer = ""
         self._state: bytes | None = None  # the state joiners of the current view start from
         self._joiners: set[MemberKey] = set()  # those we installed, when we hold the state
@@ -260,17 +253,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._drive(now)
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        if self._excluded:
-            return
-        try:
-            msg = wire.decode(data)
-        except DecodeError as exc:
-            self.counters.malformed += 1
-            self._trace(now, LAYER, "drop", size=len(data), attrs={"reason": exc.reason})
-            return
-        self.counters.received += 1
-        self._dispatch(msg, addr, now)
-        self._drive(now)
+        msg = None if self._excluded else self._decode(data, now)
+        if msg is not None:
+            self._dispatch(msg, addr, now)
+            self._drive(now)
 
     def handle_timer(self, now: float) -> None:
         if self._excluded:
@@ -287,6 +273,16 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
 
     # -- receiving ----------------------------------------------------------------
 
+    def _decode(self, data: bytes, now: float) -> ViewsMessage | None:
+        """The message in ``data``; ``None`` (counted and traced) when it is malformed."""
+        self.counters["received"] += 1
+        try:
+            return wire.decode(data)
+        except DecodeError as exc:
+            self.counters["malformed"] += 1
+            self._trace(now, LAYER, "drop", size=len(data), attrs={"reason": exc.reason})
+            return None
+
     def _dispatch(self, msg: ViewsMessage, addr: Address, now: float) -> None:
         key = (msg.sender, msg.incarnation)
         kind = msg.type
@@ -294,7 +290,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         sender = view.member(msg.sender) if view is not None else None
         if sender is not None and sender.key == key and sender.address != addr:
             self._drop(now, msg, "address does not match the member's")
-            self.counters.spoofed += 1
+            self.counters["spoofed"] += 1
             return
         if kind is ViewsType.INSTALL:
             self._on_install(msg, addr, now)
@@ -305,7 +301,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._unacked.pop(key, None)
             self._notices.pop(key, None)
         elif view is None:
-            self.counters.stale += 1  # a joiner takes part in nothing before its view
+            self.counters["stale"] += 1  # a joiner takes part in nothing before its view
         elif sender is None or sender.key != key:
             self._from_outsider(msg, addr, now)
         elif msg.view < view.id:
@@ -333,7 +329,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 if joiner.key == (msg.sender, msg.incarnation) and joiner.address == addr:
                     self._note_join(joiner)
                     return
-        self.counters.unknown_sender += 1
+        self.counters["unknown_sender"] += 1
         self._drop(now, msg, "not a member")
 
     def _from_member(self, msg: ViewsMessage, sender: Member, now: float) -> None:
@@ -368,14 +364,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if proposer.key == self.me.key:
             self._on_promise(ballot, self.me, accepted, value, now)
         else:
-            self._send(
-                proposer.address,
-                ViewsType.PROMISE,
-                now,
-                ballot=ballot,
-                accepted=accepted,
-                members=value,
-            )
+            promise: dict[str, Any] = {"ballot": ballot, "accepted": accepted, "members": value}
+            self._send(proposer.address, ViewsType.PROMISE, now, **promise)
 
     def _on_propose(
         self, ballot: Ballot, value: tuple[Member, ...], proposer: Member, now: float
@@ -400,7 +390,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 peer=proposer.name,
                 attrs={"members": _names(value)},
             )
-            self._events.append(FlushRequired(view_id=self._view.id, next_members=value))
+            self._events.append(events.FlushRequired(view_id=self._view.id, next_members=value))
 
     def _accept(
         self, ballot: Ballot, value: tuple[Member, ...], proposer: Member, now: float
@@ -425,19 +415,20 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         assert view is not None
         self._round += 1
         self._proposal = _Proposal(ballot=Ballot(round=self._round, name=self.me.name))
-        self.counters.proposals += 1
+        self.counters["proposals"] += 1
         proposal = self._proposal
         for member in view.members:
             if self._proposal is not proposal:
                 return  # decided and installed by our own answers (a group of one)
             self._prepare_to(member, now)
 
-    def _prepare_to(self, member: Member, now: float) -> None:
+    def _prepare_to(self, member: Member, now: float, *, retransmit: bool = False) -> None:
         assert self._proposal is not None
+        ballot = self._proposal.ballot
         if member.key == self.me.key:
-            self._on_prepare(self._proposal.ballot, self.me, now)
+            self._on_prepare(ballot, self.me, now)
         else:
-            self._send(member.address, ViewsType.PREPARE, now, ballot=self._proposal.ballot)
+            self._send(member.address, ViewsType.PREPARE, now, retransmit=retransmit, ballot=ballot)
 
     def _on_promise(
         self,
@@ -449,7 +440,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     ) -> None:
         proposal, view = self._proposal, self._view
         if proposal is None or view is None or ballot != proposal.ballot:
-            self.counters.stale += 1
+            self.counters["stale"] += 1
             return
         proposal.promises[member.name] = (accepted, value)
         if proposal.value is not None or not view.is_majority(len(proposal.promises)):
@@ -481,24 +472,19 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         silent = len(view.members) - len(proposal.promises)
         return highest if view.is_majority(holders + silent) else None
 
-    def _propose_to(self, member: Member, now: float) -> None:
+    def _propose_to(self, member: Member, now: float, *, retransmit: bool = False) -> None:
         proposal = self._proposal
         assert proposal is not None and proposal.value is not None
         if member.key == self.me.key:
             self._on_propose(proposal.ballot, proposal.value, self.me, now)
         else:
-            self._send(
-                member.address,
-                ViewsType.PROPOSE,
-                now,
-                ballot=proposal.ballot,
-                members=proposal.value,
-            )
+            body = {"ballot": proposal.ballot, "members": proposal.value}
+            self._send(member.address, ViewsType.PROPOSE, now, retransmit=retransmit, **body)
 
     def _on_accepted(self, ballot: Ballot, member: Member, now: float) -> None:
         proposal, view = self._proposal, self._view
         if proposal is None or view is None or ballot != proposal.ballot or proposal.decided:
-            self.counters.stale += 1
+            self.counters["stale"] += 1
             return
         proposal.accepted.add(member.name)
         self._maybe_decide(now)
@@ -520,12 +506,12 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         proposal.decided = True
         joiners = tuple(m for m in proposal.value if not view.has(m.key))
         if joiners and any(m.key == self.me.key for m in proposal.value):
-            self._events.append(StateNeeded(view_id=view.id + 1, joiners=joiners))
+            self._events.append(events.StateNeeded(view_id=view.id + 1, joiners=joiners))
         else:
             self._install_decided(proposal, None, now)
 
     def _on_nack(self, ballot: Ballot, now: float) -> None:
-        self.counters.nacks += 1
+        self.counters["nacks"] += 1
         self._round = max(self._round, ballot.round)
         proposal = self._proposal
         if proposal is not None and ballot > proposal.ballot and not proposal.decided:
@@ -543,8 +529,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         removed = [m for m in view.members if not new.has(m.key)]
         if not new.has(self.me.key):
             # A value bound by Paxos may leave out its coordinator: tell the members, and go.
-            self._installer, self._agreed = self.me.name, agreed
-            self._view, self._state = new, state
+            self._installer, self._view, self._state = self.me.name, new, state
+            self._install_body = self._body_of(new, agreed)
             for m in new.members:
                 self._send_install(m, now, with_state=False)
             self._exclude(new.id, now)
@@ -571,7 +557,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 self._exclude(new.id, now)
             return
         if mine == 0 and msg.state is None:
-            self.counters.stale += 1  # a joiner waits for an INSTALL that has its state
+            self.counters["stale"] += 1  # a joiner waits for an INSTALL that has its state
             return
         if mine and (new.id != mine + 1 or self._flushed != members):
             # A member installs the next view only if it flushed its own for exactly those
@@ -599,8 +585,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                     self._departed[m.name] = max(self._departed.get(m.name, 0), m.incarnation)
         first = old is None
         self._view = new
-        self._agreed = agreed
         self._installer = installer
+        self._install_body = self._body_of(new, agreed)
         self._state = state
         self._joiners = set()
         self._suspects = {k for k in self._suspects if new.has(k)} | {
@@ -617,7 +603,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._unacked = {}
         self._notices = {}
         self._blocked = False
-        self.counters.installs += 1
+        self.counters["installs"] += 1
         self._trace(
             now,
             LAYER,
@@ -627,8 +613,17 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             attrs={"members": _names(new.members)},
         )
         self._events.append(
-            ViewInstalled(view=new, agreed_by=agreed, state=state if first else None)
+            events.ViewInstalled(view=new, agreed_by=agreed, state=state if first else None)
         )
+
+    def _body_of(self, view: View, agreed: tuple[str, ...]) -> dict[str, Any]:
+        installer = self._installer or self.me.name
+        return {
+            "new_view": view.id,
+            "members": view.members,
+            "installer": installer,
+            "agreed": agreed,
+        }
 
     def _push_install(self, member: Member, *, joiner: bool, now: float) -> None:
         """Bring ``member`` of the current view, which is behind, into it. A joiner needs
@@ -643,25 +638,15 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self.suspect(member.name, now, incarnation=member.incarnation)
 
     def _send_install(self, member: Member, now: float, *, with_state: bool | None = None) -> None:
-        view = self._view
-        assert view is not None
         joiner = with_state if with_state is not None else member.key in self._joiners
-        self._send(
-            member.address,
-            ViewsType.INSTALL,
-            now,
-            new_view=view.id,
-            members=view.members,
-            installer=self._installer,
-            agreed=self._agreed,
-            state=self._state if joiner else None,
-        )
+        state = self._state if joiner else None
+        self._send(member.address, ViewsType.INSTALL, now, state=state, **self._install_body)
 
     def _exclude(self, view_id: int, now: float) -> None:
         self._excluded = True
         self._tick_at = None
         self._trace(now, LAYER, "excluded", seq=view_id)
-        self._events.append(Excluded(view_id=view_id))
+        self._events.append(events.Excluded(view_id=view_id))
 
     # -- membership bookkeeping ---------------------------------------------------
 
@@ -747,10 +732,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._trace(
                 now, LAYER, "blocked", seq=view.id, attrs={"reachable": ",".join(reachable)}
             )
-            self._events.append(Blocked(view_id=view.id, reachable=reachable))
+            self._events.append(events.Blocked(view_id=view.id, reachable=reachable))
         else:
             self._trace(now, LAYER, "unblocked", seq=view.id)
-            self._events.append(Unblocked(view_id=view.id))
+            self._events.append(events.Unblocked(view_id=view.id))
 
     def _has_work(self) -> bool:
         if self._view is None:
@@ -779,18 +764,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 if m.key == self.me.key:
                     continue
                 if proposal.value is None and m.name not in proposal.promises:
-                    self._send(
-                        m.address, ViewsType.PREPARE, now, ballot=proposal.ballot, retransmit=True
-                    )
+                    self._prepare_to(m, now, retransmit=True)
                 elif proposal.value is not None and m.name not in proposal.accepted:
-                    self._send(
-                        m.address,
-                        ViewsType.PROPOSE,
-                        now,
-                        ballot=proposal.ballot,
-                        members=proposal.value,
-                        retransmit=True,
-                    )
+                    self._propose_to(m, now, retransmit=True)
         for m in self._unacked.values():
             self._send_install(m, now)
         for key, (m, left) in list(self._notices.items()):
@@ -824,37 +800,22 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         kind: ViewsType,
         now: float,
         *,
-        ballot: Ballot | None = None,
-        accepted: Ballot | None = None,
-        members: tuple[Member, ...] | tuple[wire.MemberRecord, ...] = (),
-        joins: tuple[wire.MemberRecord, ...] = (),
-        new_view: int = 0,
-        installer: str = "",
-        agreed: tuple[str, ...] = (),
-        state: bytes | None = None,
         retransmit: bool = False,
+        **fields: Any,
     ) -> None:
-        records = tuple(m.record() if isinstance(m, Member) else m for m in members)
-        data = wire.encode(
-            ViewsMessage(
-                type=kind,
-                view=self._view.id if self._view is not None else 0,
-                sender=self.me.name,
-                incarnation=self.me.incarnation,
-                ballot=ballot,
-                accepted=accepted,
-                members=records,
-                joins=joins,
-                new_view=new_view,
-                installer=installer or self.me.name,
-                agreed=agreed,
-                state=state,
-            )
+        """Send a ``kind`` message from this member at its view; ``fields`` are the body's
+        (``ViewsMessage``), with ``members`` given as ``Member`` or as records."""
+        members = fields.get("members", ())
+        fields["members"] = tuple(m.record() if isinstance(m, Member) else m for m in members)
+        view = self._view.id if self._view is not None else 0
+        message = ViewsMessage(
+            type=kind, view=view, sender=self.me.name, incarnation=self.me.incarnation, **fields
         )
+        data = wire.encode(message)
         self._outbox.append((data, addr))
-        self.counters.sent += 1
+        self.counters["sent"] += 1
         if retransmit:
-            self.counters.retransmitted += 1
+            self.counters["retransmitted"] += 1
             self._trace(now, LAYER, "retransmit", size=len(data), attrs={"type": kind.name})
 
     def _drop(self, now: float, msg: ViewsMessage, reason: str) -> None:

@@ -10,19 +10,6 @@ from gossamer.errors import ConfigError
 from gossamer.params import Checked, Count, PositiveSeconds, check
 from gossamer.wire.views import MemberRecord
 
-__all__ = [
-    "Blocked",
-    "Excluded",
-    "FlushRequired",
-    "Member",
-    "StateNeeded",
-    "Unblocked",
-    "View",
-    "ViewInstalled",
-    "ViewsConfig",
-    "ViewsEvent",
-]
-
 MemberKey = tuple[str, int]
 
 
