@@ -110,13 +110,14 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
         "flush": rng.choice([0.0, 0.01, 0.2]),
     }
     joiners = rng.sample(names[1:], rng.choice([0, 0, 1, 2]) if n > 3 else 0)
+    starts = {j: round(rng.uniform(0.5, 8), 2) for j in joiners}
     if joiners:
-        params["join"] = ",".join(f"{j}@{rng.uniform(0.5, 8):.2f}" for j in joiners)
+        params["join"] = ",".join(f"{j}@{t}" for j, t in starts.items())
     founders = [x for x in names if x not in joiners]
     keep_majority = rng.random() < 0.85
     budget = (len(founders) - 1) // 2 if keep_majority else len(founders)
     faulty = rng.sample(names, min(budget, rng.choice([1, 1, 2, 3])))
-    crashes = {c: rng.uniform(0.5, 10) for c in faulty if rng.random() < 0.6}
+    crashes = {c: starts.get(c, 0) + rng.uniform(0.5, 10) for c in faulty if rng.random() < 0.6}
     if crashes:
         params["crash"] = ",".join(f"{c}@{t:.2f}" for c, t in crashes.items())
         restarts = [

@@ -185,22 +185,21 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     def suspect(self, name: str, now: float, *, incarnation: int | None = None) -> None:
         """The membership layer believes member ``name`` (of that ``incarnation``, or
         whichever is in the view) failed. A suspicion of oneself is ignored; one of a
-        process not in the view cancels its pending join, and is remembered in case a
-        change already under way admits it (the membership layer says it only once)."""
+        process not in the view (a joiner, or a restarted member's new incarnation)
+        cancels its pending join, and is remembered in case a change already under way
+        admits it (the membership layer says it only once)."""
         if self._excluded or self._view is None:
             return
         member = self._view.member(name)
-        if (
-            member is not None
-            and incarnation in (None, member.incarnation)
-            and member.key != self.me.key
-        ):
-            self._suspects.add(member.key)
-        for key in [k for k in self._joins if k[0] == name and incarnation in (None, k[1])]:
-            del self._joins[key]
-            self._dead[name] = max(self._dead.get(name, 0), key[1])
-        if incarnation is not None and (member is None or member.incarnation < incarnation):
-            self._dead[name] = max(self._dead.get(name, 0), incarnation)
+        if member is not None and incarnation in (None, member.incarnation):
+            if member.key != self.me.key:
+                self._suspects.add(member.key)
+        else:  # not a member (yet): a joiner, or a later incarnation of a member
+            for key in [k for k in self._joins if k[0] == name and incarnation in (None, k[1])]:
+                del self._joins[key]
+                self._dead[name] = max(self._dead.get(name, 0), key[1])
+            if incarnation is not None:
+                self._dead[name] = max(self._dead.get(name, 0), incarnation)
         self._drive(now)
 
     def join_request(self, member: Member, now: float) -> None:
@@ -665,6 +664,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             return
         for key in [k for k in self._joins if k[0] == member.name and k[1] < member.incarnation]:
             del self._joins[key]
+        if current is not None and current.key != self.me.key:
+            # A later incarnation proves this one gone (the membership layer may never say
+            # so: a quick restart at the same address): do not wait for it.
+            self._suspects.add(current.key)
         if not any(k[0] == member.name and k[1] > member.incarnation for k in self._joins):
             self._joins[member.key] = member
 
