@@ -18,12 +18,14 @@ How a view change goes (``docs/cluster.md`` has the guarantees and the argument)
      the current members minus the suspected and replaced ones, plus the joiners;
    - PROPOSE(b, value): a member emits ``FlushRequired`` and answers ACCEPTED(b) only
      after ``flush_done``: accepting a value means having flushed the old view for it;
-   - ACCEPTED from a majority of v decides view v+1. If it adds joiners, the coordinator
-     asks its layer for the state (``StateNeeded``, answered with ``provide_state``).
+   - ACCEPTED from a majority of v decides view v+1; the coordinator also waits for
+     every member of v staying in v+1 that it does not suspect. If it adds joiners, the
+     coordinator asks its layer for the state (``StateNeeded``, ``provide_state``).
 3. **The view is installed.** The coordinator installs it and sends INSTALL to every
    member of it (with the state to joiners) and to the removed ones, repeated until each
-   answers INSTALLED (removed ones at most ``notice_attempts`` times). A removed member
-   that hears of its removal emits ``Excluded`` and stops.
+   answers INSTALLED (removed ones at most ``notice_attempts`` times). A member installs
+   it only if it flushed for exactly those members; one left behind, and a removed one,
+   emits ``Excluded`` and stops.
 
 **Primary partition.** A coordinator proposes only a value that keeps a majority of the
 current view, and a value is decided only by a majority of it; a member whose
@@ -48,13 +50,19 @@ acceptor       PROPOSE b < promised  NACK(promised)
 acceptor       PROPOSE b >= promised promise b; flushed for the value? accept, ACCEPTED;
                                      else FlushRequired, ACCEPTED after ``flush_done``
 proposer       PROMISE (majority)    choose the value, PROPOSE to all of v
-proposer       ACCEPTED (majority)   decided: StateNeeded (joiners) or install
+proposer       ACCEPTED (majority,   decided: StateNeeded (joiners) or install
+               and every unsuspected
+               survivor)
 proposer       NACK b > ours         give up this ballot, retry later with a higher round
 installer      INSTALLED             stop repeating INSTALL to that member
+member         INSTALL v+1, flushed  install v+1 (a joiner: with its state), INSTALLED
+               for its members
+member         INSTALL otherwise     a later view without it, or not flushed for it:
+                                     INSTALLED, ``Excluded``; an old one: INSTALLED
 ============== ===================== ==================================================
 
 Trace events (``layer=views``): ``propose`` (``seq`` = ballot round, ``attrs.members``),
-``flush``, ``view_change`` (``seq`` = view id, ``attrs.members``, ``attrs.installer``),
+``flush``, ``view_change`` (``seq`` = view id, ``peer`` = installer, ``attrs.members``),
 ``excluded``, ``blocked``, ``unblocked``, ``drop`` (``attrs.reason``), ``retransmit``.
 """
 
