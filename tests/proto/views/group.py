@@ -33,6 +33,7 @@ class Group:
     sinks: dict[str, MemorySink] = field(default_factory=dict)
     cut: set[frozenset[str]] = field(default_factory=set)
     auto_flush: bool = True
+    held: set[str] = field(default_factory=set)  # members whose layer never answers a flush
     in_flight: list[tuple[str, bytes, Address]] = field(default_factory=list)
 
     @classmethod
@@ -68,7 +69,7 @@ class Group:
             self.in_flight.append((name, data, addr))
         for event in core.events_received():
             self.events[name].append(event)
-            if isinstance(event, FlushRequired) and self.auto_flush:
+            if isinstance(event, FlushRequired) and self.auto_flush and name not in self.held:
                 core.flush_done(event.view_id, self.now)
                 self.pump(name)
             elif isinstance(event, StateNeeded):

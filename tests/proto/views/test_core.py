@@ -61,6 +61,28 @@ def test_a_suspected_member_is_removed_only_after_the_others_flushed() -> None:
     assert installed(group, "b")[-1].agreed_by == ("a", "b")
 
 
+def test_the_coordinator_waits_for_every_survivor_and_one_left_behind_is_excluded() -> None:
+    """c's layer never finishes its flush: the coordinator does not install without c
+    (though a, b, d are a majority) until it suspects c; then c, which did not flush for
+    the view it is in, is excluded instead of installing it."""
+    group = Group.founded("a", "b", "c", "d", "e")
+    group.held = {"c"}
+    group.cut = {frozenset(("e", n)) for n in "abcd"}
+    group.cores["a"].suspect("e", group.now)
+    group.pump("a")
+    group.settle()
+    assert {group.cores[n].view.id for n in "abcd"} == {1}  # type: ignore[union-attr]
+    group.cores["a"].suspect("c", group.now)  # c looks dead to a
+    group.pump("a")
+    group.settle()
+    for name in "abd":  # view 2 is the one c did not flush for; view 3 drops c
+        assert [(e.view.id, e.view.names) for e in installed(group, name)][1:] == [
+            (2, ("a", "b", "c", "d")),
+            (3, ("a", "b", "d")),
+        ]
+    assert group.cores["c"].excluded and group.events["c"][-1] == Excluded(view_id=2)
+
+
 def test_a_suspicion_at_a_member_reaches_the_coordinator() -> None:
     group = Group.founded("a", "b", "c", "d", "e")
     group.cut = {frozenset(("e", n)) for n in "abcd"}
