@@ -13,6 +13,7 @@ from gossamer.proto.views import (
     Blocked,
     Excluded,
     FlushRequired,
+    Member,
     StateNeeded,
     Unblocked,
     ViewInstalled,
@@ -317,3 +318,20 @@ def test_configuration_is_checked() -> None:
         ViewsConfig(me=a, initial=(a, member("a", 2)))
     with pytest.raises(ConfigError, match="retry"):
         ViewsConfig(me=a, initial=(a,), retry=0.0)
+
+
+def test_joiners_beyond_what_an_install_can_carry_wait() -> None:
+    """An INSTALL (with a joiner's largest state) must fit one datagram: a coordinator
+    admits only the joiners that fit, so no input can make it encode a datagram too big."""
+    group = Group.founded("a")
+    core = group.cores["a"]
+    long = "x" * 200
+    for i in range(200):
+        joiner = Member(name=f"{long}{i}", incarnation=1, address=(f"10.1.{i}.1", 7100))
+        core.join_request(joiner, group.now)
+    assert core.view is not None and core.view.id == 1  # it waits for its flush and state
+    core.flush_done(1, group.now)
+    [needed] = [e for e in core.events_received() if isinstance(e, StateNeeded)]
+    assert 0 < len(needed.joiners) < 200
+    core.provide_state(2, b"s" * wire.MAX_STATE, group.now)
+    assert all(len(data) <= wire.MAX_SIZE for data, _ in core.datagrams_to_send())

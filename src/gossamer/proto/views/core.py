@@ -699,6 +699,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         assert view is not None
         survivors = self._survivors()
         joiners = tuple(sorted(self._joins.values(), key=lambda m: m.key))
+        # Admit only as many as an INSTALL can carry with a joiner's largest state; the
+        # others wait for a later view (the group is full).
+        while joiners and _install_size(survivors + joiners) > wire.MAX_SIZE:
+            joiners = joiners[:-1]
         if survivors == view.members and not joiners:
             return None
         if not view.is_majority(len(survivors)):
@@ -833,6 +837,14 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._trace(
             now, LAYER, "drop", peer=msg.sender, attrs={"reason": reason, "type": msg.type.name}
         )
+
+
+def _install_size(members: tuple[Member, ...]) -> int:
+    """An upper bound on the bytes of an INSTALL of ``members`` with the largest state."""
+    header = 2 + 1 + 1 + 8 + 256 + 8 + 8 + 256 + 2 + 1 + 4
+    per_member = sum(len(m.name.encode()) + len(m.address[0].encode()) + 14 for m in members)
+    agreed = sum(len(m.name.encode()) + 1 for m in members)
+    return header + per_member + agreed + wire.MAX_STATE
 
 
 def _names(members: tuple[Member, ...]) -> str:
