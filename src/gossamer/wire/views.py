@@ -108,11 +108,11 @@ class ViewsMessage:
     view: int
     sender: str
     incarnation: int
+    #: PROMISE and PROPOSE: a proposed view; INSTALL: the view; CHANGE: the suspected.
+    members: tuple[MemberRecord, ...] = ()
     #: PREPARE, PROMISE, PROPOSE, ACCEPTED, NACK: the ballot; PROMISE: what was accepted.
     ballot: Ballot | None = None
     accepted: Ballot | None = None
-    #: PROMISE and PROPOSE: a proposed view; INSTALL: the view; CHANGE: the suspected.
-    members: tuple[MemberRecord, ...] = ()
     #: CHANGE: the members that ask to join (a joiner sends itself).
     joins: tuple[MemberRecord, ...] = ()
     #: INSTALL, INSTALLED, EXCLUDED: the view meant.

@@ -143,8 +143,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._installer = ""
         self._state: bytes | None = None  # the state joiners of the current view start from
         self._joiners: set[MemberKey] = set()  # those we installed, when we hold the state
-        self._excluded = False
-        self._blocked = False
+        #: True once this member learned it was removed: it ignores every input (read only).
+        self.excluded = False
+        #: True while fewer than a majority of the view are unsuspected (read only).
+        self.blocked = False
         # Per view: what this member suspects and who asked to join.
         self._suspects: set[MemberKey] = set()
         self._joins: dict[MemberKey, Member] = {}
@@ -178,16 +180,6 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         """The current view; ``None`` for a joiner not yet admitted."""
         return self._view
 
-    @property
-    def excluded(self) -> bool:
-        """True once this member learned it was removed: it ignores every input."""
-        return self._excluded
-
-    @property
-    def blocked(self) -> bool:
-        """True while fewer than a majority of the current view are unsuspected."""
-        return self._blocked
-
     # -- inputs from the layers around ----------------------------------------
 
     def suspect(self, name: str, now: float, *, incarnation: int | None = None) -> None:
@@ -196,7 +188,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         process not in the view (a joiner, or a restarted member's new incarnation)
         cancels its pending join, and is remembered in case a change already under way
         admits it (the membership layer says it only once)."""
-        if self._excluded or self._view is None:
+        if self.excluded or self._view is None:
             return
         member = self._view.member(name)
         if member is not None and incarnation in (None, member.incarnation):
@@ -216,7 +208,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         thereby alive: a suspicion of it is withdrawn, and it is told our view (STATUS:
         if it went on without us, it answers EXCLUDED). A removed incarnation seen alive
         is told it is out (EXCLUDED): after a partition, nothing else may reach it."""
-        if self._excluded or self._view is None:
+        if self.excluded or self._view is None:
             return
         view = self._view
         if member.key != self.me.key:
@@ -229,7 +221,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
 
     def flush_done(self, view_id: int, now: float) -> None:
         """The layer above settled view ``view_id`` for the latest ``FlushRequired``."""
-        if self._excluded or self._view is None or view_id != self._view.id:
+        if self.excluded or self._view is None or view_id != self._view.id:
             return
         self._flushed = self._flushing
         awaiting, self._awaiting = self._awaiting, None
@@ -248,7 +240,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             )
         proposal = self._proposal
         if (
-            self._excluded
+            self.excluded
             or self._view is None
             or proposal is None
             or not proposal.decided
@@ -260,13 +252,13 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._drive(now)
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        msg = None if self._excluded else self._decode(data, now)
+        msg = None if self.excluded else self._decode(data, now)
         if msg is not None:
             self._dispatch(msg, addr, now)
             self._drive(now)
 
     def handle_timer(self, now: float) -> None:
-        if self._excluded:
+        if self.excluded:
             return
         if self._tick_at is not None and now >= self._tick_at:
             self._tick_at = None
@@ -274,7 +266,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._drive(now)
 
     def next_deadline(self) -> float | None:
-        if self._excluded:
+        if self.excluded:
             return None
         return self._tick_at
 
@@ -609,7 +601,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._lost_ballots = 0
         self._unacked = {}
         self._notices = {}
-        self._blocked = False
+        self.blocked = False
         self.counters["installs"] += 1
         self._trace(
             now,
@@ -650,7 +642,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._send(member.address, ViewsType.INSTALL, now, state=state, **self._install_body)
 
     def _exclude(self, view_id: int, now: float) -> None:
-        self._excluded = True
+        self.excluded = True
         self._tick_at = None
         self._trace(now, LAYER, "excluded", seq=view_id)
         self._events.append(events.Excluded(view_id=view_id))
@@ -718,7 +710,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
     def _drive(self, now: float) -> None:
         """After every input: note blocking, start a proposal when this member is the
         coordinator and something must change, and keep the timer while work remains."""
-        if self._excluded:
+        if self.excluded:
             return
         view = self._view
         if view is not None:
@@ -730,7 +722,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 self._maybe_decide(now)  # a suspicion may be what it waited for
             elif (
                 now >= self._wait_until
-                and not self._blocked
+                and not self.blocked
                 and (self._own_value() is not None or self._accepted is not None)
             ):
                 self._start_proposal(now)
@@ -739,9 +731,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
 
     def _note_blocking(self, view: View, now: float) -> None:
         blocked = not view.is_majority(len(self._survivors()))
-        if blocked == self._blocked:
+        if blocked == self.blocked:
             return
-        self._blocked = blocked
+        self.blocked = blocked
         if blocked:
             reachable = tuple(m.name for m in self._survivors())
             self._trace(
@@ -790,7 +782,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 del self._notices[key]
             else:
                 self._notices[key] = (m, left - 1)
-        if self._blocked:
+        if self.blocked:
             # Cut off with a minority: ask everyone where they are, so that the side that
             # went on tells us (EXCLUDED) once the partition heals.
             for m in view.members:

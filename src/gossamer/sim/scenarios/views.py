@@ -211,6 +211,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
     return run.summary
 
 
+_SECONDS = sc.non_negative_float
+
 SCENARIO = sc.register(
     sc.Scenario(
         name="views",
@@ -218,25 +220,10 @@ SCENARIO = sc.register(
         default_duration=60.0,
         params=(
             *sc.param_table(
-                ("retry", sc.non_negative_float, 0.1, "seconds between retransmissions"),
-                (
-                    "detect",
-                    sc.non_negative_float,
-                    0.5,
-                    "seconds from a crash, start or partition to the membership layer's report",
-                ),
-                (
-                    "flush",
-                    sc.non_negative_float,
-                    0.01,
-                    "seconds the layer above takes to flush a view or hand over the state",
-                ),
-                (
-                    "rejoin",
-                    sc.non_negative_float,
-                    0.2,
-                    "seconds an excluded node takes to restart as a new incarnation",
-                ),
+                ("retry", _SECONDS, 0.1, "seconds between retransmissions"),
+                ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
+                ("flush", _SECONDS, 0.01, "seconds the layer above takes to flush or give state"),
+                ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
             ),
             sc.Param(
                 name="join",
