@@ -22,7 +22,8 @@ How a view change goes (``docs/cluster.md`` has the guarantees and the argument)
      every member of v staying in v+1 that it does not suspect. If it adds joiners, the
      coordinator asks its layer for the state (``StateNeeded``, ``provide_state``).
 3. **The view is installed.** The coordinator installs it and sends INSTALL to every
-   member of it (with the state to joiners) and to the removed ones, repeated until each
+   member of it (with the joiners' state, to all: any of them can bring a joiner in)
+   and to the removed ones, repeated until each
    answers INSTALLED (removed ones at most ``notice_attempts`` times). A member installs
    it only if it flushed for exactly those members; one left behind, and a removed one,
    emits ``Excluded`` and stops.
@@ -32,8 +33,8 @@ current view, and a value is decided only by a majority of it; a member whose
 unsuspected members are no majority emits ``Blocked`` and proposes nothing.
 
 **Catching up.** Every message carries the sender's view id. A member that hears a lower
-view from a member of its current view sends it that view's INSTALL (a joiner gets the
-state only from a member that holds it); one that hears a higher view answers STATUS, so
+view from a member of its current view sends it that view's INSTALL (a joiner only with
+the state); one that hears a higher view answers STATUS, so
 the sender does the same for it. One that hears from a removed incarnation answers
 EXCLUDED. A member never installs a view that is not the successor of its own.
 
@@ -142,7 +143,6 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._install_body: dict[str, Any] = {}
         self._installer = ""
         self._state: bytes | None = None  # the state joiners of the current view start from
-        self._joiners: set[MemberKey] = set()  # those we installed, when we hold the state
         #: True once this member learned it was removed: it ignores every input (read only).
         self.excluded = False
         #: True while fewer than a majority of the view are unsuspected (read only).
@@ -531,11 +531,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._installer, self._view, self._state = self.me.name, new, state
             self._install_body = self._body_of(new, agreed)
             for m in new.members:
-                self._send_install(m, now, with_state=False)
+                self._send_install(m, now)
             self._exclude(new.id, now)
             return
         self._install(new, agreed=agreed, installer=self.me.name, state=state, now=now)
-        self._joiners = {m.key for m in new.members if not view.has(m.key)}
         self._unacked = {m.key: m for m in new.members if m.key != self.me.key}
         self._notices = {m.key: (m, self.config.notice_attempts) for m in removed}
         for m in [*self._unacked.values(), *removed]:
@@ -569,7 +568,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             new,
             agreed=msg.agreed,
             installer=msg.installer,
-            state=msg.state if mine == 0 else None,
+            state=msg.state,
             now=now,
         )
         self._send(addr, ViewsType.INSTALLED, now, new_view=new.id)
@@ -587,7 +586,6 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         self._installer = installer
         self._install_body = self._body_of(new, agreed)
         self._state = state
-        self._joiners = set()
         self._suspects = {k for k in self._suspects if new.has(k)} | {
             m.key for m in new.members if m.incarnation <= self._dead.get(m.name, 0)
         }
@@ -626,19 +624,22 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
 
     def _push_install(self, member: Member, *, joiner: bool, now: float) -> None:
         """Bring ``member`` of the current view, which is behind, into it. A joiner needs
-        the state: if this member does not hold it and the installer is gone, the joiner
-        can never start, so it is suspected (it will be removed and rejoin)."""
+        the state: every member that installed a view adding joiners holds it; if this one
+        does not (it came in later) and the installer is gone, the joiner is suspected (it
+        will be removed and rejoin)."""
         if not joiner or self._state is not None:
-            self._send_install(member, now, with_state=joiner)
+            self._send_install(member, now)
             return
         assert self._view is not None
         installer = self._view.member(self._installer)
         if installer is None or installer.key in self._suspects:
             self.suspect(member.name, now, incarnation=member.incarnation)
 
-    def _send_install(self, member: Member, now: float, *, with_state: bool | None = None) -> None:
-        joiner = with_state if with_state is not None else member.key in self._joiners
-        state = self._state if joiner else None
+    def _send_install(self, member: Member, now: float) -> None:
+        """The current view's INSTALL, with the joiners' state to its members (all of them,
+        so that any member can bring a joiner in if the installer is gone)."""
+        view = self._view
+        state = self._state if view is not None and view.has(member.key) else None
         self._send(member.address, ViewsType.INSTALL, now, state=state, **self._install_body)
 
     def _exclude(self, view_id: int, now: float) -> None:
