@@ -717,7 +717,12 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if view is not None:
             self._note_blocking(view, now)
             coordinator = self._coordinator()
-            if coordinator.key != self.me.key:
+            if coordinator.key != self.me.key or (
+                self.blocked and self._proposal is not None and not self._proposal.decided
+            ):
+                # Not ours to propose, or no longer backed by a majority (as we see it):
+                # give it up (Paxos lets any proposal be abandoned); it restarts when the
+                # suspicions that block us are withdrawn.
                 self._proposal = None
             elif self._proposal is not None:
                 self._maybe_decide(now)  # a suspicion may be what it waited for
