@@ -74,6 +74,19 @@ def test_a_partitioned_minority_blocks_then_rejoins_as_a_new_incarnation(tmp_pat
     assert {e.node for e in during} == {"n0", "n1", "n2"}
 
 
+def test_stale_suspicions_after_a_heal_never_leave_a_view_without_a_live_majority(
+    tmp_path: Path,
+) -> None:
+    """Found by the soak (seed 12225): n1 comes back from a partition still suspecting the
+    others; a proposal it began before it was blocked must not be finished then (it
+    excluded n2, and the survivors were left in a view of two with one dead)."""
+    faults = FaultPlan(drop=0.3, delay=0.02, reorder=0.3)
+    result = simulate(
+        tmp_path, 3, 12225, faults, retry=0.05, detect=1.0, flush=0.2, partition="n1@8.43-9.69"
+    )
+    assert result.summary["violation_count"] == 0 and result.summary["converged"]
+
+
 def test_a_majority_lost_blocks_everyone_and_installs_nothing(tmp_path: Path) -> None:
     result = simulate(tmp_path, 4, 4, crash="n0@1,n1@1")
     summary = result.summary
