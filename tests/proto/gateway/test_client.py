@@ -181,7 +181,7 @@ def test_identify_ready_heartbeats_and_zombie_detection() -> None:
 
 def test_dispatches_buffer_until_ready_and_metadata_is_restored_on_reconnect() -> None:
     core = ClientCore(ClientConfig(application_id="app", client_id="me"), rng=random.Random(1))
-    core.dispatch("SEND", {"target": {}, "payload": 1})
+    core.dispatch("SEND", {"target": {}, "payload": 1}, 0.0)
     core.update_metadata({"lat": 7})
     assert sent(core) == []
     core.connection_made(0.0)
@@ -255,4 +255,4 @@ def test_closed_client_refuses_dispatches() -> None:
     core.connection_lost(1.0)
     assert core.state is ClientState.CLOSED
     with pytest.raises(LocalProtocolError):
-        core.dispatch("SEND", {})
+        core.dispatch("SEND", {}, 2.0)
