@@ -59,6 +59,8 @@ def test_sends_and_receipts_are_traced_with_ids_that_join(run: Runner) -> None:
             await server.close()
 
     run(main())
+    readies = [(e.node, e.attrs["client"]) for e in sink.events if e.kind == "client_ready"]
+    assert readies == [("na", "app/a"), ("nb", "app/b")]  # the untraced client: none
     sends = _kinds(sink, "na", "client_send")
     assert [(e.msg, e.attrs["type"], e.attrs["client"]) for e in sends] == [
         ("s1", "SEND", "app/a"), ("a/1", "BROADCAST", "app/a"), ("q1", "QUEUE", "app/a")]
@@ -112,9 +114,9 @@ def test_no_tracer_or_a_null_sink_builds_no_event(run: Runner) -> None:
                 try:
                     assert c.core.tracing
                     await a.send("y", to={"application": APP}, broadcast=True)
-                    await until(lambda: bool(sink.events))
+                    await until(lambda: len(sink.events) == 2)
                 finally:
                     await c.close()
 
     run(main())
-    assert [e.kind for e in sink.events] == ["client_recv"]
+    assert [e.kind for e in sink.events] == ["client_ready", "client_recv"]

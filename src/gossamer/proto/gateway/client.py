@@ -25,8 +25,8 @@ The driver (``gossamer.aio.gateway_client``) calls ``connection_made``,
 ``frames_to_send()``, ``events_received()``, ``next_deadline()``, ``close_requested``
 and ``connect_due(now)``.
 
-With a ``tracer`` the core traces (``layer=gateway``) each SEND, BROADCAST and QUEUE it
-is handed (``client_send``, when the application hands it over, so that time spent
+With a ``tracer`` the core traces (``layer=gateway``) each identify (``client_ready``),
+each SEND, BROADCAST and QUEUE it is handed (``client_send``, when the application hands it over, so that time spent
 buffered while disconnected counts) and each such dispatch delivered to it
 (``client_recv``), named by nonce (``gossamer.proto.gateway.tracing``); the analysis
 joins them into client-to-client latency. Without one (or with one into a ``NullSink``)
@@ -46,6 +46,7 @@ from gossamer.params import Checked, PositiveSeconds, check
 from gossamer.proto.backoff import FULL_JITTER, Backoff
 from gossamer.proto.core import EventOutputs
 from gossamer.proto.gateway.tracing import (
+    CLIENT_READY,
     CLIENT_RECV,
     CLIENT_SEND,
     LAYER,
@@ -566,13 +567,15 @@ class ClientCore(EventOutputs[ClientEvent]):
         self.counters.readies += 1
         self._failures = 0
         self._retry_at = None
-        self._events.append(
-            Ready(
-                client_id=self.config.client_id,
-                restricted=self.restricted,
-                reconnect=self.counters.readies > 1,
-            )
+        ready = Ready(
+            client_id=self.config.client_id,
+            restricted=self.restricted,
+            reconnect=self.counters.readies > 1,
         )
+        if self._trace is not None:
+            self._trace(now, LAYER, CLIENT_READY,
+                        attrs={"client": self.label, "reconnect": str(ready.reconnect).lower()})
+        self._events.append(ready)
         self._heartbeat(now)
         while self._buffer:
             self._write(self._buffer.popleft())

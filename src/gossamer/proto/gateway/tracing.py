@@ -12,7 +12,9 @@ from two sides; the analysis joins them, so both name things with these function
   message without a nonce has no label and joins nothing; so does a receipt of a
   message a third-party client sent, whose nonce no traced send carries.
 
-Client kinds (``layer=gateway``): ``client_send`` (``attrs.type`` SEND, BROADCAST or
+Client kinds (``layer=gateway``): ``client_ready`` (identified: ``attrs.client``,
+``attrs.reconnect``), which also tells the analysis which clients trace at all;
+``client_send`` (``attrs.type`` SEND, BROADCAST or
 QUEUE, ``attrs.client``, ``attrs.buffered`` when held while not identified) when the
 application hands the dispatch to the client, and ``client_recv`` (``attrs.type``,
 ``attrs.client``; for QUEUE ``attrs.id``, the queue message id, and ``attrs.attempt``)
@@ -26,6 +28,7 @@ from typing import Any, Final
 import orjson
 
 __all__ = [
+    "CLIENT_READY",
     "CLIENT_RECV",
     "CLIENT_SEND",
     "LAYER",
@@ -37,6 +40,7 @@ __all__ = [
 #: The trace layer of the gateway, server and clients alike.
 LAYER: Final = "gateway"
 
+CLIENT_READY: Final = "client_ready"
 CLIENT_SEND: Final = "client_send"
 CLIENT_RECV: Final = "client_recv"
 #: The dispatches a client traces, sent and received: those that carry a payload from

@@ -23,10 +23,10 @@ late, and past ``heartbeat_ms`` x 1.5 the gateway closes them), ``crash=NODE@T,.
 crashes clients for good (the gateway redelivers their jobs). The fault plan
 (``--drop`` ...) is for datagrams and does not apply: TCP hides loss.
 
-Client nodes trace ``layer=gateway`` events: their cores' ``client_send`` and
-``client_recv`` (``msg`` = the nonce, which is also the payload's id;
-``gossamer.proto.gateway.tracing``), and the scenario's ``client_ready`` (``attrs.
-reconnect``), ``client_invalid`` (``attrs.error``) and ``client_disconnected``; the
+Client nodes trace ``layer=gateway`` events: their cores' ``client_ready`` (``attrs.
+reconnect``), ``client_send`` and ``client_recv`` (``msg`` = the nonce, which is also
+the payload's id; ``gossamer.proto.gateway.tracing``), and the scenario's
+``client_invalid`` (``attrs.error``) and ``client_disconnected``; the
 gateway traces its own (``gossamer.proto.gateway.core``) and the streams theirs
 (``layer=net``). The summary counts what was sent, received and queued, and checks that
 every job confirmed by the gateway was acknowledged by the end (``jobs_unacked``).
@@ -165,7 +165,6 @@ class GatewayRun:
         now = self.sim.now
         if isinstance(event, Ready):
             self.counts["readies"] += 1
-            trace(now, "gateway", "client_ready", attrs={"reconnect": str(event.reconnect).lower()})
             if _role(int(node.node_id[1:])) == "worker":
                 credits = self.params["credits"]
                 self.streams.local(node.node_id, lambda c, t: c.core.dispatch(
