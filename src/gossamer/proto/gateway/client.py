@@ -25,12 +25,12 @@ The driver (``gossamer.aio.gateway_client``) calls ``connection_made``,
 ``frames_to_send()``, ``events_received()``, ``next_deadline()``, ``close_requested``
 and ``connect_due(now)``.
 
-With a ``tracer`` the core traces (``layer=gateway``) each identify (``client_ready``),
-each SEND, BROADCAST and QUEUE it is handed (``client_send``, when the application hands it over, so that time spent
-buffered while disconnected counts) and each such dispatch delivered to it
-(``client_recv``), named by nonce (``gossamer.proto.gateway.tracing``); the analysis
-joins them into client-to-client latency. Without one (or with one into a ``NullSink``)
-no event is built.
+With a ``tracer`` the core traces (``layer=gateway``) each identify
+(``client_ready``), each SEND, BROADCAST and QUEUE it is handed (``client_send``, when
+the application hands it over, so that time spent buffered while disconnected counts)
+and each such dispatch delivered to it (``client_recv``), named by nonce
+(``gossamer.proto.gateway.tracing``); the analysis joins them into client-to-client
+latency. Without one (or with one into a ``NullSink``) no event is built.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from typing import Any, Final
 
 import orjson
 
+from gossamer.trace.schema import GATEWAY_CLIENT_KINDS
+
 __all__ = [
     "CLIENT_READY",
     "CLIENT_RECV",
@@ -40,9 +42,8 @@ __all__ = [
 #: The trace layer of the gateway, server and clients alike.
 LAYER: Final = "gateway"
 
-CLIENT_READY: Final = "client_ready"
-CLIENT_SEND: Final = "client_send"
-CLIENT_RECV: Final = "client_recv"
+#: The client kinds, as the trace schema names them (``trace.schema.GATEWAY_CLIENT_KINDS``).
+CLIENT_READY, CLIENT_SEND, CLIENT_RECV = GATEWAY_CLIENT_KINDS
 #: The dispatches a client traces, sent and received: those that carry a payload from
 #: one client to others.
 TRACED_DISPATCHES: Final = frozenset({"SEND", "BROADCAST", "QUEUE"})
