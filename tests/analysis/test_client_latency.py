@@ -8,6 +8,7 @@ minimum and maximum are exact).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ def send(t: float, msg: str, kind: str, client: str = "app/a", node: str = "na")
 
 
 def recv(node: str, t: float, msg: str | None, kind: str, client: str, **attrs: str) -> TraceEvent:
-    return event(node, t, "gateway", "client_recv", msg=msg, type=kind, client=client, **attrs)
+    plain = event(node, t, "gateway", "client_recv", msg=msg)
+    return dataclasses.replace(plain, attrs={"type": kind, "client": client, **attrs})
 
 
 def route(t: float, nonce: str, targets: str, sender: str = "app/a") -> TraceEvent:
@@ -121,6 +123,10 @@ def test_client_delivery_holds_and_catches_a_lost_receipt(spark: SparkSession) -
     # A target that does not trace is not expected to show a receipt.
     untraced = [e for e in lost if not (e.kind == "client_ready" and e.node == "nb")]
     assert missing(spark, untraced) == []
+    # Nor one tracing into a node that crashed, or routed by a gateway that crashed.
+    for node in ("nb", "gw"):
+        crash = event(node, 9.0, "net", "fault", fault="crash")
+        assert missing(spark, [*lost, crash]) == []
 
 
 def test_a_receipt_lost_with_its_connection_is_excused_unless_later_ones_came(

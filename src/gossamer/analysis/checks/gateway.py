@@ -15,7 +15,14 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, layer_events, location, message_events, position
+from gossamer.analysis.checks.common import (
+    attr,
+    crashed_nodes,
+    layer_events,
+    location,
+    message_events,
+    position,
+)
 from gossamer.trace.schema import GATEWAY_CLIENT_KINDS
 
 _READY, _SEND, _RECV = GATEWAY_CLIENT_KINDS
@@ -175,7 +182,9 @@ def client_delivery(events: DataFrame) -> DataFrame:
     after the route and before anything routed to it later arrived: the protocol does not
     promise delivery over a lost connection, and a message routed while the client was
     closing at the end of a run is one of those. Routes of nonces that more than one
-    client send carries are left out (ambiguous). Columns: ``problem, msg, client, at,
+    client send carries are left out (ambiguous), as are routes by a gateway and
+    receivers tracing into a node that crashed (``net/fault`` crash), whose traces end
+    with it. Columns: ``problem, msg, client, at,
     detail``.
     """
     sends = (
@@ -185,15 +194,26 @@ def client_delivery(events: DataFrame) -> DataFrame:
         .agg(F.count("*").alias("sends"), F.first(attr("client")).alias("sender"))
         .where(F.col("sends") == 1)
     )
-    routes = layer_events(events, LAYER, "route").select(
-        attr("nonce").alias("msg"),
-        F.col("peer").alias("sender"),
-        _ids(attr("targets")).alias("targets"),
-        F.col("t").alias("routed"),
-        "file",
-        "line",
+    crashed = crashed_nodes(events).select("node")
+    routes = (
+        layer_events(events, LAYER, "route")
+        .join(crashed, "node", "left_anti")
+        .select(
+            attr("nonce").alias("msg"),
+            F.col("peer").alias("sender"),
+            _ids(attr("targets")).alias("targets"),
+            F.col("t").alias("routed"),
+            "file",
+            "line",
+        )
     )
-    traced = layer_events(events, LAYER, _READY).select(attr("client").alias("client")).distinct()
+    # Clients that trace, into the file of a node that never crashed.
+    traced = (
+        layer_events(events, LAYER, _READY)
+        .join(crashed, "node", "left_anti")
+        .select(attr("client").alias("client"))
+        .distinct()
+    )
     expected = (
         routes.join(sends.select("msg", "sender"), ["msg", "sender"])
         .select("msg", F.explode("targets").alias("client"), "routed", "file", "line")
