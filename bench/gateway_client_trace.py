@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="alternated rounds per mode")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="the src directory of another gossamer tree, run untraced")
+    parser.add_argument("--baseline-name", default="the tree before the client traced",
+                        help="what the baseline tree is, for the table")
     parser.add_argument("--clients", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     best = measure(count, rounds, args.baseline)
     off = best["off"]
     labels = {
-        "baseline": "no tracer, the tree before the client traced",
+        "baseline": f"no tracer, {args.baseline_name}",
         "off": "no tracer",
         "memory": "tracer into a MemorySink (building the events)",
         "jsonl": "tracer into a durable JsonlSink (as the lab)",
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     command = "python -m bench.gateway_client_trace" + (" --quick" if args.quick else "")
     if args.baseline is not None:
-        command += " --baseline BASE/src"
+        command += f" --baseline BASE/src --baseline-name '{args.baseline_name}'"
     markdown = "\n".join([
         "## 신경 gateway client: what tracing costs",
         "",
