@@ -479,7 +479,8 @@ class ClientCore(EventOutputs[ClientEvent]):
     # -- requests --------------------------------------------------------------
 
     def dispatch(self, event: str, d: Any, now: float) -> None:
-        """Send (or buffer, while not ready) a dispatch ``event`` with payload ``d``."""
+        """Send (or buffer, while not ready) a dispatch ``event`` with payload ``d``;
+        ``now`` stamps its ``client_send`` event when the core traces."""
         packet = Packet(op=Op.DISPATCH, t=event, d=d)
         if self.state is ClientState.READY:
             self._write(packet)
