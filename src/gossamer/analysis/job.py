@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from gossamer.analysis import catalog, fsio, metrics, report
+from gossamer.analysis import catalog, client_latency, fsio, metrics, report
 from gossamer.analysis.checks import discovery, gossip, isis
 from gossamer.analysis.checks.common import UNFINISHED, clean_stops, correct_nodes
 from gossamer.analysis.load import InputReport, load_run, nodes_frame
@@ -29,6 +29,7 @@ __all__ = [
     "Analysis",
     "CheckResult",
     "analyze",
+    "client_latency_tables",
     "latency_tables",
     "latency_tables_from",
     "run_check",
@@ -123,10 +124,14 @@ def run_check(
     present: set[str],
     listed: int = 10,
 ) -> CheckResult:
-    """Run one check: skip it without events of its layer or without its bounds."""
+    """Run one check: skip it without events of its layer (or of the kinds it needs,
+    ``layer/kind`` in ``present``) or without its bounds."""
     base: dict[str, Any] = {"name": check.name, "layer": check.layer, "property": check.property}
     if check.layer not in present:
         return CheckResult(**base, status="skipped", violations=0, note=f"no {check.layer} events")
+    if check.kinds and not any(f"{check.layer}/{kind}" in present for kind in check.kinds):
+        note = f"no {check.layer} {' or '.join(check.kinds)} events"
+        return CheckResult(**base, status="skipped", violations=0, note=note)
     missing = [p for p in check.needs if p not in inputs.params]
     if missing:
         note = "needs " + ", ".join(f"--param {p}=..." for p in missing)
@@ -246,6 +251,27 @@ def latency_tables_from(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         else:
             per_node.append(row)
     return {"by_layer": per_layer, "by_node": per_node, "cdf": _jsonable(cdf)}
+
+
+def client_latency_tables(events: DataFrame) -> dict[str, Any]:
+    """End-to-end gateway latency, client send to each client's receipt, per dispatch
+    type (``by_type``: SEND, BROADCAST, QUEUE), per receiving node and as a CDF per
+    type, from the clients' own trace events (``client_latency.client_latencies``)."""
+    histogram = metrics.latency_histogram(client_latency.client_latencies(events))
+    tables = latency_tables_from(_rows(histogram))
+    rename = [{"type": r.pop("layer"), **r} for r in (dict(r) for r in tables["by_layer"])]
+    by_node = [{"type": r.pop("layer"), **r} for r in (dict(r) for r in tables["by_node"])]
+    return {"by_type": rename, "by_node": by_node, "cdf": tables["cdf"]}
+
+
+def _gateway_end_to_end(events: DataFrame, latency: Mapping[str, Any]) -> dict[str, Any]:
+    """``client_latency_tables``, labelled, with the server's own figure beside it."""
+    server = [r for r in latency["by_layer"] if r["layer"] == "gateway"]
+    return {
+        "label": report.END_TO_END,
+        **client_latency_tables(events),
+        "inside_the_server": {"label": report.INSIDE_THE_SERVER, **server[0]} if server else None,
+    }
 
 
 #: What the summary's ``scenario`` block copies from ``run.json`` (``lab``: placement,
@@ -429,7 +455,9 @@ def analyze(
         inputs = catalog.CheckInputs(
             nodes=nodes_frame(spark, found) if found.empty_files else None, params=resolved
         )
+        # Layers with events, and ``layer/kind`` pairs (for checks that need some kinds).
         present = {layer for layer, n in found.layers.items() if n}
+        present |= {name for name, n in found.kinds.items() if n}
         results = tuple(
             pool.map(
                 lambda c: run_check(c, events, inputs, present=present, listed=listed),
@@ -440,6 +468,8 @@ def analyze(
         t_min, t_max = found.t_min, found.t_max
         # The latency job changes a session setting while it runs: it runs alone.
         latency = _latency_metrics(events, found)
+        if found.kinds.get("gateway/client_recv"):
+            latency["gateway_end_to_end"] = _gateway_end_to_end(events, latency)
         per_node = pool.submit(_node_metrics, events)
         timelines = pool.submit(_timelines, events, t_min, t_max)
         layer_metrics = pool.submit(

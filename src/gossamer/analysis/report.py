@@ -15,6 +15,9 @@ from typing import Any
 from gossamer.analysis import svg
 
 __all__ = [
+    "END_TO_END",
+    "INSIDE_THE_SERVER",
+    "gateway_latency_lines",
     "listed_checks",
     "plots",
     "render_html",
@@ -38,6 +41,11 @@ th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .plots svg{display:block;margin:10px 0;border:1px solid #eee;max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 3px}
 """
+
+
+#: How the two gateway latencies are labelled wherever they are shown.
+END_TO_END = "end to end, client to client"
+INSIDE_THE_SERVER = "inside the server: route to hand-over"
 
 
 def _badge(status: str, text: str | None = None) -> str:
@@ -104,6 +112,7 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 y_min=0.0,
             )
         )
+    out.extend(_gateway_latency_plot(m))
     matrix = m.get("isis", {}).get("order_matrix")
     if matrix:
         out.append(
@@ -369,13 +378,7 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     if lat:
         parts.append("<h3>Latency, send to deliver</h3>")
         parts.append(_table(["layer", "deliveries", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat))
-        if any(r["layer"] == "gateway" for r in lat):
-            parts.append(
-                '<p class="meta">gateway: from the server\'s <code>route</code> (or '
-                "<code>enqueue</code>) to its hand-over to the client's connection, both "
-                "traced by the server, hence near 0: not the end-to-end latency between "
-                "clients, which the clients do not trace.</p>"
-            )
+        parts.extend(_gateway_latency_html(m))
     kinds = summary["input"].get("kinds")
     traffic = [
         _traced_only({"layer": k, **v}, kinds) for k, v in sorted(m["traffic"]["by_layer"].items())
@@ -603,8 +606,9 @@ def text_table(summary: Mapping[str, Any]) -> str:
             f"latency {r['layer']}: p50 {_ms(r['p50'])} ms, p99 {_ms(r['p99'])} ms, "
             f"max {_ms(r['max'])} ms over {r['count']} deliveries"
             # As in the HTML report: both ends are the server's, never the clients'.
-            + (" (inside the server: route to hand-over)" if r["layer"] == "gateway" else "")
+            + (f" ({INSIDE_THE_SERVER})" if r["layer"] == "gateway" else "")
         )
+    lines.extend(gateway_latency_lines(summary))
     inp = summary["input"]
     lines.append(
         f"input: {inp['events']} events from {inp['files']} files, "
@@ -617,3 +621,91 @@ def text_table(summary: Mapping[str, Any]) -> str:
         f" {skipped} skipped)"
     )
     return "\n".join(lines)
+
+
+# -- gateway latency: end to end (the clients' traces) and inside the server ------------
+
+
+def _gateway_rows(m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The gateway's latency rows, each labelled: the clients' end-to-end figure per
+    dispatch type, then the server's own (route to hand-over)."""
+    lat = m.get("latency", {})
+    rows: list[dict[str, Any]] = []
+    for r in lat.get("gateway_end_to_end", {}).get("by_type", []):
+        queued = " (waits in the queue too)" if r["type"] == "QUEUE" else ""
+        rows.append({"measured": f"{r['type']} {END_TO_END}{queued}", **r})
+    for r in lat.get("by_layer", []):
+        if r["layer"] == "gateway":
+            rows.append({"measured": INSIDE_THE_SERVER, **r})
+    return rows
+
+
+def _gateway_latency_html(m: Mapping[str, Any]) -> list[str]:
+    rows = _gateway_rows(m)
+    if not rows:
+        return []
+    shown = [
+        {
+            "gateway latency": r["measured"],
+            "count": r["count"],
+            **{k: _ms(r[k.removesuffix(" ms")]) for k in ("p50 ms", "p90 ms", "p99 ms", "max ms")},
+        }
+        for r in rows
+    ]
+    cols = ["gateway latency", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"]
+    note = (
+        '<p class="meta">End to end: from the sending client\'s <code>client_send</code> '
+        "(the application handed the message over) to each receiving client's "
+        "<code>client_recv</code>, joined on the nonce; the clients are in different "
+        "processes, on lab hosts that share one machine's monotonic clock. Inside the "
+        "server: from its <code>route</code> (or <code>enqueue</code>) to its hand-over to "
+        "the receiver's connection, both traced by the server.</p>"
+    )
+    if not m.get("latency", {}).get("gateway_end_to_end"):
+        note = (
+            '<p class="meta">Only the server\'s figure: the clients of this run do not trace '
+            "(a client opened with <code>tracer=</code> does), so there is no end-to-end "
+            "latency.</p>"
+        )
+    return ["<h3>Gateway latency</h3>", _table(cols, shown), note]
+
+
+def _gateway_latency_plot(m: Mapping[str, Any]) -> list[str]:
+    lat = m.get("latency", {})
+    end_to_end = lat.get("gateway_end_to_end", {}).get("cdf", {})
+    if not end_to_end:
+        return []
+    # Legends hold 16 characters: the title says what the two kinds of curve are.
+    curves = {f"{kind} (e2e)": qs for kind, qs in sorted(end_to_end.items())}
+    if lat.get("cdf", {}).get("gateway"):
+        curves["in the server"] = lat["cdf"]["gateway"]
+    series = [
+        svg.Series(
+            name=name,
+            xs=[q * 1000 for q in qs],
+            ys=[i / (len(qs) - 1) for i in range(len(qs))] if len(qs) > 1 else [1.0],
+        )
+        for name, qs in curves.items()
+        if qs
+    ]
+    return [
+        svg.line_chart(
+            series,
+            title="Gateway latency CDF: e2e = end to end, client to client; "
+            "in the server = route to hand-over",
+            x_label="latency (ms)",
+            y_label="fraction of receipts",
+            y_min=0.0,
+        )
+    ]
+
+
+def gateway_latency_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The console's end-to-end gateway latency lines (the server's own is a latency
+    line of its layer, labelled ``INSIDE_THE_SERVER``)."""
+    by_type = summary["metrics"]["latency"].get("gateway_end_to_end", {}).get("by_type", [])
+    return [
+        f"latency gateway {r['type']} ({END_TO_END}): p50 {_ms(r['p50'])} ms, "
+        f"p99 {_ms(r['p99'])} ms, max {_ms(r['max'])} ms over {r['count']} receipts"
+        for r in by_type
+    ]
