@@ -270,8 +270,16 @@ def test_isis_latency_is_shown_overall_and_outside_each_kind_of_fault_window() -
     assert lines[2].endswith(
         "(partition h2 6.00-8.00 s, crash h1 13.00-17.25 s; seconds since the workload started)"
     )
+    # A loopback partition, traced by each node at its own instant, is one window.
+    loopback = [
+        {"fault": "partition", "node": n, "start": 106.0 + d, "end": 108.0 + d, "last": None}
+        for n, d in (("h1", 0.0), ("h2", 0.01), ("h3", 0.02))
+    ]
+    s["metrics"]["isis_fault_windows"]["windows"][:1] = loopback
+    assert "partition (3 nodes) 6.00-8.00 s (to its heal); crash h1" in report.render_html(s)
+    assert "(partition (3 nodes) 6.00-8.00 s, crash h1" in report.text_table(s)
+    del s["metrics"]["isis_fault_windows"]["windows"][:3]
     # Without a partition, there is no second scope; without any window, no table.
-    s["metrics"]["isis_fault_windows"]["windows"].pop(0)
     assert "outside every fault window" not in report.text_table(s)
     s["metrics"]["isis_fault_windows"] = {"windows": [], "latency": {}}
     assert "no crash or partition, hence no fault window" in report.render_html(s)

@@ -231,7 +231,7 @@ def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]
     groups: list[tuple[float, str, list[str]]] = []
     for r in m.get("faults", {}).get("outages", []):
         t, fault, node = float(r["t"]) - origin, str(r["fault"]), str(r["node"])
-        same = next((g for g in groups if g[1] == fault and abs(g[0] - t) < 0.5), None)
+        same = next((g for g in groups if g[1] == fault and _close(g[0], t)), None)
         if same is None:
             groups.append((t, fault, [node]))
         elif node not in same[2]:
@@ -240,6 +240,18 @@ def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]
         (t, f"{fault} {nodes[0]}" if len(nodes) == 1 else f"{fault} ({len(nodes)} nodes)")
         for t, fault, nodes in groups
     ]
+
+
+#: Seconds within which one fault traced by several nodes is the same fault (a loopback
+#: partition is traced by every node, each at its own instant).
+_SAME_FAULT = 0.5
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    """Two traced instants of one fault (``None``: never, e.g. a window without an end)."""
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) < _SAME_FAULT
 
 
 def _crashes(m: Mapping[str, Any], origin: float) -> dict[str, float]:
@@ -490,14 +502,38 @@ _SCOPES = {
 }
 
 
+def _merged_windows(windows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The fault windows with those of one fault traced by several nodes merged, as the
+    outage marks are: each keeps the first's times and lists its ``nodes``."""
+    groups: list[dict[str, Any]] = []
+    for w in windows:
+        same = next(
+            (
+                g
+                for g in groups
+                if g["fault"] == w["fault"]
+                and _close(g["start"], w["start"])
+                and _close(g["end"], w["end"])
+            ),
+            None,
+        )
+        if same is None:
+            groups.append({**w, "nodes": [w["node"]]})
+        elif w["node"] not in same["nodes"]:
+            same["nodes"].append(w["node"])
+    return groups
+
+
 def _window_text(w: Mapping[str, Any], origin: float, *, brief: bool = False) -> str:
-    """One fault window in words, on the report's clock (``brief``: without the why)."""
+    """One merged fault window in words, on the report's clock (``brief``: without the
+    why)."""
+    who = w["nodes"][0] if len(w["nodes"]) == 1 else f"({len(w['nodes'])} nodes)"
     start = f"{float(w['start']) - origin:.2f}"
     if w.get("end") is None:
         why = "a correct member never removed it" if w["fault"] == "crash" else "never healed"
-        span = f"{w['fault']} {w['node']} {start} s to the end of the run"
+        span = f"{w['fault']} {who} {start} s to the end of the run"
         return span if brief else f"{span} ({why})"
-    span = f"{w['fault']} {w['node']} {start}-{float(w['end']) - origin:.2f} s"
+    span = f"{w['fault']} {who} {start}-{float(w['end']) - origin:.2f} s"
     if brief:
         return span
     if w["fault"] == "crash":
@@ -547,7 +583,7 @@ def _fault_windows_section(summary: Mapping[str, Any]) -> str:
             for name, r in rows
         ],
     )
-    windows = "; ".join(_window_text(w, origin) for w in fw["windows"])
+    windows = "; ".join(_window_text(w, origin) for w in _merged_windows(fw["windows"]))
     return (
         "<h3>ISIS latency outside the fault windows</h3>"
         + table
@@ -567,7 +603,7 @@ def fault_window_lines(summary: Mapping[str, Any]) -> list[str]:
     for scope, r in _window_scopes(summary):
         named = ", ".join(
             _window_text(w, origin, brief=True)
-            for w in fw["windows"]
+            for w in _merged_windows(fw["windows"])
             if scope == "outside_faults" or w["fault"] == "crash"
         )
         lines.append(
