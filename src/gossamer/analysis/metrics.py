@@ -27,6 +27,8 @@ __all__ = [
     "HISTOGRAM_BASE",
     "HISTOGRAM_FLOOR",
     "ORIGIN_KINDS",
+    "OUTSIDE_CRASH",
+    "OUTSIDE_FAULTS",
     "QUANTILES",
     "activity",
     "bucket_value",
@@ -128,12 +130,12 @@ def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFram
 
 
 def latency_histogram(lat: DataFrame, by: Sequence[str] = ("layer", "node")) -> DataFrame:
-    """``by..., bucket, count, total, low, high``: a log-bucket histogram per node.
+    """``by..., bucket, count, total, low, high``: a log-bucket histogram per group
+    (``by``: per layer and node unless told otherwise).
 
     Small whatever the run's size (a few hundred buckets per node), mergeable across
     nodes, and read by ``histogram_summary``; ``total``, ``low`` and ``high`` are the
-    exact sum, minimum and maximum of each bucket's latencies. ``by`` names the groups
-    (columns of ``lat``) that get a histogram each.
+    exact sum, minimum and maximum of each bucket's latencies.
     """
     bucket = F.when(
         F.col("latency") > HISTOGRAM_FLOOR,
@@ -338,9 +340,6 @@ def membership_timeline(
 
 # -- fault windows: ISIS latency outside the time a crash or partition held it up --------------
 
-#: What a fault window is in the summary and the report: ``crash`` (from the crash to the
-#: last correct member's view without the crashed one) and ``partition`` (to its heal).
-WINDOW_FAULTS: tuple[str, ...] = ("crash", "partition")
 #: The latency scopes of ``windowed_latencies``: deliveries of messages whose lifetime
 #: overlaps no crash window, and those overlapping no fault window at all.
 OUTSIDE_CRASH, OUTSIDE_FAULTS = "outside_crash", "outside_faults"
