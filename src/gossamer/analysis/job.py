@@ -30,6 +30,7 @@ __all__ = [
     "CheckResult",
     "analyze",
     "client_latency_tables",
+    "fault_window_latency",
     "latency_tables",
     "latency_tables_from",
     "run_check",
@@ -235,16 +236,8 @@ def latency_tables_from(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     per_node: list[dict[str, Any]] = []
     cdf: dict[str, list[float]] = {}
     for (layer, node), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        stats = metrics.histogram_summary(members, points=100)
-        qs = stats["quantiles"]
-        row = {
-            "layer": layer,
-            **({"node": node} if node is not None else {}),
-            "count": stats["count"],
-            "mean": stats["mean"],
-            **{f"p{round(p * 100)}": qs[round(p * 100)] for p in metrics.QUANTILES},
-            "max": stats["max"],
-        }
+        row, qs = _latency_row(members)
+        row = {"layer": layer, **({"node": node} if node is not None else {}), **row}
         if node is None:
             per_layer.append(row)
             cdf[layer] = qs
@@ -272,6 +265,44 @@ def _gateway_end_to_end(events: DataFrame, latency: Mapping[str, Any]) -> dict[s
         **client_latency_tables(events),
         "inside_the_server": {"label": report.INSIDE_THE_SERVER, **server[0]} if server else None,
     }
+
+
+def _latency_row(members: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[float]]:
+    """``count, mean, p50, p90, p99, max`` of histogram rows, and their 101 quantiles."""
+    stats = metrics.histogram_summary(members, points=100)
+    qs = stats["quantiles"]
+    row = {
+        "count": stats["count"],
+        "mean": stats["mean"],
+        **{f"p{round(p * 100)}": qs[round(p * 100)] if qs else None for p in metrics.QUANTILES},
+        "max": stats["max"],
+    }
+    return row, qs
+
+
+def fault_window_latency(events: DataFrame) -> dict[str, Any]:
+    """The ISIS fault windows (``metrics.fault_windows``) and ISIS latency outside them.
+
+    ``windows``: one row per crash or partition (trace times); ``latency``: for scopes
+    ``metrics.OUTSIDE_CRASH`` and ``metrics.OUTSIDE_FAULTS``, the same figures as
+    ``latency_tables``' rows, from one histogram job. Without any window there is no
+    second job (``latency`` is empty): every message is outside, and the overall
+    figures say it all.
+    """
+    found = metrics.fault_windows(events).orderBy("start", "fault", "node").collect()
+    if not found:
+        return {"windows": [], "latency": {}}
+    # The few windows found, not their plan: the histogram job then does not recompute them.
+    windows = events.sparkSession.createDataFrame(found, metrics.fault_windows(events).schema)
+    rows = _rows(metrics.windowed_latency_histogram(events, windows))
+    by_scope: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_scope.setdefault(r["scope"], []).append(r)
+    latency = {
+        scope: _latency_row(by_scope.get(scope, []))[0]
+        for scope in (metrics.OUTSIDE_CRASH, metrics.OUTSIDE_FAULTS)
+    }
+    return {"windows": [_jsonable(r.asDict()) for r in found], "latency": _jsonable(latency)}
 
 
 #: What the summary's ``scenario`` block copies from ``run.json`` (``lab``: placement,
@@ -472,6 +503,7 @@ def analyze(
             latency["gateway_end_to_end"] = _gateway_end_to_end(events, latency)
         per_node = pool.submit(_node_metrics, events)
         timelines = pool.submit(_timelines, events, t_min, t_max)
+        windowed = pool.submit(fault_window_latency, events) if "isis" in present else None
         layer_metrics = pool.submit(
             _layer_metrics,
             events,
@@ -499,6 +531,8 @@ def analyze(
             },
             **layer_metrics.result(),
         }
+        if windowed is not None:
+            measured["isis_fault_windows"] = windowed.result()
     finally:
         pool.shutdown(cancel_futures=True)
         if cached:
