@@ -84,7 +84,6 @@ from gossamer.proto.isis.retransmit import (
 )
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire import isis as wire
-from gossamer.wire.buffer import Buffer
 from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
@@ -718,10 +717,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             return
         try:
             # One message, or a batch of several back to back (see ``IsisConfig``).
-            buf = Buffer(data)
-            messages = [wire.pull_isis(buf)]
-            while not buf.eof():
-                messages.append(wire.pull_isis(buf))
+            messages = wire.decode_batch(data)
             if self._by_ip:
                 self._original_only(messages)
         except DecodeError as exc:
@@ -735,10 +731,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             self._drop(now, data, messages[0], "injected", peer=self.name_of(src))
             return
         self.counters.messages_in += len(messages)
+        # A message's size matters only to a trace of its drop: worked out then (None).
         size = len(data) if len(messages) == 1 else None
+        dispatch = self._dispatch
+        loopback = self._loopback
         for msg in messages:
-            self._dispatch(msg, src, now, size if size is not None else wire_size(msg))
-            self._drain(now)
+            dispatch(msg, src, now, size)
+            if loopback:
+                self._drain(now)
 
     @staticmethod
     def _original_only(messages: list[wire.IsisMessage]) -> None:
@@ -772,22 +772,24 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    def _dispatch(self, msg: wire.IsisMessage, src: int, now: float, size: int) -> None:
-        if isinstance(msg, wire.DataMessage):
-            if msg.sender != src:
-                self._spoofed(now, msg, src, size)
-                return
-            self._on_data(msg, src, now)
-        elif isinstance(msg, wire.AckMessage):
+    def _dispatch(self, msg: wire.IsisMessage, src: int, now: float, size: int | None) -> None:
+        """Hand ``msg`` from member ``src`` to its handler; ``size`` is its bytes on the wire
+        (for a trace), ``None`` when it shared a datagram (:func:`wire_size` then)."""
+        if type(msg) is wire.AckMessage:
             if msg.proposer != src:
                 self._spoofed(now, msg, src, size)
             elif msg.sender == self._me:
                 self._on_ack(msg, src, now)
             else:
                 self._on_flush_ack(msg, src, now)
-        elif isinstance(msg, wire.SeqMessage):
+        elif type(msg) is wire.DataMessage:
+            if msg.sender != src:
+                self._spoofed(now, msg, src, size)
+                return
+            self._on_data(msg, src, now)
+        elif type(msg) is wire.SeqMessage:
             self._on_seq(msg, src, now)
-        elif isinstance(msg, wire.SeqAckMessage):
+        elif type(msg) is wire.SeqAckMessage:
             if msg.ack_sender != src:
                 self._spoofed(now, msg, src, size)
             elif msg.sender == self._me:
@@ -801,7 +803,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
                 msg,
                 "snapshot marker without a snapshot layer",
                 peer=self.name_of(src),
-                size=size,
+                size=wire_size(msg) if size is None else size,
             )
 
     def _drain(self, now: float) -> None:
@@ -1253,7 +1255,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             now, LAYER, "drop", peer=peer, size=size if size is not None else len(data), attrs=attrs
         )
 
-    def _spoofed(self, now: float, msg: wire.IsisMessage, src: int, size: int) -> None:
+    def _spoofed(self, now: float, msg: wire.IsisMessage, src: int, size: int | None) -> None:
         self.counters.spoofed += 1
         self._drop(
             now,
@@ -1261,7 +1263,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             msg,
             "identity field does not match the source address",
             peer=self.name_of(src),
-            size=size,
+            size=wire_size(msg) if size is None else size,
         )
 
 
