@@ -516,6 +516,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         }
         self._names = {m.id: m.name for m in config.members}
         self._view: list[int] = sorted(self._members)
+        self._peers = {m for m in self._view if m != self._me}
         self._removed: set[int] = set()
         self._latest = 0
         self._msg_counter = 0
@@ -527,9 +528,10 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._loopback: deque[wire.IsisMessage] = deque()
         self._delayed: list[tuple[float, int, bytes, Address]] = []
         self._delay_counter = 0
-        self._batches: dict[Address, list[bytes]] = {}
-        self._batch_sizes: dict[Address, int] = {}
+        self._batches: dict[Address, bytearray] = {}
         self._batch_due: float | None = None
+        self._batch_delay = config.batch_delay
+        self._batch_bytes = config.batch_bytes
         self._now = 0.0
         self._tx: Transmitter | RttTransmitter
         if self._by_ip:  # the original wire: the spec's schedule
@@ -678,6 +680,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._now = now
         self._removed.add(member)
         self._view.remove(member)
+        self._peers.discard(member)
         self._trace(
             now,
             LAYER,
@@ -1139,7 +1142,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     # -- sending -------------------------------------------------------------------------
 
     def _others(self) -> set[int]:
-        return {m for m in self._view if m != self._me}
+        """The other members of the view (the transmitter copies it: do not change it)."""
+        return self._peers
 
     def _send_ack(self, sender: int, msg_id: int, proposal: int, now: float) -> None:
         ack = wire.AckMessage(
@@ -1190,32 +1194,29 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _emit(self, payload: bytes, addr: Address) -> None:
         self.counters.messages_out += 1
-        delay = self.config.batch_delay
+        delay = self._batch_delay
         if not delay:
             self.counters.datagrams_out += 1
             self._outbox.append((payload, addr))
             return
+        # A member's batch is one growing buffer: the messages back to back, as they leave.
         batch = self._batches.get(addr)
         if batch is None:
-            batch = self._batches[addr] = []
-            self._batch_sizes[addr] = 0
+            self._batches[addr] = bytearray(payload)
             if self._batch_due is None:
                 self._batch_due = self._now + delay
-        if self._batch_sizes[addr] + len(payload) > self.config.batch_bytes:
+        elif len(batch) + len(payload) > self._batch_bytes:
             self.counters.datagrams_out += 1
-            self._outbox.append((b"".join(batch), addr))
-            batch.clear()
-            self._batch_sizes[addr] = 0
-        batch.append(payload)
-        self._batch_sizes[addr] += len(payload)
+            self._outbox.append((bytes(batch), addr))
+            batch[:] = payload
+        else:
+            batch += payload
 
     def _flush_batches(self) -> None:
         for addr, batch in self._batches.items():
-            if batch:
-                self.counters.datagrams_out += 1
-                self._outbox.append((b"".join(batch), addr))
+            self.counters.datagrams_out += 1
+            self._outbox.append((bytes(batch), addr))
         self._batches.clear()
-        self._batch_sizes.clear()
         self._batch_due = None
 
     # -- tracing --------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gossamer.errors import ConfigError
 
@@ -104,7 +104,6 @@ class Transmission:
     attempt: int = 0
     due: float = 0.0
     first_sent: float = 0.0
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 #: Sends ``payload`` to member ``recipient`` (the core routes and counts it).
@@ -336,16 +335,18 @@ class RttEstimator:
         return max(_LOSS_THRESHOLD * max(srtt, self.latest), self.granularity)
 
 
-@dataclass(slots=True)
 class _Copy:
     """One message's copy to one member, until that member answers it."""
 
-    item: Transmission
-    to: int
-    first: float  # when it was first sent
-    last: float  # when it was last sent
-    tries: int = 0  # retransmissions so far
-    due: float = 0.0
+    __slots__ = ("due", "first", "item", "last", "to", "tries")
+
+    def __init__(self, item: Transmission, to: int, now: float) -> None:
+        self.item = item
+        self.to = to
+        self.first = now  # when it was first sent
+        self.last = now  # when it was last sent
+        self.tries = 0  # retransmissions so far
+        self.due = 0.0
 
 
 class _Member:
@@ -514,12 +515,14 @@ class RttTransmitter(_Transmissions):
         return min(member.rtt.rto * 2.0 ** min(member.backoff, 64), self._maximum)
 
     def _add(self, item: Transmission, to: int, now: float) -> None:
-        member = self._member(to)
-        copy = _Copy(item=item, to=to, first=now, last=now)
-        self._copies[(item.key, to)] = copy
-        member.copies[item.key] = copy
+        member = self._members.get(to) or self._member(to)
+        copy = _Copy(item, to, now)
+        key = item.key
+        self._copies[(key, to)] = copy
+        member.copies[key] = copy
         self._send(item.payload, to)
-        self._schedule(copy, now + self._timeout(member))
+        timeout = member.rtt.rto if not member.backoff else self._timeout(member)
+        self._schedule(copy, now + timeout)
 
     def _resend(self, member: _Member, copy: _Copy, now: float) -> None:
         copy.tries += 1
