@@ -118,7 +118,7 @@ def test_rfc6298_estimator_first_and_later_samples() -> None:
     assert RttEstimator(initial=1.0, granularity=0.001, maximum=0.5).rto == 0.5
 
 
-def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_off() -> None:
+def test_karn_a_retransmitted_copys_answer_neither_samples_nor_ends_the_back_off() -> None:
     tx, sent, clock = make_rtt()
     tx.start("a", b"a", {2}, 0.0, label="DataMsg", msg="n1/1")
     run_until(tx, clock, 0.25)  # timed out once at 0.2: sent twice
@@ -128,10 +128,16 @@ def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_o
     estimate = tx.estimator(2)
     assert estimate.srtt is None and estimate.rto == 0.2  # no sample: ambiguous answer
     tx.start("b", b"b", {2}, 0.3, label="DataMsg", msg="n1/2")
-    run_until(tx, clock, 0.75)
-    # The member is alive: no back-off any more (0.3 + 0.2), and no sample either.
-    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3, 0.5]
-    assert estimate.srtt is None
+    clock[0] = 0.65
+    # Still backed off (0.3 + 2 x 0.2 = 0.7): a timeout shorter than the round trip must
+    # not come back on an ambiguous answer, or every copy would time out again.
+    assert tx.answered("b", 2, 0.65) is True
+    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3]
+    # The answer to a copy sent once is a sample (0.35 s) and ends the back-off.
+    assert estimate.srtt == pytest.approx(0.35)
+    tx.start("c", b"c", {2}, 0.65, label="DataMsg", msg="n1/3")
+    run_until(tx, clock, 0.65 + estimate.rto + 0.01)
+    assert [round(t, 6) for t, p, _ in sent if p == b"c"] == [0.65, round(0.65 + estimate.rto, 6)]
 
 
 def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:

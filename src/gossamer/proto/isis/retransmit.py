@@ -21,7 +21,7 @@ behaviour for behaviour. gossamer's own (sealed) wire uses :class:`RttTransmitte
 instead: the same calls, but each copy of a message to each member waits for a timeout
 measured from that member's round trips (:class:`RttEstimator`, RFC 6298's SRTT and
 RTTVAR; Karn's rule: no sample from a retransmitted copy), doubled per member while
-the member stays silent and reset when it answers, and a copy that a later answer
+the member stays silent and reset when it answers a copy sent once, and a copy that a later answer
 shows lost is sent again at once (RFC 9002's time threshold) instead of waiting for
 its timer.
 """
@@ -370,10 +370,11 @@ class RttTransmitter(_Transmissions):
     - A copy of a message to member m is sent again when m has not answered it within
       m's timeout: ``RttEstimator.rto`` doubled ``backoff`` times, at most ``maximum``.
       A timeout doubles m's back-off once per round (a copy sent before the last doubling
-      does not double it again); any first answer from m resets it (m's copies then
-      wait one plain timeout from their last send). An answer to a copy sent once is
-      a round-trip sample, at most one per round trip; an answer to a retransmitted
-      copy is none (Karn's algorithm: it may answer either send).
+      does not double it again); m's first answer to a copy sent once resets it (m's
+      copies then wait one plain timeout from their last send). An answer to a copy sent
+      once is a round-trip sample, at most one per round trip; an answer to a
+      retransmitted copy is none, and leaves the back-off as it is (Karn's algorithm: it
+      may answer either send).
     - An answer from m to a copy sent at time t shows that m heard, or lost, everything
       sent to it before t (a member answers datagrams in the order they arrive): each
       unanswered copy sent before t is sent again at once if it went out more than
@@ -418,21 +419,25 @@ class RttTransmitter(_Transmissions):
             del self._items[key]
         member = self._members[recipient]
         del member.copies[key]
-        if not copy.tries and now >= member.next_sample:
-            # Karn: an answer to a copy sent more than once is no sample (it may answer
-            # either send). It still shows the member alive, and ends its back-off.
-            # And one sample per round trip, as RFC 6298's gains assume: an answer per
-            # message would give dozens of near-equal samples per round trip, which drive
-            # RTTVAR (and the margin it buys) to nothing between two bursts.
-            member.rtt.sample(now - copy.first)
-            member.next_sample = now + (member.rtt.srtt or 0.0)
-        if member.backoff:
-            member.backoff = 0
-            member.backoff_at = -math.inf
-            timeout = member.rtt.rto
-            for other in member.copies.values():
-                if other.last + timeout < other.due:
-                    self._schedule(other, other.last + timeout)
+        if not copy.tries:
+            # Karn: only an answer to a copy sent once is a sample (an answer to a copy
+            # sent again may answer either send), and only it ends the back-off: were the
+            # timeout shorter than the member's real round trip, every copy would time
+            # out, every answer would reset the timeout and none would be a sample (a
+            # retransmission storm that feeds itself when queueing stretches round trips).
+            if now >= member.next_sample:
+                # One sample per round trip, as RFC 6298's gains assume: an answer per
+                # message would give dozens of near-equal samples per round trip, which
+                # drive RTTVAR (and the margin it buys) to nothing between two bursts.
+                member.rtt.sample(now - copy.first)
+                member.next_sample = now + (member.rtt.srtt or 0.0)
+            if member.backoff:
+                member.backoff = 0
+                member.backoff_at = -math.inf
+                timeout = member.rtt.rto
+                for other in member.copies.values():
+                    if other.last + timeout < other.due:
+                        self._schedule(other, other.last + timeout)
         self._repair(member, copy.first - self._slack, now)
         return True
 
