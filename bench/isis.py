@@ -165,6 +165,15 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     # Keep serving so that the others finish; report what happened in the window.
     await asyncio.sleep(cfg["drain"])
     counters = service.isis.counters
+    rtts = [
+        (est.srtt, est.rttvar, est.rto)
+        for est in (
+            getattr(service.isis._tx, "estimator", lambda m: None)(m.id)
+            for m in members
+            if m.id != my_id
+        )
+        if est is not None and est.srtt is not None
+    ]
     await service.close()
     # At most 1,000 latencies (every k-th, to the microsecond) go back: quantiles do not
     # need them all, and a result line longer than a pipe's buffer (64 KiB) arrived cut short.
@@ -175,8 +184,10 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         "datagrams_in_window": sent_end - sent_start,
         "retransmissions": counters.retransmissions,
         "gap_repairs": getattr(counters, "gap_repairs", 0),  # (older cores lack it)
+        "probes": getattr(counters, "probes", 0),
         "cpu": cpu,
         "injected_drops": counters.injected_drops,
+        "rtts": rtts,
     }
 
 
@@ -269,6 +280,10 @@ def _ratio(value: float, base: float | None) -> str:
     return f"{value / base:,.1f}x" if base else "-"
 
 
+def _median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000 if values else float("nan")
+
+
 def _quantile(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
@@ -338,6 +353,10 @@ def measure_isis(
         "drops": sum(r["injected_drops"] for r in results),
         "retransmissions": sum(r["retransmissions"] for r in results),
         "gap_repairs": sum(r.get("gap_repairs", 0) for r in results),
+        "probes": sum(r.get("probes", 0) for r in results),
+        # Each member's round-trip estimates of the others at the end (ms): SRTT, RTO.
+        "srtt_ms": _median_ms([x[0] for r in results for x in r.get("rtts", [])]),
+        "rto_ms": _median_ms([x[2] for r in results for x in r.get("rtts", [])]),
         # CPU seconds of all five members in the window per message ordered (each member
         # orders every message): what a message costs, whatever else loads the machine.
         "cpu_us_per_message": 1e6 * sum(r["cpu"] for r in results) / (ordered * seconds)
@@ -465,7 +484,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
                 f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
                 f"{r['datagrams_per_message']:.1f} datagrams/msg, efficiency {efficiency:.0%}, "
-                f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs), "
+                f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs, "
+                f"{r['probes']} probes), "
+                f"SRTT {r['srtt_ms']:.1f} ms, RTO {r['rto_ms']:.1f} ms, "
                 f"{r['cpu_us_per_message']:,.0f} CPU us/msg",
                 flush=True,
             )

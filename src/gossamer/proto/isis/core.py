@@ -412,6 +412,7 @@ class IsisCounters:
     messages_out: int = 0
     retransmissions: int = 0  # datagrams re-sent by the transmitter
     gap_repairs: int = 0  # of which re-sent at once because a later answer showed a gap
+    probes: int = 0  # of which re-sent as a tail-loss probe to a member gone silent
     duplicate_data: int = 0
     late_data: int = 0
     duplicate_acks: int = 0
@@ -1230,6 +1231,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self.counters.retransmissions += len(recipients)
         if cause == "gap":
             self.counters.gap_repairs += len(recipients)
+        elif cause == "probe":
+            self.counters.probes += len(recipients)
         attrs = {
             "type": item.label,
             "attempt": str(item.attempt),

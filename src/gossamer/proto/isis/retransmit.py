@@ -109,7 +109,8 @@ class Transmission:
 #: Sends ``payload`` to member ``recipient`` (the core routes and counts it).
 SendFn = Callable[[bytes, int], None]
 #: Told of every retransmission: the message, the members it went to again, and why
-#: (``"timeout"``, or ``"gap"`` when a later answer showed the copy lost).
+#: (``"timeout"``; ``"gap"`` when a later answer showed the copy lost; ``"probe"`` when it
+#: went again as a tail-loss probe to a member gone silent).
 Retransmitted = Callable[[Transmission, list[int], str], None]
 
 
@@ -350,10 +351,13 @@ class _Copy:
 
 
 class _Member:
-    """What the transmitter knows of one member: its round trip, its back-off and its
-    unanswered copies, the least recently sent first."""
+    """What the transmitter knows of one member: its round trip, its back-off, its
+    unanswered copies (the least recently sent first) and its tail-loss probe."""
 
-    __slots__ = ("backoff", "backoff_at", "copies", "next_sample", "rtt")
+    __slots__ = (
+        "backoff", "backoff_at", "copies", "heard", "next_sample", "probe", "probe_at", "probed",
+        "rtt",
+    )  # fmt: skip
 
     def __init__(self, rtt: RttEstimator) -> None:
         self.rtt = rtt
@@ -361,6 +365,17 @@ class _Member:
         self.backoff = 0  # doublings of the timeout since the member last answered
         self.backoff_at = -math.inf  # when ``backoff`` last grew
         self.copies: dict[Hashable, _Copy] = {}
+        self.heard = -math.inf  # when the member last answered
+        self.probe_at: float | None = None  # when the probe timer is armed for, if it is
+        self.probed = False  # a probe went out since the member last answered
+        self.probe: _Copy | None = None  # the copy last sent as a probe
+
+
+class _ProbeKey:
+    """The key of the probe timers' heap entries (no transmission has it)."""
+
+
+_PROBE = _ProbeKey()
 
 
 class RttTransmitter(_Transmissions):
@@ -438,7 +453,18 @@ class RttTransmitter(_Transmissions):
                 for other in member.copies.values():
                     if other.last + timeout < other.due:
                         self._schedule(other, other.last + timeout)
-        self._repair(member, copy.first - self._slack, now)
+        member.heard = now
+        member.probed = False
+        if member.probe_at is None and member.copies:
+            self._arm_probe(recipient, member, now)
+        if copy is member.probe:
+            # The answer to a probe: the member answers in order, so what was sent before
+            # the probe was answered first or lost (or its answer was), whichever send of
+            # the probed copy this answers (a reordered answer costs a spurious copy).
+            member.probe = None
+            self._repair(member, copy.last - self._slack, now)
+        else:
+            self._repair(member, copy.first - self._slack, now)
         return True
 
     def _repair(self, member: _Member, before: float, now: float) -> None:
@@ -478,18 +504,29 @@ class RttTransmitter(_Transmissions):
         heap = self._heap
         while heap:
             due, _, key, to = heap[0]
-            copy = self._copies.get((key, to))
-            if copy is not None and copy.due == due:
-                return due
+            if key is _PROBE:
+                member = self._members.get(to)
+                if member is not None and member.probe_at == due:
+                    if member.copies:
+                        return due
+                    member.probe_at = None  # nothing left to probe: armed by the next copy
+            else:
+                copy = self._copies.get((key, to))
+                if copy is not None and copy.due == due:
+                    return due
             heapq.heappop(heap)  # stale: answered, cancelled or rescheduled
         return None
 
     def due(self, now: float) -> list[Transmission]:
-        """Send again every copy whose timeout has passed; return their messages."""
+        """Send again every copy whose timeout has passed, and a member's tail-loss probe
+        when it is due; return the messages whose timeout passed."""
         fired: dict[Hashable, list[int]] = {}
         heap = self._heap
         while heap and heap[0][0] <= now:
             due, _, key, to = heapq.heappop(heap)
+            if key is _PROBE:
+                self._probe(to, due, now)
+                continue
             copy = self._copies.get((key, to))
             if copy is None or copy.due != due:
                 continue
@@ -528,6 +565,55 @@ class RttTransmitter(_Transmissions):
         self._send(item.payload, to)
         timeout = member.rtt.rto if not member.backoff else self._timeout(member)
         self._schedule(copy, now + timeout)
+        if member.probe_at is None:
+            self._arm_probe(to, member, now)
+
+    # -- the tail-loss probe -------------------------------------------------------------
+
+    def _probe_timeout(self, member: _Member) -> float | None:
+        """How long a member may stay silent, with copies unanswered, before the probe:
+        two smoothed round trips and the batching slack (RFC 8985's PTO). ``None`` when
+        the timeout comes first anyway (a steady round trip: SRTT + G), when the member
+        is backed off (silent through a timeout already: the doubling timeouts decide),
+        and before the first sample."""
+        srtt = member.rtt.srtt
+        if srtt is None or member.backoff:
+            return None
+        pto = max(2.0 * srtt + self._slack, self._estimate.granularity)
+        return pto if pto < member.rtt.rto else None
+
+    def _arm_probe(self, to: int, member: _Member, now: float) -> None:
+        pto = self._probe_timeout(member)
+        if pto is None or member.probed:
+            return
+        member.probe_at = now + pto
+        self._counter += 1
+        heapq.heappush(self._heap, (member.probe_at, self._counter, _PROBE, to))
+
+    def _probe(self, to: int, due: float, now: float) -> None:
+        """The probe timer of ``to``: when the member has been silent for the probe timeout
+        since its last answer and our last copy to it, send its newest unanswered copy
+        again. Its answer shows every older copy lost or answered (``_repair``), so one
+        copy repairs a lost tail, instead of every copy waiting for its own timeout."""
+        member = self._members.get(to)
+        if member is None or member.probe_at != due:
+            return  # stale
+        member.probe_at = None
+        copies = member.copies
+        pto = self._probe_timeout(member)
+        if not copies or member.probed or pto is None:
+            return  # armed again by the next copy or answer
+        newest = next(reversed(copies.values()))
+        quiet_until = max(member.heard, newest.last) + pto
+        if quiet_until > now:
+            member.probe_at = quiet_until
+            self._counter += 1
+            heapq.heappush(self._heap, (quiet_until, self._counter, _PROBE, to))
+            return
+        member.probed = True
+        member.probe = newest
+        self._resend(member, newest, now)
+        self._retransmitted(newest.item, [to], "probe")
 
     def _resend(self, member: _Member, copy: _Copy, now: float) -> None:
         copy.tries += 1
