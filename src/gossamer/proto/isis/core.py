@@ -452,13 +452,17 @@ class _DoneLog:
     ``retain`` delivered messages are kept to answer a view-change flush.
     """
 
-    __slots__ = ("above", "discarded", "finals", "retain", "watermark")
+    __slots__ = ("above", "discarded", "finals", "kept", "retain", "watermark")
 
     def __init__(self, retain: int) -> None:
         self.watermark = 0
         self.above: set[int] = set()
         self.discarded: set[int] = set()
         self.finals: dict[int, tuple[int, int]] = {}
+        # The ids in ``finals``, oldest first. (Not ``next(iter(finals))``: a dict deleted
+        # from the front is scanned past its deleted slots, which cost 60 us a delivery
+        # once ``retain`` finals were kept.)
+        self.kept: deque[int] = deque()
         self.retain = retain
 
     def __contains__(self, msg_id: int) -> bool:
@@ -468,9 +472,12 @@ class _DoneLog:
         if final is None:
             self.discarded.add(msg_id)
         elif self.retain:
-            self.finals[msg_id] = final
-            if len(self.finals) > self.retain:
-                del self.finals[next(iter(self.finals))]  # dicts keep insertion order
+            finals = self.finals
+            if msg_id not in finals:
+                self.kept.append(msg_id)
+            finals[msg_id] = final
+            if len(finals) > self.retain:
+                del finals[self.kept.popleft()]
         if msg_id == self.watermark + 1:
             self.watermark = msg_id
             above = self.above
