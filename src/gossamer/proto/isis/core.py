@@ -525,6 +525,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._names = {m.id: m.name for m in config.members}
         self._view: list[int] = sorted(self._members)
         self._peers = {m for m in self._view if m != self._me}
+        #: The addresses of the members not removed (where the transmitter's copies go).
+        self._live_addrs = {m.id: m.addr for m in config.members}
         self._removed: set[int] = set()
         self._latest = 0
         self._msg_counter = 0
@@ -689,6 +691,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._removed.add(member)
         self._view.remove(member)
         self._peers.discard(member)
+        del self._live_addrs[member]
         self._trace(
             now,
             LAYER,
@@ -906,17 +909,23 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             )
 
     def _deliver_ready(self, now: float) -> None:
-        for entry in self._queue.pop_deliverable():
-            step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)
-            self._finish(entry.key, (entry.seq, entry.proposer))
-            self.counters.delivered += 1
+        ready = self._queue.pop_deliverable()
+        if not ready:
+            return
+        step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)  # the same step for every entry
+        self.counters.delivered += len(ready)
+        names = self._names
+        events = self._events
+        for entry in ready:
+            sender = entry.sender
+            self._finish((sender, entry.msg_id), (entry.seq, entry.proposer))
             if self._tracing:
                 self._trace_delivery(entry, now)
-            self._events.append(
+            events.append(
                 Delivered(
                     data=entry.data,
-                    sender=self.name_of(entry.sender),
-                    sender_id=entry.sender,
+                    sender=names.get(sender, str(sender)),
+                    sender_id=sender,
                     msg_id=entry.msg_id,
                     final_seq=entry.seq,
                     proposer=entry.proposer,
@@ -1196,9 +1205,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _send_payload(self, payload: bytes, to: int) -> None:
         """The transmitter's way out (never to ourselves: it addresses other members)."""
-        member = self._members.get(to)
-        if member is not None and to not in self._removed:
-            self._emit(payload, member.addr)
+        addr = self._live_addrs.get(to)
+        if addr is not None:
+            self._emit(payload, addr)
 
     def _emit(self, payload: bytes, addr: Address) -> None:
         self.counters.messages_out += 1
