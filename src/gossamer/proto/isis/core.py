@@ -1178,10 +1178,10 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         if to == self._me:
             self._loopback.append(msg)
             return
-        if to in self._removed or to not in self._members:
+        addr = self._live_addrs.get(to)
+        if addr is None:  # removed, or no member
             return
         payload = wire.encode(msg)
-        addr = self._members[to].addr
         delay = self.config.ack_delay
         if (
             delay
