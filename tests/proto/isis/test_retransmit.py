@@ -185,3 +185,23 @@ def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:
     # Member 3's timers are its own, unaffected by member 2's back-off: the tail-loss probe
     # after two round trips (20 ms), then its timeout (10 ms + 4 x 5 ms) from there.
     assert [round(t, 6) for t, p, to in sent if p == b"b" and to == 3] == [1.5, 1.52, 1.55]
+
+
+def test_a_prompt_answer_to_a_retransmitted_copy_ends_the_back_off_once_a_round_trip_is_known() -> (
+    None
+):
+    tx, sent, clock = make_rtt()
+    estimate = tx.estimator(2)
+    for _ in range(30):  # a steady 10 ms round trip: timeout 10 ms + G, and no probe
+        estimate.sample(0.010)
+    assert estimate.rto == pytest.approx(0.011, abs=1e-6)
+    tx.start("b", b"b", {2}, 0.0, label="DataMsg", msg="n1/2")
+    run_until(tx, clock, 0.015)  # lost: sent again at 0.011, and the member backed off
+    assert [round(t, 6) for t, _, _ in sent] == [0.0, 0.011]
+    clock[0] = 0.016
+    assert tx.answered("b", 2, 0.016)  # 5 ms after the retransmission: within 11 ms
+    tx.start("c", b"c", {2}, 0.016, label="DataMsg", msg="n1/3")
+    run_until(tx, clock, 0.030)
+    # One plain timeout (0.016 + 0.011), not a doubled one (0.016 + 0.022).
+    assert [round(t, 6) for t, p, _ in sent if p == b"c"] == [0.016, 0.027]
+    assert estimate.srtt == pytest.approx(0.010)  # the ambiguous answer is no sample

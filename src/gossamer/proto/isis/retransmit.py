@@ -388,8 +388,9 @@ class RttTransmitter(_Transmissions):
       does not double it again); m's first answer to a copy sent once resets it (m's
       copies then wait one plain timeout from their last send). An answer to a copy sent
       once is a round-trip sample, at most one per round trip; an answer to a
-      retransmitted copy is none, and leaves the back-off as it is (Karn's algorithm: it
-      may answer either send).
+      retransmitted copy is none (Karn's algorithm: it may answer either send), and ends
+      the back-off only when it came within one plain timeout of the copy's last send
+      after a round trip was measured.
     - An answer from m to a copy sent at time t shows that m heard, or lost, everything
       sent to it before t (a member answers datagrams in the order they arrive): each
       unanswered copy sent before t is sent again at once if it went out more than
@@ -436,10 +437,12 @@ class RttTransmitter(_Transmissions):
         del member.copies[key]
         if not copy.tries:
             # Karn: only an answer to a copy sent once is a sample (an answer to a copy
-            # sent again may answer either send), and only it ends the back-off: were the
-            # timeout shorter than the member's real round trip, every copy would time
-            # out, every answer would reset the timeout and none would be a sample (a
-            # retransmission storm that feeds itself when queueing stretches round trips).
+            # sent again may answer either send), and it ends the back-off. An answer to
+            # a retransmitted copy ends it only when it came within one plain timeout of
+            # the last send, and a round trip was measured: were the timeout shorter than
+            # the member's real round trip, every copy would time out, every answer would
+            # reset the timeout and none would be a sample (a retransmission storm that
+            # feeds itself when queueing stretches round trips).
             if now >= member.next_sample:
                 # One sample per round trip, as RFC 6298's gains assume: an answer per
                 # message would give dozens of near-equal samples per round trip, which
@@ -447,12 +450,13 @@ class RttTransmitter(_Transmissions):
                 member.rtt.sample(now - copy.first)
                 member.next_sample = now + (member.rtt.srtt or 0.0)
             if member.backoff:
-                member.backoff = 0
-                member.backoff_at = -math.inf
-                timeout = member.rtt.rto
-                for other in member.copies.values():
-                    if other.last + timeout < other.due:
-                        self._schedule(other, other.last + timeout)
+                self._end_backoff(member)
+        elif member.backoff and member.rtt.srtt is not None and now - copy.last <= member.rtt.rto:
+            # An answer to a retransmitted copy within one plain timeout of its last send:
+            # the member is there and its measured round trip still fits, so the back-off
+            # ends too (under heavy loss every copy still unanswered may be a
+            # retransmitted one; waiting for a fresh copy would keep the timeouts doubled).
+            self._end_backoff(member)
         member.heard = now
         member.probed = False
         if member.probe_at is None and member.copies:
@@ -466,6 +470,15 @@ class RttTransmitter(_Transmissions):
         else:
             self._repair(member, copy.first - self._slack, now)
         return True
+
+    def _end_backoff(self, member: _Member) -> None:
+        """The member answered: its copies wait one plain timeout from their last send."""
+        member.backoff = 0
+        member.backoff_at = -math.inf
+        timeout = member.rtt.rto
+        for other in member.copies.values():
+            if other.last + timeout < other.due:
+                self._schedule(other, other.last + timeout)
 
     def _repair(self, member: _Member, before: float, now: float) -> None:
         """Copies to ``member`` sent before ``before`` and unanswered: lost, or soon."""
