@@ -86,6 +86,8 @@ def test_traffic_and_faults_are_counted_per_node(run: DataFrame) -> None:
     assert t[("isis", "n0")]["sent"] == 1 and t[("isis", "n0")]["bytes_sent"] == 20
     assert t[("isis", "n0")]["retransmitted"] == 1 and t[("isis", "n1")]["bytes_received"] == 20
     assert t[("isis", "n1")]["delivered"] == 1
+    # The gossip receipt carries no size: its bytes are unknown (null), not 0.
+    assert t[("gossip", "n1")]["received"] == 1 and t[("gossip", "n1")]["bytes_received"] is None
     faults = {(r["fault"], r["node"]): r["count"] for r in metrics.fault_counts(run).collect()}
     assert faults == {("drop", "n1"): 2, ("crash", "n1"): 1}
     assert [r["fault"] for r in metrics.outage_events(run).collect()] == ["crash"]

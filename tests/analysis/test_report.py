@@ -229,6 +229,7 @@ def test_text_table_says_the_gateway_latency_is_measured_inside_the_server() -> 
     line = next(x for x in report.text_table(s).splitlines() if x.startswith("latency"))
     assert line.startswith("latency gateway: p50 0.0 ms")
     assert line.endswith("deliveries (inside the server: route to hand-over)")
+    assert "<td>gateway (inside the server: route to hand-over)</td>" in report.render_html(s)
 
 
 def windowed_summary() -> dict[str, Any]:

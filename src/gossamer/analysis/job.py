@@ -315,16 +315,22 @@ _TRAFFIC = ("sent", "bytes_sent", "received", "bytes_received", "delivered", "re
 def _node_metrics(events: DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
     """Traffic per layer and node, and fault counts, from one pass."""
     rows = _rows(metrics.per_node(events).orderBy("layer", "node", "fault"))
+    # A byte count is None where no event carried a size (``metrics.traffic``): kept so.
     traffic_rows = [
-        {"layer": r["layer"], "node": r["node"], **{k: int(r[k] or 0) for k in _TRAFFIC}}
+        {
+            "layer": r["layer"],
+            "node": r["node"],
+            **{k: None if r[k] is None else int(r[k]) for k in _TRAFFIC},
+        }
         for r in rows
         if r["layer"] != "net"
     ]
-    totals: dict[str, dict[str, int]] = {}
+    totals: dict[str, dict[str, int | None]] = {}
     for r in traffic_rows:
-        t = totals.setdefault(r["layer"], dict.fromkeys(_TRAFFIC, 0))
+        t = totals.setdefault(r["layer"], dict.fromkeys(_TRAFFIC))
         for k in _TRAFFIC:
-            t[k] += r[k]
+            if r[k] is not None:
+                t[k] = (t[k] or 0) + r[k]
     fault_rows = [
         {"fault": r["fault"], "node": r["node"], "count": int(r["faults"])}
         for r in rows

@@ -213,14 +213,17 @@ def latency_summary(lat: DataFrame, by: Sequence[str] = ("layer",)) -> DataFrame
 
 def _traffic_columns() -> list[Column]:
     """The traffic aggregates: messages and bytes sent and received, deliveries,
-    retransmissions (``traffic`` and ``per_node`` count the same way)."""
+    retransmissions (``traffic`` and ``per_node`` count the same way).
+
+    Bytes add up the sizes the events carry; where none carries one (snapshot markers
+    travel inside other layers' datagrams) the sum is null, shown blank, not 0."""
     kind = F.col("kind")
-    size = F.coalesce(F.col("size"), F.lit(0))
+    size = F.col("size")
     return [
         F.count(F.when(kind == "send", 1)).alias("sent"),
-        F.sum(F.when(kind == "send", size).otherwise(0)).alias("bytes_sent"),
+        F.sum(F.when(kind == "send", size)).alias("bytes_sent"),
         F.count(F.when(kind == "recv", 1)).alias("received"),
-        F.sum(F.when(kind == "recv", size).otherwise(0)).alias("bytes_received"),
+        F.sum(F.when(kind == "recv", size)).alias("bytes_received"),
         F.count(F.when(kind == "deliver", 1)).alias("delivered"),
         F.count(F.when(kind == "retransmit", 1)).alias("retransmitted"),
     ]
