@@ -33,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
 import secrets
+import shutil
 import socket
 import statistics
 import subprocess
@@ -47,7 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench._report import machine, table, update_section
+from bench._report import DOC, machine, table, update_section
 
 NODES = 5
 NEEDED = 4 * (NODES - 1)
@@ -165,6 +167,15 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     # Keep serving so that the others finish; report what happened in the window.
     await asyncio.sleep(cfg["drain"])
     counters = service.isis.counters
+    rtts = [
+        (est.srtt, est.rttvar, est.rto)
+        for est in (
+            getattr(service.isis._tx, "estimator", lambda m: None)(m.id)
+            for m in members
+            if m.id != my_id
+        )
+        if est is not None and est.srtt is not None
+    ]
     await service.close()
     # At most 1,000 latencies (every k-th, to the microsecond) go back: quantiles do not
     # need them all, and a result line longer than a pipe's buffer (64 KiB) arrived cut short.
@@ -175,8 +186,10 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         "datagrams_in_window": sent_end - sent_start,
         "retransmissions": counters.retransmissions,
         "gap_repairs": getattr(counters, "gap_repairs", 0),  # (older cores lack it)
+        "probes": getattr(counters, "probes", 0),
         "cpu": cpu,
         "injected_drops": counters.injected_drops,
+        "rtts": rtts,
     }
 
 
@@ -269,6 +282,10 @@ def _ratio(value: float, base: float | None) -> str:
     return f"{value / base:,.1f}x" if base else "-"
 
 
+def _median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000 if values else float("nan")
+
+
 def _quantile(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
@@ -293,7 +310,7 @@ class Mode:
 SPEC = Mode(
     label="spec", retransmit_initial=0.2, batch_delay=0.0, window=16, drain=3.0, wire="original"
 )
-BATCHED = Mode(label="batched", retransmit_initial=0.2, batch_delay=0.001, window=64, drain=3.0)
+BATCHED = Mode(label="batched", retransmit_initial=0.2, batch_delay=0.001, window=128, drain=3.0)
 FAST = Mode(label="fast", retransmit_initial=0.02, batch_delay=0.001, window=16, drain=2.0)
 
 
@@ -338,6 +355,10 @@ def measure_isis(
         "drops": sum(r["injected_drops"] for r in results),
         "retransmissions": sum(r["retransmissions"] for r in results),
         "gap_repairs": sum(r.get("gap_repairs", 0) for r in results),
+        "probes": sum(r.get("probes", 0) for r in results),
+        # Each member's round-trip estimates of the others at the end (ms): SRTT, RTO.
+        "srtt_ms": _median_ms([x[0] for r in results for x in r.get("rtts", [])]),
+        "rto_ms": _median_ms([x[2] for r in results for x in r.get("rtts", [])]),
         # CPU seconds of all five members in the window per message ordered (each member
         # orders every message): what a message costs, whatever else loads the machine.
         "cpu_us_per_message": 1e6 * sum(r["cpu"] for r in results) / (ordered * seconds)
@@ -378,6 +399,151 @@ def measure_sim(drop: float, messages: int, wire: str = "sealed") -> dict[str, A
     }
 
 
+#: Issue #19's loopback goal: ordered messages per second, 5 members, all multicasting.
+GOAL_RATE = 5000
+#: ... and at least half of it at this drop rate.
+GOAL_DROP = 0.1
+#: The tree the goal rows compare with: main before the speed work of issue #19.
+GOAL_BASELINE = "4b35554"
+#: Runs per goal row (the median is kept: loopback rates vary run to run).
+GOAL_REPEAT = 3
+_GOAL_START, _GOAL_END = "<!-- isis:goal -->", "<!-- /isis:goal -->"
+
+
+def _print_run(label: str, drop: float, r: dict[str, Any], raw: float) -> None:
+    efficiency = r["ordered"] * NEEDED / raw
+    print(
+        f"{label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
+        f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
+        f"{r['datagrams_per_message']:.1f} datagrams/msg, efficiency {efficiency:.0%}, "
+        f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs, "
+        f"{r['probes']} probes), "
+        f"SRTT {r['srtt_ms']:.1f} ms, RTO {r['rto_ms']:.1f} ms, "
+        f"{r['cpu_us_per_message']:,.0f} CPU us/msg",
+        flush=True,
+    )
+
+
+def _baseline_tree(spec: str, stack: contextlib.ExitStack) -> str:
+    """The baseline's source tree: ``spec`` itself when it is a directory, else that git
+    revision of this repository exported into a temporary directory (with this tree's
+    built native envelope when the revision's C source is the same, so that both trees
+    seal alike)."""
+    if Path(spec).is_dir():
+        return spec
+    root = Path(__file__).resolve().parent.parent
+    tree = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="isis-baseline-")))
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", spec], capture_output=True, check=False
+    )
+    if archive.returncode != 0:
+        raise SystemExit(f"--baseline {spec}: neither a directory nor a git revision here")
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    ours = root / "src" / "gossamer" / "wire"
+    theirs = tree / "src" / "gossamer" / "wire"
+    source = "_envelope_native.c"
+    if (theirs / source).exists() and (theirs / source).read_bytes() == (
+        ours / source
+    ).read_bytes():
+        for built in ours.glob("_envelope_native*.so"):
+            shutil.copy(built, theirs)
+    return str(tree)
+
+
+def _goal_block(
+    results: dict[tuple[str, bool, float], dict[str, Any]],
+    *,
+    mode: Mode,
+    seconds: float,
+    warmup: float,
+    repeat: int,
+    baseline: str | None,
+    raw: float,
+    load: tuple[float, float, float],
+) -> str:
+    """The goal's part of the section: its rows, new against baseline, and whether it is met."""
+    rows: list[list[object]] = []
+    for drop in (0.0, GOAL_DROP):
+        new = results.get((mode.label, False, drop))
+        old = results.get((mode.label, True, drop))
+        if new is None:
+            continue
+        ratio = (
+            f"{new['ordered'] / old['ordered']:.2f}x, "
+            f"{new['cpu_us_per_message'] / old['cpu_us_per_message']:.2f}x"
+            if old and old["ordered"]
+            else "-"
+        )
+        for tree, r in (("baseline", old), ("this tree", new)):
+            if r is None:
+                continue
+            rows.append(
+                [
+                    tree,
+                    f"{drop:.0%}",
+                    f"**{r['ordered']:,.0f}**",
+                    _ms(r["p50"]),
+                    _ms(r["p99"]),
+                    f"{r['retransmissions']:,} ({r['gap_repairs']:,} gap, {r['probes']:,} probe)",
+                    _ms(r["cpu_us_per_message"]),
+                    ratio if tree == "this tree" else "",
+                ]
+            )
+    lossless = results.get((mode.label, False, 0.0), {}).get("ordered", 0.0)
+    lossy = results.get((mode.label, False, GOAL_DROP), {}).get("ordered", 0.0)
+    verdict = (
+        f"lossless **{lossless:,.0f}** msgs/s "
+        f"({'met' if lossless >= GOAL_RATE else 'not met'}), "
+        f"at {GOAL_DROP:.0%} drop **{lossy:,.0f}** msgs/s "
+        f"({'met' if lossy >= GOAL_RATE / 2 else 'not met'})"
+    )
+    return "\n\n".join(
+        [
+            _GOAL_START,
+            "### Goal of issue #19 on loopback",
+            f"At least {GOAL_RATE:,} ordered messages per second with {NODES} members on "
+            f"127.0.0.1, all multicasting, and at least {GOAL_RATE // 2:,} at "
+            f"{GOAL_DROP:.0%} drop, on gossamer's own (sealed) wire: {verdict}. "
+            f"Mode *{mode.label}*: window {mode.window} own undelivered messages per member, "
+            f"batches of up to {mode.batch_delay * 1000:g} ms; each row the median of "
+            f"{repeat} run(s) of {seconds:g} s after {warmup:g} s of warm-up; the baseline "
+            f"is {baseline or 'not run'}, each of its runs right before the same run of this "
+            f"tree. Raw UDP rate {raw:,.0f} datagrams/s; load average "
+            f"{load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} when the runs ended.",
+            table(
+                [
+                    "tree",
+                    "drop",
+                    "ordered msgs/s",
+                    "latency p50 ms",
+                    "latency p99 ms",
+                    "retransmissions",
+                    "CPU us / msg",
+                    "this tree / baseline (msgs/s, CPU)",
+                ],
+                rows,
+            ),
+            "Re-run: `.venv/bin/python -m bench.isis --goal` (about three minutes; it "
+            "rewrites this part of the section only).",
+            _GOAL_END,
+        ]
+    )
+
+
+def _update_goal_block(block: str) -> None:
+    """Replace the goal's part of the ``isis`` section (or put it under the heading)."""
+    text = DOC.read_text()
+    start = text.index("<!-- bench:isis -->")
+    end = text.index("<!-- /bench:isis -->")
+    section = text[start + len("<!-- bench:isis -->") : end].strip("\n")
+    if _GOAL_START in section and _GOAL_END in section:
+        head, rest = section.split(_GOAL_START, 1)
+        section = head + block + rest.split(_GOAL_END, 1)[1]
+    else:
+        section = section.replace("## isis", "## isis\n\n" + block, 1)
+    update_section("isis", section)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short run for CI")
@@ -413,8 +579,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="TREE",
-        help="also run the sealed modes on the gossamer source tree TREE (say a `git "
-        "worktree` of an earlier commit), interleaved, as rows labelled `<mode> (baseline)`",
+        help="also run the sealed modes on the gossamer source tree TREE (a directory, or a "
+        "git revision of this repository, exported for the run), interleaved, as rows "
+        "labelled `<mode> (baseline)`",
+    )
+    parser.add_argument(
+        "--goal",
+        action="store_true",
+        help="only the rows of issue #19's loopback goal (the batched mode, lossless and at "
+        f"10 %% drop, this tree and the baseline, {GOAL_REPEAT} runs each, the median kept) "
+        f"and only the goal's part of the section; the baseline defaults to {GOAL_BASELINE}",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=None, help="runs per row, the median kept (default 1)"
     )
     parser.add_argument("--no-sim", action="store_true", help="skip the simulator rows")
     parser.add_argument(
@@ -437,6 +614,11 @@ def main(argv: list[str] | None = None) -> int:
         window=args.window or BATCHED.window,
     )
     modes = [replace(batched, drain=1.0)] if args.quick else [SPEC, batched, FAST]
+    repeat = args.repeat or 1
+    if args.goal:  # exactly the goal's rows
+        modes, drops = [batched], [0.0, GOAL_DROP]
+        repeat = args.repeat or GOAL_REPEAT
+        args.baseline = args.baseline or GOAL_BASELINE
     if args.modes:
         modes = [mode for mode in modes if mode.label in args.modes.split(",")]
     modes = [replace(mode, size=args.size) for mode in modes]
@@ -445,43 +627,61 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw UDP: {raw:,.0f} datagrams/s received by {NODES} processes", flush=True)
     rows: list[list[object]] = []
     goal: list[float] = []
-    series = [(mode, None) for mode in modes]
-    if args.baseline:  # each sealed mode on the baseline tree right before its own run
-        series = [
-            item
-            for mode in modes
-            for item in ([(mode, args.baseline)] if mode.wire == "sealed" else []) + [(mode, None)]
-        ]
-    for mode, src in series:
-        label = f"{mode.label} (baseline)" if src else mode.label
-        for drop in drops:
-            r = measure_isis(
-                seconds, warmup, drop, mode, wire=mode.wire, profile=args.profile, src=src
-            )
-            efficiency = r["ordered"] * NEEDED / raw
-            if drop == 0.0 and not src:
-                goal.append(efficiency)
-            print(
-                f"{label}, drop {drop:.0%}: {r['ordered']:,.0f} ordered/s, "
-                f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
-                f"{r['datagrams_per_message']:.1f} datagrams/msg, efficiency {efficiency:.0%}, "
-                f"{r['retransmissions']} retransmissions ({r['gap_repairs']} gap repairs), "
-                f"{r['cpu_us_per_message']:,.0f} CPU us/msg",
-                flush=True,
-            )
-            rows.append(
-                [
-                    label,
-                    str(mode.window),
-                    f"{drop:.0%}",
-                    f"{r['ordered']:,.0f}",
-                    _ms(r["p50"]),
-                    _ms(r["p99"]),
-                    _ms(r["datagrams_per_message"]),
-                    _ms(r["cpu_us_per_message"]),
-                    f"**{efficiency:.0%}**",
-                ]
-            )
+    results: dict[tuple[str, bool, float], dict[str, Any]] = {}  # (mode, baseline?, drop)
+    with contextlib.ExitStack() as stack:
+        baseline = _baseline_tree(args.baseline, stack) if args.baseline else None
+        for mode in modes:
+            # Each run of a sealed mode on the baseline tree right before the same run of
+            # this one, so that both see the same load.
+            trees = [baseline, None] if baseline and mode.wire == "sealed" else [None]
+            runs: dict[tuple[str | None, float], list[dict[str, Any]]] = {}
+            for drop in drops:
+                for _ in range(repeat):
+                    for src in trees:
+                        label = f"{mode.label} (baseline)" if src else mode.label
+                        r = measure_isis(
+                            seconds, warmup, drop, mode, wire=mode.wire, profile=args.profile,
+                            src=src,
+                        )  # fmt: skip
+                        runs.setdefault((src, drop), []).append(r)
+                        _print_run(label, drop, r, raw)
+            for src in trees:
+                label = f"{mode.label} (baseline)" if src else mode.label
+                for drop in drops:
+                    measured = sorted(runs[(src, drop)], key=lambda run: run["ordered"])
+                    r = measured[len(measured) // 2]  # the median
+                    results[(mode.label, bool(src), drop)] = r
+                    efficiency = r["ordered"] * NEEDED / raw
+                    if drop == 0.0 and not src:
+                        goal.append(efficiency)
+                    rows.append(
+                        [
+                            label,
+                            str(mode.window),
+                            f"{drop:.0%}",
+                            f"{r['ordered']:,.0f}",
+                            _ms(r["p50"]),
+                            _ms(r["p99"]),
+                            _ms(r["datagrams_per_message"]),
+                            _ms(r["cpu_us_per_message"]),
+                            f"**{efficiency:.0%}**",
+                        ]
+                    )
+    goal_block = _goal_block(
+        results,
+        mode=batched,
+        seconds=seconds,
+        warmup=warmup,
+        repeat=repeat,
+        baseline=args.baseline,
+        raw=raw,
+        load=os.getloadavg(),
+    )
+    if args.goal:
+        if not args.no_write:
+            _update_goal_block(goal_block)
+        print(goal_block)
+        return 0
     sim_rows: list[list[object]] = []
     sim_drops = [float(d) for d in args.sim_drops.split(",")]
     for wire in [] if args.no_sim else ["original", "sealed"]:
@@ -512,6 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     markdown = "\n\n".join(
         [
             "## isis",
+            goal_block,
             f"ISIS total-order multicast (`gossamer.aio.isis` on uvloop without tracing, "
             "on the sealed wire, the default, except *spec*, "
             f"`gossamer.proto.isis`): {NODES} processes on 127.0.0.1, every member multicasting "
@@ -544,8 +745,9 @@ def main(argv: list[str] | None = None) -> int:
             "schedule (200 ms doubling to 3.2 s). *batched* is gossamer's own wire: messages to "
             "one member wait up to 1 ms to share a datagram (`IsisConfig.batch_delay`), which "
             "is how it sends fewer datagrams than the 16 a message needs, and retransmission "
-            "follows each member's measured round trip and repairs a gap as soon as a later "
-            "answer shows it (200 ms before the first round trip is measured). *fast* is the "
+            "follows each member's measured round trip, repairs a gap as soon as a later "
+            "answer shows it and probes a member silent for two round trips (200 ms before "
+            "the first round trip is measured). *fast* is the "
             "same with a window of 16 (shorter queues, so shorter round trips) and 20 ms before "
             "the first measurement. Under loss a lost datagram holds every later message back "
             "in the hold-back queues until its repair, so the round trip, which queueing on "

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from gossamer.analysis import metrics
 from gossamer.analysis.frames import event, events_frame
+from gossamer.trace.schema import TraceEvent
 
 pytestmark = pytest.mark.spark
 
@@ -85,6 +86,8 @@ def test_traffic_and_faults_are_counted_per_node(run: DataFrame) -> None:
     assert t[("isis", "n0")]["sent"] == 1 and t[("isis", "n0")]["bytes_sent"] == 20
     assert t[("isis", "n0")]["retransmitted"] == 1 and t[("isis", "n1")]["bytes_received"] == 20
     assert t[("isis", "n1")]["delivered"] == 1
+    # The gossip receipt carries no size: its bytes are unknown (null), not 0.
+    assert t[("gossip", "n1")]["received"] == 1 and t[("gossip", "n1")]["bytes_received"] is None
     faults = {(r["fault"], r["node"]): r["count"] for r in metrics.fault_counts(run).collect()}
     assert faults == {("drop", "n1"): 2, ("crash", "n1"): 1}
     assert [r["fault"] for r in metrics.outage_events(run).collect()] == ["crash"]
@@ -117,3 +120,103 @@ def test_latency_tables_restore_the_adaptive_setting(run: DataFrame) -> None:
         tables = job.latency_tables(run, broadcast_origins=broadcast)
         assert [r["count"] for r in tables["by_layer"]] == [2]
         assert spark.conf.get("spark.sql.adaptive.enabled") == before
+
+
+def _message(sender: str, n: int, t0: float, *delivered: tuple[str, float]) -> list[TraceEvent]:
+    """An ISIS message ``<sender>/<n>`` multicast at ``t0`` and delivered as given."""
+    msg = f"{sender}/{n}"
+    return [
+        event(sender, t0, "isis", "multicast", msg=msg),
+        *(event(node, t, "isis", "deliver", msg=msg, seq=n) for node, t in delivered),
+    ]
+
+
+#: Each message of ``windowed`` and where it is: outside every window, in the crash
+#: window (13 is the LAST survivor's removal; 12 the first's), in the partition window.
+PLACES = {
+    "n2/1": "outside",  # 5.0-5.2, before anything
+    "n2/2": "crash",  # 9.5-10.5: born before the crash, done after it
+    "n3/3": "crash",  # 12.5-12.7: after n2 removed n1 (12), before n3 did (13)
+    "n2/4": "outside",  # 13.5-13.8: after the last removal, though n4 crashes later
+    "n2/5": "partition",  # 19.0-22.1: overlaps the partition's start, done after its heal
+    "n3/6": "outside",  # 22.5-22.6: after the heal
+}
+
+
+@pytest.fixture(scope="module")
+def windowed(spark: SparkSession) -> DataFrame:
+    """n1 (an ISIS member) crashes at 10; n2 drops it from its view at 12, n3 at 13. n2 is
+    cut off from 20 to 22. n4 runs no ISIS and crashes at 15: no window of ISIS's."""
+    ev = [
+        *_message("n2", 1, 5.0, ("n1", 5.05), ("n2", 5.1), ("n3", 5.2)),
+        *_message("n2", 2, 9.5, ("n1", 9.6), ("n2", 10.2), ("n3", 10.5)),
+        event("n1", 10.0, "net", "fault", fault="crash"),
+        event("n2", 12.0, "isis", "view_change", peer="n1", view="n2,n3"),
+        *_message("n3", 3, 12.5, ("n2", 12.6), ("n3", 12.7)),
+        event("n3", 13.0, "isis", "view_change", peer="n1", view="n2,n3"),
+        *_message("n2", 4, 13.5, ("n2", 13.6), ("n3", 13.8)),
+        event("n4", 14.0, "discovery", "peer_up", peer="n2"),
+        event("n4", 15.0, "net", "fault", fault="crash"),
+        *_message("n2", 5, 19.0, ("n2", 19.1), ("n3", 22.1)),
+        event("n2", 20.0, "net", "fault", fault="partition"),
+        event("n2", 22.0, "net", "fault", fault="heal"),
+        *_message("n3", 6, 22.5, ("n2", 22.55), ("n3", 22.6)),
+    ]
+    return events_frame(spark, ev).cache()
+
+
+def test_fault_windows_run_from_the_fault_until_the_group_has_dealt_with_it(
+    windowed: DataFrame,
+) -> None:
+    rows = [r.asDict() for r in metrics.fault_windows(windowed).orderBy("start").collect()]
+    assert rows == [
+        # Until the last correct member (n3, not n2) installed a view without n1.
+        {"fault": "crash", "node": "n1", "start": 10.0, "end": 13.0, "last": "n3"},
+        {"fault": "partition", "node": "n2", "start": 20.0, "end": 22.0, "last": None},
+    ]
+
+
+def test_a_crash_some_member_never_handles_lasts_to_the_end(spark: SparkSession) -> None:
+    ev = [
+        event("n1", 1.0, "isis", "multicast", msg="n1/1"),
+        event("n2", 1.0, "isis", "multicast", msg="n2/1"),
+        event("n3", 1.0, "isis", "multicast", msg="n3/1"),
+        event("n1", 2.0, "net", "fault", fault="crash"),
+        event("n2", 2.5, "isis", "view_change", peer="n1", view="n2,n3"),
+    ]
+    (row,) = metrics.fault_windows(events_frame(spark, ev)).collect()
+    assert (row["fault"], row["start"], row["end"], row["last"]) == ("crash", 2.0, None, None)
+
+
+def test_latency_outside_the_windows_leaves_out_every_message_that_overlaps_one(
+    windowed: DataFrame,
+) -> None:
+    from gossamer.analysis import job
+
+    lat = metrics.windowed_latencies(windowed, metrics.fault_windows(windowed)).collect()
+    places = {
+        r["msg"]: "crash" if r["in_crash"] else "partition" if r["in_fault"] else "outside"
+        for r in lat
+    }
+    assert places == PLACES
+    assert all(r["in_fault"] for r in lat if r["in_crash"])
+    assert len(lat) == 14
+    found = job.fault_window_latency(windowed)
+    assert [(w["fault"], w["start"], w["end"]) for w in found["windows"]] == [
+        ("crash", 10.0, 13.0),
+        ("partition", 20.0, 22.0),
+    ]
+    crash, faults = found["latency"]["outside_crash"], found["latency"]["outside_faults"]
+    # Outside the crash window: n2/1, n2/4, n2/5, n3/6 (3 + 2 + 2 + 2 deliveries).
+    assert crash["count"] == 9 and crash["max"] == pytest.approx(3.1)
+    # Outside both: n2/1, n2/4, n3/6; the slowest is n2/4 at n3 (0.3 s).
+    assert faults["count"] == 7 and faults["max"] == pytest.approx(0.3)
+    assert faults["p50"] == pytest.approx(0.1, rel=0.011)
+
+
+def test_without_a_fault_there_is_no_window_and_no_second_job(spark: SparkSession) -> None:
+    from gossamer.analysis import job
+
+    ev = _message("n1", 1, 1.0, ("n1", 1.1), ("n2", 1.2))
+    ev.append(event("n2", 3.0, "net", "fault", fault="drop"))
+    assert job.fault_window_latency(events_frame(spark, ev)) == {"windows": [], "latency": {}}

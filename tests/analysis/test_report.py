@@ -229,3 +229,90 @@ def test_text_table_says_the_gateway_latency_is_measured_inside_the_server() -> 
     line = next(x for x in report.text_table(s).splitlines() if x.startswith("latency"))
     assert line.startswith("latency gateway: p50 0.0 ms")
     assert line.endswith("deliveries (inside the server: route to hand-over)")
+    assert "<td>gateway (inside the server: route to hand-over)</td>" in report.render_html(s)
+
+
+def windowed_summary() -> dict[str, Any]:
+    """``lab_summary()`` with ISIS fault windows: h2 cut off at 106, h1 crashed at 113."""
+    s = lab_summary()
+    row = {"count": 3, "mean": 0.01, "p50": 0.01, "p90": 0.02, "p99": 0.02, "max": 0.02}
+    s["metrics"]["isis_fault_windows"] = {
+        "windows": [
+            {"fault": "partition", "node": "h2", "start": 106.0, "end": 108.0, "last": None},
+            {"fault": "crash", "node": "h1", "start": 113.0, "end": 117.25, "last": "h4"},
+        ],
+        "latency": {
+            "outside_crash": dict(row, count=2, p50=0.004, p99=0.9),
+            "outside_faults": dict(row, count=1, p50=0.003, p99=0.25),
+        },
+    }
+    return s
+
+
+def test_isis_latency_is_shown_overall_and_outside_each_kind_of_fault_window() -> None:
+    s = windowed_summary()
+    html = report.render_html(s)
+    section = html[html.index("<h3>ISIS latency outside the fault windows</h3>") :]
+    section = section[: section.index("</p>")]
+    rows = section.split("<tr>")[2:]
+    assert rows[0].startswith("<td>overall (every delivery)</td>")
+    assert rows[1].startswith("<td>outside the crash windows</td>") and ">900</td>" in rows[1]
+    assert rows[2].startswith("<td>outside every fault window (crash or partition)</td>")
+    assert ">250</td>" in rows[2] and len(rows) == 3
+    # The windows on the report's clock, with what ended each.
+    assert "partition h2 6.00-8.00 s (to its heal)" in section
+    assert "crash h1 13.00-17.25 s (until h4, the last correct member" in section
+    lines = [x for x in report.text_table(s).splitlines() if x.startswith("latency isis")]
+    assert lines[1] == (
+        "latency isis outside the crash windows: p50 4.0 ms, p99 900.0 ms, max 20.0 ms over 2 "
+        "deliveries (crash h1 13.00-17.25 s; seconds since the workload started)"
+    )
+    assert lines[2].startswith("latency isis outside every fault window (crash or partition)")
+    assert lines[2].endswith(
+        "(partition h2 6.00-8.00 s, crash h1 13.00-17.25 s; seconds since the workload started)"
+    )
+    # A loopback partition, traced by each node at its own instant, is one window.
+    loopback = [
+        {"fault": "partition", "node": n, "start": 106.0 + d, "end": 108.0 + d, "last": None}
+        for n, d in (("h1", 0.0), ("h2", 0.01), ("h3", 0.02))
+    ]
+    s["metrics"]["isis_fault_windows"]["windows"][:1] = loopback
+    assert "partition (3 nodes) 6.00-8.00 s (to its heal); crash h1" in report.render_html(s)
+    assert "(partition (3 nodes) 6.00-8.00 s, crash h1" in report.text_table(s)
+    del s["metrics"]["isis_fault_windows"]["windows"][:3]
+    # Without a partition, there is no second scope; without any window, no table.
+    assert "outside every fault window" not in report.text_table(s)
+    s["metrics"]["isis_fault_windows"] = {"windows": [], "latency": {}}
+    assert "no crash or partition, hence no fault window" in report.render_html(s)
+    assert len([x for x in report.text_table(s).splitlines() if "latency isis" in x]) == 1
+
+
+def test_violation_times_count_from_the_run_start_as_the_axes_do() -> None:
+    s = lab_summary()
+    s["verdict"] = "fail"
+    s["counts"] = {"pass": 0, "fail": 1, "skipped": 1}
+    s["checks"][0].update(
+        name="discovery.crash_detection",
+        status="fail",
+        violations=1,
+        columns=["crashed", "observer", "crashed_at", "at", "detail"],
+        first_violations=[
+            {
+                "crashed": "h1",
+                "observer": "h3",
+                "crashed_at": 113.25,
+                "at": "h3.jsonl:40",
+                "detail": "h1 crashed at t=113.250 and h3 removed it 9.500 s later",
+            }
+        ],
+    )
+    s["scenario"]["lab"]["expected_checks"].append("discovery.crash_detection")
+    html = report.render_html(s)
+    assert "h1 crashed at 13.250 s and h3 removed it 9.500 s later" in html
+    assert '<td class="n">13.25</td>' in html and "<td>h3.jsonl:40</td>" in html
+    assert "113.25" not in html
+    text = report.text_table(s)
+    assert "h1 crashed at 13.250 s and h3 removed it 9.500 s later" in text
+    # One mechanism for every table: the detections table too.
+    row = {"crashed": "h1", "crashed_at": 113.0, "removed_at": 116.5, "seconds": 3.5, "t": 100}
+    assert report.on_run_clock(row, 100.0) == dict(row, crashed_at=13.0, removed_at=16.5, t=0.0)

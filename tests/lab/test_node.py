@@ -142,7 +142,10 @@ def test_three_nodes_compose_every_layer_and_exit_cleanly(tmp_path: Path) -> Non
         for layer, kind in [("discovery", "peer_up"), ("isis", "deliver"),
                             ("isis", "multicast"), ("snapshot", "local_state"),
                             ("gossip", "deliver"), ("link", "deliver"), ("link", "send"),
-                            ("gateway", "deliver"), ("gateway", "ack")]:
+                            ("gateway", "deliver"), ("gateway", "ack"),
+                            # the node's gateway clients trace their side too
+                            ("gateway", "client_ready"), ("gateway", "client_send"),
+                            ("gateway", "client_recv")]:
             assert seen[(layer, kind)] > 0, (node, layer, kind)
         # Peers are named by node id, never by address (the analysis joins on ids).
         peers = {e.peer for e in events if e.layer in ("discovery", "link") and e.peer}

@@ -155,10 +155,10 @@ def test_clients_identify_exchange_and_reconnect_after_a_reset() -> None:
         streams.add_node(name, sim.network.add_host(name), 1, factory, listen=False)
     target = {"application": "app", "ops": [{"path": "/name", "op": "$eq", "to": {"value": "b"}}]}
     streams.local("a", lambda c, now: c.core.dispatch(
-        "SEND", {"target": target, "nonce": 1, "payload": "hi"}), when=1.0)
+        "SEND", {"target": target, "nonce": 1, "payload": "hi"}, now), when=1.0)
     streams.reset("b", "gw", 2.0)
     streams.local("a", lambda c, now: c.core.dispatch(
-        "SEND", {"target": target, "nonce": 2, "payload": "again"}), when=5.0)
+        "SEND", {"target": target, "nonce": 2, "payload": "again"}, now), when=5.0)
     sim.run(6.0)
     readies = [(n, e.reconnect) for n, e in events if isinstance(e, Ready)]
     assert sorted(readies) == [("a", False), ("b", False), ("b", True)]

@@ -150,3 +150,49 @@ def test_encoder_refuses_values_outside_uint32(value: int) -> None:
         isis.encode(isis.DataMessage(sender=1, msg_id=value, data=b""))
     with pytest.raises(ValueError, match="msg_id"):
         isis.encode(isis.DataMessage(sender=1, msg_id=value, data=bytes(4)))
+    for msg in (
+        isis.AckMessage(sender=1, msg_id=value, proposed_seq=1, proposer=1),
+        isis.SeqMessage(sender=1, msg_id=value, final_seq=1, final_seq_proposer=1),
+        isis.SeqAckMessage(sender=1, msg_id=value, ack_sender=1),
+    ):
+        with pytest.raises(ValueError, match="msg_id"):
+            isis.encode(msg)
+
+
+def _general_batch(data: bytes) -> list[isis.IsisMessage]:
+    """A batch read one message at a time with the general decoder."""
+    buf = Buffer(data)
+    out = [isis.pull_isis(buf)]
+    while not buf.eof():
+        out.append(isis.pull_isis(buf))
+    return out
+
+
+@given(st.lists(messages, min_size=1, max_size=12))
+def test_a_batch_decodes_to_its_messages_and_encode_matches_push(
+    batch: list[isis.IsisMessage],
+) -> None:
+    data = b""
+    for msg in batch:
+        pushed = bytearray()
+        isis.push_isis(pushed, msg)
+        assert isis.encode(msg) == bytes(pushed)  # the fast encoder: the same bytes
+        data += bytes(pushed)
+    assert isis.decode_batch(data) == batch
+
+
+@given(st.lists(messages, min_size=1, max_size=6), st.binary(max_size=24), st.integers(0, 200))
+def test_a_damaged_batch_fails_as_the_general_decoder_does(
+    batch: list[isis.IsisMessage], garbage: bytes, cut: int
+) -> None:
+    data = b"".join(isis.encode(msg) for msg in batch)
+    for damaged in (data[: cut % (len(data) + 1)], data + garbage, garbage + data, b""):
+        try:
+            expected: object = _general_batch(damaged)
+        except DecodeError as exc:
+            expected = exc.reason
+        try:
+            got: object = isis.decode_batch(damaged)
+        except DecodeError as exc:
+            got = exc.reason
+        assert got == expected

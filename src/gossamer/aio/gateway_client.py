@@ -23,6 +23,12 @@ The protocol does not acknowledge a SEND or BROADCAST: when the gateway refuses 
 lack of a route (op 3 ``no_route`` after the fact), the next ``send()`` raises
 ``NoRouteError`` for it (its ``nonce`` in ``fields``), as a socket reports an
 asynchronous error on its next call.
+
+``tracer=`` records the client's side of the gateway (``layer=gateway``,
+``client_send`` and ``client_recv``, named by nonce: ``gossamer.proto.gateway.tracing``),
+from which ``gossamer analyze`` measures latency from client to client. A traced
+``send()`` without a nonce gets one (``<client_id>/<n>``), so that its receipts can be
+joined to it; untraced, the wire is as the caller wrote it.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from gossamer.proto.gateway.client import (
     parse_dsn,
     typed,
 )
+from gossamer.trace.sink import Tracer
 
 __all__ = [
     "GatewayClient",
@@ -149,6 +156,7 @@ class GatewayClient:
         reconnect_max: float = 30.0,
         open_timeout: float = 10.0,
         max_size: int = 1 << 20,
+        tracer: Tracer | None = None,
     ) -> None:
         self.dsn = dsn if isinstance(dsn, Dsn) else parse_dsn(dsn)
         self.core = ClientCore(
@@ -167,6 +175,7 @@ class GatewayClient:
             ),
             rng=rng or random.Random(),
             metadata=metadata,
+            tracer=tracer,
         )
         if self.dsn.secure and ssl is None:
             ssl = ssl_module.create_default_context()
@@ -186,6 +195,7 @@ class GatewayClient:
         )
         self._closed = False
         self._no_routes: list[Invalid] = []
+        self._nonces = 0
         self.invalids: list[Invalid] = []
         self.errors: list[ServerError] = []
         self.goodbyes = 0
@@ -301,6 +311,8 @@ class GatewayClient:
             raise NoRouteError(
                 "the gateway found no client for an earlier send", nonce=refused.nonce
             ) from GatewayInvalidError(refused.error, extra_info=refused.extra_info)
+        if nonce is None and self.core.tracing:
+            nonce = self._nonce()
         event = "BROADCAST" if broadcast else "SEND"
         self._dispatch(event, {"target": to, "nonce": nonce, "payload": data})
 
@@ -364,7 +376,13 @@ class GatewayClient:
 
     def _dispatch(self, event: str, d: dict[str, Any]) -> None:
         self._check_open()
-        self._pump.call(lambda _now: self.core.dispatch(event, d))
+        self._pump.call(lambda at: self.core.dispatch(event, d, at))
+
+    def _nonce(self) -> str:
+        """A nonce for a traced send that has none: unique within the run as long as
+        client ids are (``<client_id>/<n>``), so its receipts can be joined to it."""
+        self._nonces += 1
+        return f"{self.client_id}/{self._nonces}"
 
     def _expect(self, nonce: Any, kind: str) -> asyncio.Future[Any]:
         self._check_open()

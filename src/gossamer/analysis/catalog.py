@@ -86,6 +86,10 @@ class Check:
     order: tuple[str, ...]
     run: Callable[[DataFrame, CheckInputs], DataFrame]
     needs: tuple[str, ...] = ()
+    #: Event kinds of its layer the check needs at least one of (none: any event of the
+    #: layer will do); without them it is skipped, e.g. when the gateway's clients do
+    #: not trace.
+    kinds: tuple[str, ...] = ()
     shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
 
     @builtins.property  # the field ``property`` hides the builtin in this class body
@@ -216,6 +220,14 @@ CHECKS: tuple[Check, ...] = (
         property="queues lose nothing and never redeliver a message after its ack is stored",
         order=("problem", "msg"),
         run=lambda e, i: gateway.queues(e),
+    ),
+    Check(
+        name="gateway.client_delivery",
+        property="every SEND or BROADCAST a client sent and the gateway routed reached each "
+        "target client (end to end, from the clients' own traces)",
+        order=("msg", "client"),
+        run=lambda e, i: gateway.client_delivery(e),
+        kinds=("client_send",),
     ),
     Check(
         name="demo.pings",

@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from gossamer.analysis import catalog, fsio, metrics, report
+from gossamer.analysis import catalog, client_latency, fsio, metrics, report
 from gossamer.analysis.checks import discovery, gossip, isis
 from gossamer.analysis.checks.common import UNFINISHED, clean_stops, correct_nodes
 from gossamer.analysis.load import InputReport, load_run, nodes_frame
@@ -29,6 +29,8 @@ __all__ = [
     "Analysis",
     "CheckResult",
     "analyze",
+    "client_latency_tables",
+    "fault_window_latency",
     "latency_tables",
     "latency_tables_from",
     "run_check",
@@ -123,10 +125,14 @@ def run_check(
     present: set[str],
     listed: int = 10,
 ) -> CheckResult:
-    """Run one check: skip it without events of its layer or without its bounds."""
+    """Run one check: skip it without events of its layer (or of the kinds it needs,
+    ``layer/kind`` in ``present``) or without its bounds."""
     base: dict[str, Any] = {"name": check.name, "layer": check.layer, "property": check.property}
     if check.layer not in present:
         return CheckResult(**base, status="skipped", violations=0, note=f"no {check.layer} events")
+    if check.kinds and not any(f"{check.layer}/{kind}" in present for kind in check.kinds):
+        note = f"no {check.layer} {' or '.join(check.kinds)} events"
+        return CheckResult(**base, status="skipped", violations=0, note=note)
     missing = [p for p in check.needs if p not in inputs.params]
     if missing:
         note = "needs " + ", ".join(f"--param {p}=..." for p in missing)
@@ -230,22 +236,73 @@ def latency_tables_from(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     per_node: list[dict[str, Any]] = []
     cdf: dict[str, list[float]] = {}
     for (layer, node), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        stats = metrics.histogram_summary(members, points=100)
-        qs = stats["quantiles"]
-        row = {
-            "layer": layer,
-            **({"node": node} if node is not None else {}),
-            "count": stats["count"],
-            "mean": stats["mean"],
-            **{f"p{round(p * 100)}": qs[round(p * 100)] for p in metrics.QUANTILES},
-            "max": stats["max"],
-        }
+        row, qs = _latency_row(members)
+        row = {"layer": layer, **({"node": node} if node is not None else {}), **row}
         if node is None:
             per_layer.append(row)
             cdf[layer] = qs
         else:
             per_node.append(row)
     return {"by_layer": per_layer, "by_node": per_node, "cdf": _jsonable(cdf)}
+
+
+def client_latency_tables(events: DataFrame) -> dict[str, Any]:
+    """End-to-end gateway latency, client send to each client's receipt, per dispatch
+    type (``by_type``: SEND, BROADCAST, QUEUE), per receiving node and as a CDF per
+    type, from the clients' own trace events (``client_latency.client_latencies``)."""
+    histogram = metrics.latency_histogram(client_latency.client_latencies(events))
+    tables = latency_tables_from(_rows(histogram))
+    rename = [{"type": r.pop("layer"), **r} for r in (dict(r) for r in tables["by_layer"])]
+    by_node = [{"type": r.pop("layer"), **r} for r in (dict(r) for r in tables["by_node"])]
+    return {"by_type": rename, "by_node": by_node, "cdf": tables["cdf"]}
+
+
+def _gateway_end_to_end(events: DataFrame, latency: Mapping[str, Any]) -> dict[str, Any]:
+    """``client_latency_tables``, labelled, with the server's own figure beside it."""
+    server = [r for r in latency["by_layer"] if r["layer"] == "gateway"]
+    return {
+        "label": report.END_TO_END,
+        **client_latency_tables(events),
+        "inside_the_server": {"label": report.INSIDE_THE_SERVER, **server[0]} if server else None,
+    }
+
+
+def _latency_row(members: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], list[float]]:
+    """``count, mean, p50, p90, p99, max`` of histogram rows, and their 101 quantiles."""
+    stats = metrics.histogram_summary(members, points=100)
+    qs = stats["quantiles"]
+    row = {
+        "count": stats["count"],
+        "mean": stats["mean"],
+        **{f"p{round(p * 100)}": qs[round(p * 100)] if qs else None for p in metrics.QUANTILES},
+        "max": stats["max"],
+    }
+    return row, qs
+
+
+def fault_window_latency(events: DataFrame) -> dict[str, Any]:
+    """The ISIS fault windows (``metrics.fault_windows``) and ISIS latency outside them.
+
+    ``windows``: one row per crash or partition (trace times); ``latency``: for scopes
+    ``metrics.OUTSIDE_CRASH`` and ``metrics.OUTSIDE_FAULTS``, the same figures as
+    ``latency_tables``' rows, from one histogram job. Without any window there is no
+    second job (``latency`` is empty): every message is outside, and the overall
+    figures say it all.
+    """
+    found = metrics.fault_windows(events).orderBy("start", "fault", "node").collect()
+    if not found:
+        return {"windows": [], "latency": {}}
+    # The few windows found, not their plan: the histogram job then does not recompute them.
+    windows = events.sparkSession.createDataFrame(found, metrics.fault_windows(events).schema)
+    rows = _rows(metrics.windowed_latency_histogram(events, windows))
+    by_scope: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_scope.setdefault(r["scope"], []).append(r)
+    latency = {
+        scope: _latency_row(by_scope.get(scope, []))[0]
+        for scope in (metrics.OUTSIDE_CRASH, metrics.OUTSIDE_FAULTS)
+    }
+    return {"windows": [_jsonable(r.asDict()) for r in found], "latency": _jsonable(latency)}
 
 
 #: What the summary's ``scenario`` block copies from ``run.json`` (``lab``: placement,
@@ -258,16 +315,22 @@ _TRAFFIC = ("sent", "bytes_sent", "received", "bytes_received", "delivered", "re
 def _node_metrics(events: DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
     """Traffic per layer and node, and fault counts, from one pass."""
     rows = _rows(metrics.per_node(events).orderBy("layer", "node", "fault"))
+    # A byte count is None where no event carried a size (``metrics.traffic``): kept so.
     traffic_rows = [
-        {"layer": r["layer"], "node": r["node"], **{k: int(r[k] or 0) for k in _TRAFFIC}}
+        {
+            "layer": r["layer"],
+            "node": r["node"],
+            **{k: None if r[k] is None else int(r[k]) for k in _TRAFFIC},
+        }
         for r in rows
         if r["layer"] != "net"
     ]
-    totals: dict[str, dict[str, int]] = {}
+    totals: dict[str, dict[str, int | None]] = {}
     for r in traffic_rows:
-        t = totals.setdefault(r["layer"], dict.fromkeys(_TRAFFIC, 0))
+        t = totals.setdefault(r["layer"], dict.fromkeys(_TRAFFIC))
         for k in _TRAFFIC:
-            t[k] += r[k]
+            if r[k] is not None:
+                t[k] = (t[k] or 0) + r[k]
     fault_rows = [
         {"fault": r["fault"], "node": r["node"], "count": int(r["faults"])}
         for r in rows
@@ -429,7 +492,9 @@ def analyze(
         inputs = catalog.CheckInputs(
             nodes=nodes_frame(spark, found) if found.empty_files else None, params=resolved
         )
+        # Layers with events, and ``layer/kind`` pairs (for checks that need some kinds).
         present = {layer for layer, n in found.layers.items() if n}
+        present |= {name for name, n in found.kinds.items() if n}
         results = tuple(
             pool.map(
                 lambda c: run_check(c, events, inputs, present=present, listed=listed),
@@ -440,8 +505,11 @@ def analyze(
         t_min, t_max = found.t_min, found.t_max
         # The latency job changes a session setting while it runs: it runs alone.
         latency = _latency_metrics(events, found)
+        if found.kinds.get("gateway/client_recv"):
+            latency["gateway_end_to_end"] = _gateway_end_to_end(events, latency)
         per_node = pool.submit(_node_metrics, events)
         timelines = pool.submit(_timelines, events, t_min, t_max)
+        windowed = pool.submit(fault_window_latency, events) if "isis" in present else None
         layer_metrics = pool.submit(
             _layer_metrics,
             events,
@@ -469,6 +537,8 @@ def analyze(
             },
             **layer_metrics.result(),
         }
+        if windowed is not None:
+            measured["isis_fault_windows"] = windowed.result()
     finally:
         pool.shutdown(cancel_futures=True)
         if cached:

@@ -17,8 +17,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks import discovery, gossip
-from gossamer.analysis.checks.common import faults, layer_events
+from gossamer.analysis.checks import discovery, gossip, isis
+from gossamer.analysis.checks.common import crashed_nodes, faults, layer_events, outages
 
 __all__ = [
     "BROADCAST_ORIGINS_LIMIT",
@@ -27,12 +27,15 @@ __all__ = [
     "HISTOGRAM_BASE",
     "HISTOGRAM_FLOOR",
     "ORIGIN_KINDS",
+    "OUTSIDE_CRASH",
+    "OUTSIDE_FAULTS",
     "QUANTILES",
     "activity",
     "bucket_value",
     "depth_histogram",
     "fault_counts",
     "fault_timeline",
+    "fault_windows",
     "histogram_summary",
     "is_origin",
     "latencies",
@@ -44,6 +47,8 @@ __all__ = [
     "time_range",
     "timeline",
     "traffic",
+    "windowed_latencies",
+    "windowed_latency_histogram",
 ]
 
 #: The event that starts a message, per layer: the application's request (an ISIS
@@ -124,8 +129,9 @@ def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFram
     )
 
 
-def latency_histogram(lat: DataFrame) -> DataFrame:
-    """``layer, node, bucket, count, total, low, high``: a log-bucket histogram per node.
+def latency_histogram(lat: DataFrame, by: Sequence[str] = ("layer", "node")) -> DataFrame:
+    """``by..., bucket, count, total, low, high``: a log-bucket histogram per group
+    (``by``: per layer and node unless told otherwise).
 
     Small whatever the run's size (a few hundred buckets per node), mergeable across
     nodes, and read by ``histogram_summary``; ``total``, ``low`` and ``high`` are the
@@ -135,7 +141,7 @@ def latency_histogram(lat: DataFrame) -> DataFrame:
         F.col("latency") > HISTOGRAM_FLOOR,
         F.floor(F.log(F.col("latency") / HISTOGRAM_FLOOR) / math.log(HISTOGRAM_BASE)),
     ).otherwise(-1)
-    return lat.groupBy("layer", "node", bucket.cast("int").alias("bucket")).agg(
+    return lat.groupBy(*by, bucket.cast("int").alias("bucket")).agg(
         F.count("*").alias("count"),
         F.sum("latency").alias("total"),
         F.min("latency").alias("low"),
@@ -207,14 +213,17 @@ def latency_summary(lat: DataFrame, by: Sequence[str] = ("layer",)) -> DataFrame
 
 def _traffic_columns() -> list[Column]:
     """The traffic aggregates: messages and bytes sent and received, deliveries,
-    retransmissions (``traffic`` and ``per_node`` count the same way)."""
+    retransmissions (``traffic`` and ``per_node`` count the same way).
+
+    Bytes add up the sizes the events carry; where none carries one (snapshot markers
+    travel inside other layers' datagrams) the sum is null, shown blank, not 0."""
     kind = F.col("kind")
-    size = F.coalesce(F.col("size"), F.lit(0))
+    size = F.col("size")
     return [
         F.count(F.when(kind == "send", 1)).alias("sent"),
-        F.sum(F.when(kind == "send", size).otherwise(0)).alias("bytes_sent"),
+        F.sum(F.when(kind == "send", size)).alias("bytes_sent"),
         F.count(F.when(kind == "recv", 1)).alias("received"),
-        F.sum(F.when(kind == "recv", size).otherwise(0)).alias("bytes_received"),
+        F.sum(F.when(kind == "recv", size)).alias("bytes_received"),
         F.count(F.when(kind == "deliver", 1)).alias("delivered"),
         F.count(F.when(kind == "retransmit", 1)).alias("retransmitted"),
     ]
@@ -330,3 +339,126 @@ def membership_timeline(
         "bin",
         F.coalesce(F.last("size", ignorenulls=True).over(upto), F.lit(0)).alias("size"),
     )
+
+
+# -- fault windows: ISIS latency outside the time a crash or partition held it up --------------
+
+#: The latency scopes of ``windowed_latencies``: deliveries of messages whose lifetime
+#: overlaps no crash window, and those overlapping no fault window at all.
+OUTSIDE_CRASH, OUTSIDE_FAULTS = "outside_crash", "outside_faults"
+
+
+def fault_windows(events: DataFrame) -> DataFrame:
+    """``fault, node, start, end, last``: when an injected fault held up the ISIS group.
+
+    A total order waits for every member of the view, so a fault delays messages until
+    the group has dealt with it; these windows say when, from the traces alone:
+
+    * ``crash``: from the crash of ISIS member ``node`` (``net/fault``, ``crash``) to the
+      moment the last correct ISIS member installed a view without it (its first
+      ``isis/view_change`` naming it as ``peer``; a removal before the crash counts as
+      at the crash). ``last`` is that member. ``end`` is null when some correct member
+      never removed it: the window lasts to the end of the run.
+    * ``partition``: from a partition of ``node`` to its heal (``end`` null: never
+      healed); a member cut off cannot answer, so nothing is ordered without it.
+      ``last`` is null.
+
+    Correct members are the nodes with ISIS events that never crashed (as the
+    checkers' correct nodes). Small: one row per crash or partition.
+    """
+    members = layer_events(events, isis.LAYER).select("node").distinct()
+    crashes = crashed_nodes(events).join(members, "node", "left_semi")
+    survivors = members.join(crashes, "node", "left_anti").select(F.col("node").alias("survivor"))
+    removals = (
+        layer_events(events, isis.LAYER, "view_change")
+        .groupBy(F.col("node").alias("survivor"), F.col("peer").alias("node"))
+        .agg(F.min("t").alias("removed_at"))
+    )
+    handled = F.greatest(F.col("removed_at"), F.col("crashed_at"))
+    crash_windows = (
+        crashes.crossJoin(survivors)
+        .join(removals, ["survivor", "node"], "left")
+        .groupBy("node", "crashed_at")
+        .agg(
+            F.count_if(F.col("removed_at").isNull()).alias("never"),
+            F.max(handled).alias("handled_at"),
+            F.max_by("survivor", handled).alias("last"),
+        )
+        .select(
+            F.lit("crash").alias("fault"),
+            "node",
+            F.col("crashed_at").alias("start"),
+            F.when(F.col("never") == 0, F.col("handled_at")).alias("end"),
+            F.when(F.col("never") == 0, F.col("last")).alias("last"),
+        )
+    )
+    partition_windows = (
+        outages(events)
+        .where(F.col("outage") == "partition")
+        .select(
+            F.lit("partition").alias("fault"),
+            "node",
+            "start",
+            "end",
+            F.lit(None).cast("string").alias("last"),
+        )
+    )
+    return crash_windows.unionByName(partition_windows)
+
+
+def windowed_latencies(events: DataFrame, windows: DataFrame) -> DataFrame:
+    """``node, msg, latency, in_crash, in_fault``: each ISIS delivery, and its message's
+    relation to the ``fault_windows``.
+
+    A message's lifetime runs from its multicast to its last delivery at any node; it
+    is in a window when the two intervals overlap (a window without an ``end`` lasts
+    to the end of the run). ``in_crash``: it overlaps a crash window; ``in_fault``: a
+    window of any fault. ``latency`` is as in ``latencies``.
+    """
+    started = isis.multicasts(events).groupBy("msg").agg(F.min("t").alias("t0"))
+    lat = (
+        isis.deliveries(events)
+        .join(started, "msg")
+        .select("node", "msg", "t0", (F.col("t") - F.col("t0")).alias("latency"))
+    )
+    spans = lat.groupBy("msg").agg(
+        F.min("t0").alias("born"), F.max(F.col("t0") + F.col("latency")).alias("done")
+    )
+    w = windows.select(
+        F.col("fault").alias("w_fault"),
+        F.col("start").alias("w_start"),
+        F.col("end").alias("w_end"),
+    )
+    overlaps = (F.col("w_start") <= F.col("done")) & (
+        F.col("w_end").isNull() | (F.col("w_end") >= F.col("born"))
+    )
+    flags = (
+        spans.join(F.broadcast(w), overlaps)
+        .groupBy("msg")
+        .agg(
+            F.max((F.col("w_fault") == "crash").cast("int")).alias("crash"),
+            F.count("*").alias("any"),
+        )
+    )
+    return lat.join(flags, "msg", "left").select(
+        "node",
+        "msg",
+        "latency",
+        (F.coalesce(F.col("crash"), F.lit(0)) > 0).alias("in_crash"),
+        F.col("any").isNotNull().alias("in_fault"),
+    )
+
+
+def windowed_latency_histogram(events: DataFrame, windows: DataFrame) -> DataFrame:
+    """``scope, bucket, count, total, low, high``: ``latency_histogram`` of the ISIS
+    deliveries outside the crash windows (``scope`` = ``OUTSIDE_CRASH``) and outside
+    every fault window (``OUTSIDE_FAULTS``), from one pass (``windowed_latencies``)."""
+    lat = windowed_latencies(events, windows)
+    scopes = F.array(
+        F.when(~F.col("in_crash"), F.lit(OUTSIDE_CRASH)),
+        F.when(~F.col("in_fault"), F.lit(OUTSIDE_FAULTS)),
+    )
+    scoped = lat.select(F.explode(scopes).alias("scope"), "latency").where(
+        F.col("scope").isNotNull()
+    )
+    return latency_histogram(scoped, by=("scope",))

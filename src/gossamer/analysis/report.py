@@ -8,6 +8,7 @@ bug report.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -15,7 +16,12 @@ from typing import Any
 from gossamer.analysis import svg
 
 __all__ = [
+    "END_TO_END",
+    "INSIDE_THE_SERVER",
+    "fault_window_lines",
+    "gateway_latency_lines",
     "listed_checks",
+    "on_run_clock",
     "plots",
     "render_html",
     "status_text",
@@ -38,6 +44,11 @@ th{background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .plots svg{display:block;margin:10px 0;border:1px solid #eee;max-width:100%;height:auto}
 code{background:#f4f4f4;padding:0 3px}
 """
+
+
+#: How the two gateway latencies are labelled wherever they are shown.
+END_TO_END = "end to end, client to client"
+INSIDE_THE_SERVER = "inside the server: route to hand-over"
 
 
 def _badge(status: str, text: str | None = None) -> str:
@@ -82,6 +93,32 @@ def time_origin(summary: Mapping[str, Any]) -> tuple[float, str]:
     return float(summary["metrics"]["time_range"]["start"]), "seconds since the first event"
 
 
+#: A trace time written into a checker's text (``detail``): ``t=<seconds>``.
+_TRACE_TIME = re.compile(r"\bt=(-?[0-9]+(?:\.[0-9]+)?)")
+
+
+def _is_time_column(name: str) -> bool:
+    """Whether a violation column holds a trace time: ``t``, or a name ending in ``_at``
+    (``crashed_at``; not ``at``, which is a ``file:line``)."""
+    return name == "t" or name.endswith("_at")
+
+
+def on_run_clock(row: Mapping[str, Any], origin: float) -> dict[str, Any]:
+    """A violation (or table) row with its trace times counted from ``origin``
+    (``time_origin``): time columns (``_is_time_column``) shifted, and each ``t=<seconds>``
+    in its text written as ``<seconds> s``. ``summary.json`` keeps the trace times;
+    what a reader sees counts from the run's start, like the time axes."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if _is_time_column(key) and isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = round(float(value) - origin, 6)
+        elif isinstance(value, str):
+            out[key] = _TRACE_TIME.sub(lambda m: f"{float(m.group(1)) - origin:.3f} s", value)
+        else:
+            out[key] = value
+    return out
+
+
 def plots(summary: Mapping[str, Any]) -> list[str]:
     """The report's SVG plots, for the metrics the run has."""
     m = summary.get("metrics", {})
@@ -104,6 +141,7 @@ def plots(summary: Mapping[str, Any]) -> list[str]:
                 y_min=0.0,
             )
         )
+    out.extend(_gateway_latency_plot(m))
     matrix = m.get("isis", {}).get("order_matrix")
     if matrix:
         out.append(
@@ -202,7 +240,7 @@ def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]
     groups: list[tuple[float, str, list[str]]] = []
     for r in m.get("faults", {}).get("outages", []):
         t, fault, node = float(r["t"]) - origin, str(r["fault"]), str(r["node"])
-        same = next((g for g in groups if g[1] == fault and abs(g[0] - t) < 0.5), None)
+        same = next((g for g in groups if g[1] == fault and _close(g[0], t)), None)
         if same is None:
             groups.append((t, fault, [node]))
         elif node not in same[2]:
@@ -211,6 +249,18 @@ def _outage_marks(m: Mapping[str, Any], origin: float) -> list[tuple[float, str]
         (t, f"{fault} {nodes[0]}" if len(nodes) == 1 else f"{fault} ({len(nodes)} nodes)")
         for t, fault, nodes in groups
     ]
+
+
+#: Seconds within which one fault traced by several nodes is the same fault (a loopback
+#: partition is traced by every node, each at its own instant).
+_SAME_FAULT = 0.5
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    """Two traced instants of one fault (``None``: never, e.g. a window without an end)."""
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) < _SAME_FAULT
 
 
 def _crashes(m: Mapping[str, Any], origin: float) -> dict[str, float]:
@@ -307,6 +357,7 @@ def _not_listed(summary: Mapping[str, Any]) -> str:
 
 
 def _checks_section(summary: Mapping[str, Any]) -> str:
+    origin = _origin(summary)
     head = "".join(
         f"<th>{h}</th>" for h in ("check", "status", "violations", "unfinished", "property", "note")
     )
@@ -324,14 +375,16 @@ def _checks_section(summary: Mapping[str, Any]) -> str:
             shown = len(c["first_violations"])
             parts.append(
                 f"<h3><code>{escape(c['name'])}</code>: first {shown} of "
-                f"{c['violations']:,} violations</h3>" + _table(columns, c["first_violations"])
+                f"{c['violations']:,} violations</h3>"
+                + _table(columns, [on_run_clock(r, origin) for r in c["first_violations"]])
             )
         if c.get("first_unfinished"):
             shown = len(c["first_unfinished"])
             parts.append(
                 f"<h3><code>{escape(c['name'])}</code>: first {shown} of {c['unfinished']:,} "
                 "unfinished at a clean stop (not violations: the run stopped before they "
-                "could finish)</h3>" + _table(columns, c["first_unfinished"])
+                "could finish)</h3>"
+                + _table(columns, [on_run_clock(r, origin) for r in c["first_unfinished"]])
             )
     return "".join(parts)
 
@@ -357,7 +410,8 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     parts = ["<h2>Metrics</h2>"]
     lat = [
         {
-            "layer": r["layer"],
+            # Both ends of the gateway's figure are the server's (its table below says so).
+            "layer": f"gateway ({INSIDE_THE_SERVER})" if r["layer"] == "gateway" else r["layer"],
             "deliveries": r["count"],
             "p50 ms": _ms(r["p50"]),
             "p90 ms": _ms(r["p90"]),
@@ -369,13 +423,8 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
     if lat:
         parts.append("<h3>Latency, send to deliver</h3>")
         parts.append(_table(["layer", "deliveries", "p50 ms", "p90 ms", "p99 ms", "max ms"], lat))
-        if any(r["layer"] == "gateway" for r in lat):
-            parts.append(
-                '<p class="meta">gateway: from the server\'s <code>route</code> (or '
-                "<code>enqueue</code>) to its hand-over to the client's connection, both "
-                "traced by the server, hence near 0: not the end-to-end latency between "
-                "clients, which the clients do not trace.</p>"
-            )
+        parts.extend(_gateway_latency_html(m))
+        parts.append(_fault_windows_section(summary))
     kinds = summary["input"].get("kinds")
     traffic = [
         _traced_only({"layer": k, **v}, kinds) for k, v in sorted(m["traffic"]["by_layer"].items())
@@ -437,10 +486,135 @@ def _metrics_section(summary: Mapping[str, Any]) -> str:
                 "<h3>Discovery: crash detection</h3>"
                 + _table(
                     ["crashed", "crashed_at", "observer", "removed_at", "seconds"],
-                    d["detections"][:50],
+                    [on_run_clock(r, _origin(summary)) for r in d["detections"][:50]],
                 )
+                + f'<p class="meta">crashed_at, removed_at: {escape(time_origin(summary)[1])}'
+                "</p>"
             )
     return "".join(parts)
+
+
+def _origin(summary: Mapping[str, Any]) -> float:
+    """``time_origin``'s instant, for a summary with or without a time range."""
+    return time_origin(summary)[0] if summary.get("metrics", {}).get("time_range") else 0.0
+
+
+#: How the report names each latency scope of ``isis_fault_windows`` (``job``).
+_SCOPES = {
+    "outside_crash": "outside the crash windows",
+    "outside_faults": "outside every fault window (crash or partition)",
+}
+
+
+def _merged_windows(windows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The fault windows with those of one fault traced by several nodes merged, as the
+    outage marks are: each keeps the first's times and lists its ``nodes``."""
+    groups: list[dict[str, Any]] = []
+    for w in windows:
+        same = next(
+            (
+                g
+                for g in groups
+                if g["fault"] == w["fault"]
+                and _close(g["start"], w["start"])
+                and _close(g["end"], w["end"])
+            ),
+            None,
+        )
+        if same is None:
+            groups.append({**w, "nodes": [w["node"]]})
+        elif w["node"] not in same["nodes"]:
+            same["nodes"].append(w["node"])
+    return groups
+
+
+def _window_text(w: Mapping[str, Any], origin: float, *, brief: bool = False) -> str:
+    """One merged fault window in words, on the report's clock (``brief``: without the
+    why)."""
+    who = w["nodes"][0] if len(w["nodes"]) == 1 else f"({len(w['nodes'])} nodes)"
+    start = f"{float(w['start']) - origin:.2f}"
+    if w.get("end") is None:
+        why = "a correct member never removed it" if w["fault"] == "crash" else "never healed"
+        span = f"{w['fault']} {who} {start} s to the end of the run"
+        return span if brief else f"{span} ({why})"
+    span = f"{w['fault']} {who} {start}-{float(w['end']) - origin:.2f} s"
+    if brief:
+        return span
+    if w["fault"] == "crash":
+        last = w.get("last")
+        return f"{span} (until {last}, the last correct member, installed a view without it)"
+    return f"{span} (to its heal)"
+
+
+def _window_scopes(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``(scope, row)`` for the ISIS latency scopes this run has windows for: outside the
+    crash windows if any crash, outside every window if any other fault."""
+    fw = summary.get("metrics", {}).get("isis_fault_windows") or {}
+    faults = {w["fault"] for w in fw.get("windows", [])}
+    latency = fw.get("latency") or {}
+    out = []
+    if "crash" in faults and "outside_crash" in latency:
+        out.append(("outside_crash", latency["outside_crash"]))
+    if faults - {"crash"} and "outside_faults" in latency:
+        out.append(("outside_faults", latency["outside_faults"]))
+    return out
+
+
+def _fault_windows_section(summary: Mapping[str, Any]) -> str:
+    """ISIS latency overall and outside the fault windows, and the windows themselves."""
+    m = summary["metrics"]
+    fw = m.get("isis_fault_windows")
+    overall = next((r for r in m["latency"]["by_layer"] if r["layer"] == "isis"), None)
+    if fw is None or overall is None:
+        return ""
+    if not fw["windows"]:
+        return (
+            '<p class="meta">ISIS: no crash or partition, hence no fault window: every '
+            "delivery is outside one.</p>"
+        )
+    origin = _origin(summary)
+    rows = [("overall (every delivery)", overall)] + [
+        (_SCOPES[scope], row) for scope, row in _window_scopes(summary)
+    ]
+    table = _table(
+        ["ISIS deliveries", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"],
+        [
+            {
+                "ISIS deliveries": name,
+                "count": r["count"],
+                **{f"{k} ms": _ms(r[k]) for k in ("p50", "p90", "p99", "max")},
+            }
+            for name, r in rows
+        ],
+    )
+    windows = "; ".join(_window_text(w, origin) for w in _merged_windows(fw["windows"]))
+    return (
+        "<h3>ISIS latency outside the fault windows</h3>"
+        + table
+        + f'<p class="meta">Fault windows ({escape(time_origin(summary)[1])}): '
+        f"{escape(windows)}. A message is inside a window when its lifetime, from its "
+        "multicast to its last delivery at any node, overlaps it; all its deliveries are "
+        "then left out of the rows that are outside it.</p>"
+    )
+
+
+def fault_window_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The console's lines for ISIS latency outside the fault windows (none without one),
+    each naming its windows on the report's clock."""
+    fw = summary.get("metrics", {}).get("isis_fault_windows") or {}
+    origin, label = time_origin(summary) if fw.get("windows") else (0.0, "")
+    lines = []
+    for scope, r in _window_scopes(summary):
+        named = ", ".join(
+            _window_text(w, origin, brief=True)
+            for w in _merged_windows(fw["windows"])
+            if scope == "outside_faults" or w["fault"] == "crash"
+        )
+        lines.append(
+            f"latency isis {_SCOPES[scope]}: p50 {_ms(r['p50'])} ms, p99 {_ms(r['p99'])} ms, "
+            f"max {_ms(r['max'])} ms over {r['count']} deliveries ({named}; {label})"
+        )
+    return lines
 
 
 #: The event kind each traffic column counts (``metrics._traffic_columns``).
@@ -589,6 +763,7 @@ def render_html(summary: Mapping[str, Any]) -> str:
 def text_table(summary: Mapping[str, Any]) -> str:
     """The checks as a plain-text table, plus the latency and input lines, for a terminal."""
     checks = listed_checks(summary)
+    origin = _origin(summary)
     width = max(len(c["name"]) for c in checks)
     lines = [f"{'check':<{width}}  {'status':<7}  {'violations':>10}  note"]
     for c in checks:
@@ -597,14 +772,17 @@ def text_table(summary: Mapping[str, Any]) -> str:
             note = str(c["first_violations"][0].get("detail", ""))
         elif c.get("first_unfinished"):
             note = f"{unfinished_note(c)}, e.g. {c['first_unfinished'][0].get('detail', '')}"
+        note = on_run_clock({"note": note}, origin)["note"]
         lines.append(f"{c['name']:<{width}}  {c['status']:<7}  {c['violations']:>10}  {note}")
     for r in summary["metrics"]["latency"]["by_layer"]:
         lines.append(
             f"latency {r['layer']}: p50 {_ms(r['p50'])} ms, p99 {_ms(r['p99'])} ms, "
             f"max {_ms(r['max'])} ms over {r['count']} deliveries"
             # As in the HTML report: both ends are the server's, never the clients'.
-            + (" (inside the server: route to hand-over)" if r["layer"] == "gateway" else "")
+            + (f" ({INSIDE_THE_SERVER})" if r["layer"] == "gateway" else "")
         )
+    lines.extend(gateway_latency_lines(summary))
+    lines += fault_window_lines(summary)
     inp = summary["input"]
     lines.append(
         f"input: {inp['events']} events from {inp['files']} files, "
@@ -617,3 +795,91 @@ def text_table(summary: Mapping[str, Any]) -> str:
         f" {skipped} skipped)"
     )
     return "\n".join(lines)
+
+
+# -- gateway latency: end to end (the clients' traces) and inside the server ------------
+
+
+def _gateway_rows(m: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The gateway's latency rows, each labelled: the clients' end-to-end figure per
+    dispatch type, then the server's own (route to hand-over)."""
+    lat = m.get("latency", {})
+    rows: list[dict[str, Any]] = []
+    for r in lat.get("gateway_end_to_end", {}).get("by_type", []):
+        queued = " (waits in the queue too)" if r["type"] == "QUEUE" else ""
+        rows.append({"measured": f"{r['type']} {END_TO_END}{queued}", **r})
+    for r in lat.get("by_layer", []):
+        if r["layer"] == "gateway":
+            rows.append({"measured": INSIDE_THE_SERVER, **r})
+    return rows
+
+
+def _gateway_latency_html(m: Mapping[str, Any]) -> list[str]:
+    rows = _gateway_rows(m)
+    if not rows:
+        return []
+    shown = [
+        {
+            "gateway latency": r["measured"],
+            "count": r["count"],
+            **{k: _ms(r[k.removesuffix(" ms")]) for k in ("p50 ms", "p90 ms", "p99 ms", "max ms")},
+        }
+        for r in rows
+    ]
+    cols = ["gateway latency", "count", "p50 ms", "p90 ms", "p99 ms", "max ms"]
+    note = (
+        '<p class="meta">End to end: from the sending client\'s <code>client_send</code> '
+        "(the application handed the message over) to each receiving client's "
+        "<code>client_recv</code>, joined on the nonce; the clients are in different "
+        "processes, on lab hosts that share one machine's monotonic clock. Inside the "
+        "server: from its <code>route</code> (or <code>enqueue</code>) to its hand-over to "
+        "the receiver's connection, both traced by the server.</p>"
+    )
+    if not m.get("latency", {}).get("gateway_end_to_end"):
+        note = (
+            '<p class="meta">Only the server\'s figure: the clients of this run do not trace '
+            "(a client opened with <code>tracer=</code> does), so there is no end-to-end "
+            "latency.</p>"
+        )
+    return ["<h3>Gateway latency</h3>", _table(cols, shown), note]
+
+
+def _gateway_latency_plot(m: Mapping[str, Any]) -> list[str]:
+    lat = m.get("latency", {})
+    end_to_end = lat.get("gateway_end_to_end", {}).get("cdf", {})
+    if not end_to_end:
+        return []
+    # Legends hold 16 characters: the title says what the two kinds of curve are.
+    curves = {f"{kind} (e2e)": qs for kind, qs in sorted(end_to_end.items())}
+    if lat.get("cdf", {}).get("gateway"):
+        curves["in the server"] = lat["cdf"]["gateway"]
+    series = [
+        svg.Series(
+            name=name,
+            xs=[q * 1000 for q in qs],
+            ys=[i / (len(qs) - 1) for i in range(len(qs))] if len(qs) > 1 else [1.0],
+        )
+        for name, qs in curves.items()
+        if qs
+    ]
+    return [
+        svg.line_chart(
+            series,
+            title="Gateway latency CDF: e2e = end to end, client to client; "
+            "in the server = route to hand-over",
+            x_label="latency (ms)",
+            y_label="fraction of receipts",
+            y_min=0.0,
+        )
+    ]
+
+
+def gateway_latency_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The console's end-to-end gateway latency lines (the server's own is a latency
+    line of its layer, labelled ``INSIDE_THE_SERVER``)."""
+    by_type = summary["metrics"]["latency"].get("gateway_end_to_end", {}).get("by_type", [])
+    return [
+        f"latency gateway {r['type']} ({END_TO_END}): p50 {_ms(r['p50'])} ms, "
+        f"p99 {_ms(r['p99'])} ms, max {_ms(r['max'])} ms over {r['count']} receipts"
+        for r in by_type
+    ]

@@ -561,8 +561,9 @@ def parse_config(
     top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link",
                      "gateway"})
     top.finish()
-    # Every protocol seals with the key; Chatter's original wire encrypts with it too.
-    sealing = (discovery, gossip, isis, link)
+    # Every protocol seals with the key (the node builds its wire whatever runs: a
+    # gateway-only node needs it too); Chatter's original wire encrypts with it too.
+    sealing = (discovery, gossip, isis, link, gateway)
     if gossip.enabled or (
         node.wire is WireMode.SEALED and any(section.enabled for section in sealing)
     ):

@@ -451,7 +451,7 @@ class LabNode:
                 dsn, client_id=f"{c.node.id}-c{index}",
                 metadata={"host": c.node.id, "index": index,
                           "region": "eu" if index % 2 == 0 else "us"},
-                rng=self.rng(100 + index), open_timeout=5.0,
+                rng=self.rng(100 + index), open_timeout=5.0, tracer=self.tracer,
             )
             self.clients.append(client)
             self.spawn(self._consume(client))

@@ -64,7 +64,7 @@ CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
     ),
     "snapshot": ("snapshot.consistency", "snapshot.invariant"),
     "link": ("link.delivery", "link.credit"),
-    "gateway": ("gateway.routing", "gateway.queues"),
+    "gateway": ("gateway.routing", "gateway.queues", "gateway.client_delivery"),
 }
 
 Value = float | int | bool | str | None

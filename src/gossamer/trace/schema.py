@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "FIELDS",
+    "GATEWAY_CLIENT_KINDS",
     "LAYERS",
     "SCHEMA_VERSION",
     "FieldSpec",
@@ -34,6 +35,20 @@ LAYERS: tuple[str, ...] = (
     "net",
     "demo",
 )
+
+#: Kinds the gateway's *clients* trace, in layer ``gateway`` beside the server's own
+#: (``route``, ``deliver``, ...). Kinds grow inside a layer; a new layer is for a new
+#: protocol. The writers (``gossamer.proto.gateway.tracing``) and the analysis
+#: (``gossamer.analysis.client_latency``) both take the names from here:
+#:
+#: - ``client_ready``: identified (``attrs.client`` = ``app/client``, ``attrs.reconnect``);
+#: - ``client_send``: the application handed over a SEND, BROADCAST or QUEUE
+#:   (``msg`` = its nonce, ``attrs.type``, ``attrs.client``, ``attrs.buffered``);
+#: - ``client_recv``: such a dispatch arrived (``msg`` = its nonce, ``attrs.type``,
+#:   ``attrs.client``; for QUEUE ``attrs.id`` and ``attrs.attempt``).
+#:
+#: The nonce is also ``attrs.nonce`` of the server's ``route`` and ``enqueue``.
+GATEWAY_CLIENT_KINDS: tuple[str, ...] = ("client_ready", "client_send", "client_recv")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

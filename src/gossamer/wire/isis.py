@@ -48,6 +48,7 @@ Where the original ``CHECK``-aborts on a datagram of the wrong size or type
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -68,6 +69,7 @@ __all__ = [
     "SeqMessage",
     "SnapshotMarker",
     "decode",
+    "decode_batch",
     "encode",
     "message_size",
     "pull_isis",
@@ -255,10 +257,134 @@ def pull_isis(buf: Buffer) -> IsisMessage:
     return cls(**dict(zip(names, values, strict=True)))
 
 
-def encode(msg: IsisMessage) -> bytes:
+def _push_encode(msg: IsisMessage) -> bytes:
     buf = bytearray()
     push_isis(buf, msg)
     return bytes(buf)
+
+
+# -- the fast paths: one precompiled struct per message, type field included ------------
+#
+# ``encode`` and ``decode_batch`` run for every message a group member sends or receives,
+# so they pack and unpack each message with one ``struct`` call and build no intermediate
+# objects. Anything unusual (an out-of-range field, a bad type, a short or malformed
+# batch) falls back to the general code above, which raises exactly its own errors: the
+# fast paths change no output and no error.
+
+_DATA_1 = struct.Struct(">III4s")
+_ACK = struct.Struct(">IIIII")  # also SeqMessage's layout
+_SEQ_ACK = struct.Struct(">IIII")
+
+
+def _encode_data(msg: IsisMessage) -> bytes:
+    assert isinstance(msg, DataMessage)
+    if len(msg.data) != ORIGINAL_DATA_SIZE:
+        return _push_encode(msg)
+    return _DATA_1.pack(IsisType.DATA, msg.sender, msg.msg_id, msg.data)
+
+
+def _encode_ack(msg: IsisMessage) -> bytes:
+    assert isinstance(msg, AckMessage)
+    return _ACK.pack(IsisType.ACK, msg.sender, msg.msg_id, msg.proposed_seq, msg.proposer)
+
+
+def _encode_seq(msg: IsisMessage) -> bytes:
+    assert isinstance(msg, SeqMessage)
+    return _ACK.pack(IsisType.SEQ, msg.sender, msg.msg_id, msg.final_seq, msg.final_seq_proposer)
+
+
+def _encode_seq_ack(msg: IsisMessage) -> bytes:
+    assert isinstance(msg, SeqAckMessage)
+    return _SEQ_ACK.pack(IsisType.SEQ_ACK, msg.sender, msg.msg_id, msg.ack_sender)
+
+
+_ENCODERS: dict[type[IsisMessage], Callable[[IsisMessage], bytes]] = {
+    DataMessage: _encode_data,
+    AckMessage: _encode_ack,
+    SeqMessage: _encode_seq,
+    SeqAckMessage: _encode_seq_ack,
+    MarkerMessage: _push_encode,
+    SnapshotMarker: _push_encode,
+}
+
+
+def encode(msg: IsisMessage) -> bytes:
+    """``msg``'s bytes; ``ValueError`` as :func:`push_isis` for a field that does not fit."""
+    try:
+        return _ENCODERS[type(msg)](msg)
+    except (struct.error, KeyError):
+        return _push_encode(msg)  # raises the general path's error
+
+
+#: Per fixed-size type after the type field: its size and how its fields become a message.
+_DECODERS: dict[int, tuple[int, struct.Struct, Callable[..., IsisMessage]]] = {
+    IsisType.DATA: (
+        16,
+        struct.Struct(">II4s"),
+        lambda s, m, d: DataMessage(sender=s, msg_id=m, data=d),
+    ),
+    IsisType.ACK: (
+        20,
+        struct.Struct(">IIII"),
+        lambda s, m, p, q: AckMessage(sender=s, msg_id=m, proposed_seq=p, proposer=q),
+    ),
+    IsisType.SEQ: (
+        20,
+        struct.Struct(">IIII"),
+        lambda s, m, f, p: SeqMessage(sender=s, msg_id=m, final_seq=f, final_seq_proposer=p),
+    ),
+    IsisType.SEQ_ACK: (
+        16,
+        struct.Struct(">III"),
+        lambda s, m, a: SeqAckMessage(sender=s, msg_id=m, ack_sender=a),
+    ),
+}
+
+
+def decode_batch(data: bytes) -> list[IsisMessage]:
+    """Every message of a datagram holding one or more back to back (a batch), in order.
+
+    All or nothing: ``DecodeError``, the one :func:`pull_isis` raises, when any message
+    is malformed, truncated or of an unknown type, or the datagram is empty.
+    """
+    messages: list[IsisMessage] = []
+    append = messages.append
+    decoders = _DECODERS
+    u32 = _U32.unpack_from
+    end = len(data)
+    pos = 0
+    try:
+        while pos < end:
+            kind = u32(data, pos)[0]
+            layout = decoders.get(kind)
+            if layout is None:
+                if kind != IsisType.DATA_BYTES:
+                    break  # markers and errors: the general path
+                sender, msg_id, length = _DATA_BYTES.unpack_from(data, pos + 4)
+                start = pos + DATA_HEADER_SIZE
+                pos = start + length
+                if length > MAX_DATA_SIZE or length == ORIGINAL_DATA_SIZE or pos > end:
+                    break
+                append(DataMessage(sender=sender, msg_id=msg_id, data=bytes(data[start:pos])))
+                continue
+            size, body, make = layout
+            append(make(*body.unpack_from(data, pos + 4)))
+            pos += size
+        else:
+            if messages and pos == end:
+                return messages
+    except struct.error:
+        pass
+    return _pull_all(data)
+
+
+def _pull_all(data: bytes) -> list[IsisMessage]:
+    """:func:`decode_batch` by the general path (which raises what is wrong)."""
+    buf = Buffer(data)
+    messages = [pull_isis(buf)]
+    while not buf.eof():
+        messages.append(pull_isis(buf))
+    return messages
 
 
 def decode(data: bytes) -> IsisMessage:

@@ -24,6 +24,7 @@ from gossamer.proto.gateway.client import (
     parse_dsn,
     typed,
 )
+from gossamer.trace.sink import MemorySink, NullSink, Tracer
 from gossamer.wire.gateway import Op, Packet, decode_packet, encode_packet
 
 
@@ -181,7 +182,7 @@ def test_identify_ready_heartbeats_and_zombie_detection() -> None:
 
 def test_dispatches_buffer_until_ready_and_metadata_is_restored_on_reconnect() -> None:
     core = ClientCore(ClientConfig(application_id="app", client_id="me"), rng=random.Random(1))
-    core.dispatch("SEND", {"target": {}, "payload": 1})
+    core.dispatch("SEND", {"target": {}, "payload": 1}, 0.0)
     core.update_metadata({"lat": 7})
     assert sent(core) == []
     core.connection_made(0.0)
@@ -255,4 +256,35 @@ def test_closed_client_refuses_dispatches() -> None:
     core.connection_lost(1.0)
     assert core.state is ClientState.CLOSED
     with pytest.raises(LocalProtocolError):
-        core.dispatch("SEND", {})
+        core.dispatch("SEND", {}, 2.0)
+
+
+def test_a_traced_core_names_sends_and_receipts_by_nonce() -> None:
+    sink = MemorySink()
+    core = ClientCore(ClientConfig(application_id="app", client_id="me,1"),
+                      rng=random.Random(1), tracer=Tracer(sink, run="r", node="n"))
+    # Handed over while disconnected: traced then (the wait counts), marked buffered.
+    core.dispatch("SEND", {"target": {}, "nonce": "s1", "payload": 1}, 1.0)
+    core.dispatch("QUEUE_REQUEST", {"queue": "jobs"}, 1.0)  # control: not traced
+    core.connection_made(2.0)
+    core.receive(frame(Op.HELLO, {"heartbeat_interval": 1000}), 2.0)
+    core.receive(frame(Op.READY, {"client_id": "me,1"}), 2.5)
+    core.dispatch("BROADCAST", {"target": {}, "nonce": 7, "payload": 2}, 3.0)
+    job = {"nonce": "q1", "attempt": 2, "payload": {"queue": "jobs", "id": "m1", "payload": 3}}
+    core.receive(frame(Op.DISPATCH, job, t="QUEUE"), 4.0)
+    core.receive(frame(Op.DISPATCH, {"nonce": None, "payload": 4}, t="SEND"), 5.0)
+    core.receive(frame(Op.DISPATCH, {"nodes": []}, t="QUERY_NODES"), 6.0)  # not traced
+    got = [(e.t, e.kind, e.msg, dict(e.attrs)) for e in sink.events]
+    client = "app/me%2C1"  # commas escaped, as the server's attrs.targets name it
+    assert got == [
+        (1.0, "client_send", "s1", {"type": "SEND", "client": client, "buffered": "true"}),
+        (2.5, "client_ready", None, {"client": client, "reconnect": "false"}),
+        (3.0, "client_send", "7", {"type": "BROADCAST", "client": client}),
+        (4.0, "client_recv", "q1", {"type": "QUEUE", "client": client, "id": "m1",
+                                    "attempt": "2"}),
+        (5.0, "client_recv", None, {"type": "SEND", "client": client}),
+    ]
+    assert all(e.size for e in sink.events if e.kind == "client_recv")
+    assert core.tracing
+    assert not ClientCore(ClientConfig(application_id="a", client_id="b"), rng=random.Random(1),
+                          tracer=Tracer(NullSink(), run="r", node="n")).tracing

@@ -781,3 +781,15 @@ def _all(datagram: bytes) -> list[wire.IsisMessage]:
     while not buf.eof():
         messages.append(wire.pull_isis(buf))
     return messages
+
+
+def test_the_done_log_keeps_the_finals_of_the_last_retain_messages() -> None:
+    from gossamer.proto.isis.core import _DoneLog
+
+    log = _DoneLog(3)
+    for msg_id in (2, 1, 3, 5, 4, 6, 7, 8, 9, 10):
+        log.add(msg_id, (msg_id + 10, 1))
+    log.add(10, (20, 1))  # the same message again: kept once
+    assert log.finals == {8: (18, 1), 9: (19, 1), 10: (20, 1)}
+    assert list(log.kept) == [8, 9, 10]
+    assert log.watermark == 10 and all(msg_id in log for msg_id in range(1, 11))

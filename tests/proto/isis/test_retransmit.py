@@ -46,7 +46,7 @@ def make() -> tuple[Transmitter, list[tuple[float, bytes, int]], list[float]]:
     return tx, sent, clock
 
 
-def run_until(tx: Transmitter, clock: list[float], end: float) -> None:
+def run_until(tx: Transmitter | RttTransmitter, clock: list[float], end: float) -> None:
     while (deadline := tx.next_deadline()) is not None and deadline <= end:
         clock[0] = deadline
         tx.due(deadline)
@@ -118,7 +118,7 @@ def test_rfc6298_estimator_first_and_later_samples() -> None:
     assert RttEstimator(initial=1.0, granularity=0.001, maximum=0.5).rto == 0.5
 
 
-def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_off() -> None:
+def test_karn_a_retransmitted_copys_answer_neither_samples_nor_ends_the_back_off() -> None:
     tx, sent, clock = make_rtt()
     tx.start("a", b"a", {2}, 0.0, label="DataMsg", msg="n1/1")
     run_until(tx, clock, 0.25)  # timed out once at 0.2: sent twice
@@ -128,10 +128,49 @@ def test_karn_no_sample_from_a_retransmitted_copy_but_its_answer_ends_the_back_o
     estimate = tx.estimator(2)
     assert estimate.srtt is None and estimate.rto == 0.2  # no sample: ambiguous answer
     tx.start("b", b"b", {2}, 0.3, label="DataMsg", msg="n1/2")
-    run_until(tx, clock, 0.75)
-    # The member is alive: no back-off any more (0.3 + 0.2), and no sample either.
-    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3, 0.5]
-    assert estimate.srtt is None
+    clock[0] = 0.65
+    # Still backed off (0.3 + 2 x 0.2 = 0.7): a timeout shorter than the round trip must
+    # not come back on an ambiguous answer, or every copy would time out again.
+    assert tx.answered("b", 2, 0.65) is True
+    assert [round(t, 6) for t, p, _ in sent if p == b"b"] == [0.3]
+    # The answer to a copy sent once is a sample (0.35 s) and ends the back-off: the next
+    # copy gets the tail-loss probe after two round trips (0.7 s, under the 1.05 s
+    # timeout), which only a member that is not backed off gets.
+    assert estimate.srtt == pytest.approx(0.35)
+    assert estimate.rto == pytest.approx(0.35 + 4 * 0.175)
+    tx.start("c", b"c", {2}, 0.65, label="DataMsg", msg="n1/3")
+    run_until(tx, clock, 1.4)
+    assert [round(t, 6) for t, p, _ in sent if p == b"c"] == [0.65, 1.35]
+
+
+def test_a_member_silent_for_two_round_trips_gets_one_probe_whose_answer_repairs_the_tail() -> None:
+    causes: list[tuple[bytes, str]] = []
+    sent: list[tuple[float, bytes, int]] = []
+    clock = [0.0]
+    tx = RttTransmitter(
+        RttEstimator(initial=0.2, granularity=0.001, maximum=4.0),
+        lambda payload, to: sent.append((clock[0], payload, to)),
+        lambda item, to, cause: causes.append((item.payload, cause)),
+    )
+    # Round trips of 10 ms, then one of 30 ms: a jittery member (timeout > 2 SRTT).
+    for i, rtt in enumerate([0.01, 0.03]):
+        tx.start(i, b"x", {2}, clock[0], label="DataMsg", msg=f"n1/{i}")
+        clock[0] += rtt
+        tx.answered(i, 2, clock[0])
+        clock[0] += 0.1
+    estimate = tx.estimator(2)
+    assert estimate.srtt is not None and 2 * estimate.srtt < estimate.rto
+    start = clock[0]
+    for key in ("a", "b", "c"):  # a burst whose every copy is lost: member 2 goes silent
+        tx.start(key, key.encode(), {2}, start, label="DataMsg", msg=key)
+    sent.clear()
+    run_until(tx, clock, start + 2 * estimate.srtt + 0.001)
+    assert [p for _, p, _ in sent] == [b"c"]  # one probe: the newest copy, not all three
+    assert causes == [(b"c", "probe")]
+    clock[0] += 0.012
+    assert tx.answered("c", 2, clock[0])  # its answer shows a and b lost: sent at once
+    assert [p for _, p, _ in sent] == [b"c", b"a", b"b"]
+    assert causes[1:] == [(b"a", "gap"), (b"b", "gap")]
 
 
 def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:
@@ -143,5 +182,26 @@ def test_back_off_is_per_member_and_a_fresh_answer_ends_it() -> None:
     clock[0] = 1.5
     tx.start("b", b"b", {2, 3}, 1.5, label="DataMsg", msg="n1/2")
     run_until(tx, clock, 1.55)
-    # Member 3's timeout is its own (10 ms + 4 x 5 ms), unaffected by member 2's back-off.
-    assert [round(t, 6) for t, p, to in sent if p == b"b" and to == 3] == [1.5, 1.53]
+    # Member 3's timers are its own, unaffected by member 2's back-off: the tail-loss probe
+    # after two round trips (20 ms), then its timeout (10 ms + 4 x 5 ms) from there.
+    assert [round(t, 6) for t, p, to in sent if p == b"b" and to == 3] == [1.5, 1.52, 1.55]
+
+
+def test_a_prompt_answer_to_a_retransmitted_copy_ends_the_back_off_once_a_round_trip_is_known() -> (
+    None
+):
+    tx, sent, clock = make_rtt()
+    estimate = tx.estimator(2)
+    for _ in range(30):  # a steady 10 ms round trip: timeout 10 ms + G, and no probe
+        estimate.sample(0.010)
+    assert estimate.rto == pytest.approx(0.011, abs=1e-6)
+    tx.start("b", b"b", {2}, 0.0, label="DataMsg", msg="n1/2")
+    run_until(tx, clock, 0.015)  # lost: sent again at 0.011, and the member backed off
+    assert [round(t, 6) for t, _, _ in sent] == [0.0, 0.011]
+    clock[0] = 0.016
+    assert tx.answered("b", 2, 0.016)  # 5 ms after the retransmission: within 11 ms
+    tx.start("c", b"c", {2}, 0.016, label="DataMsg", msg="n1/3")
+    run_until(tx, clock, 0.030)
+    # One plain timeout (0.016 + 0.011), not a doubled one (0.016 + 0.022).
+    assert [round(t, 6) for t, p, _ in sent if p == b"c"] == [0.016, 0.027]
+    assert estimate.srtt == pytest.approx(0.010)  # the ambiguous answer is no sample

@@ -5,7 +5,9 @@ message is matched (``msg``; ``attrs.matched`` = comma-separated ids of the clie
 its query matched; ``attrs.targets`` = the ones chosen to receive it, e.g. one for
 SEND and all for BROADCAST), ``deliver`` to a client (``peer`` = client id),
 ``enqueue`` (``attrs.queue``), ``ack`` once the ack is stored, ``redeliver`` after
-an ack timeout (``peer``), ``dead_letter``.
+an ack timeout (``peer``), ``dead_letter``. Clients that trace record
+``client_ready``, ``client_send`` and ``client_recv`` (``trace.schema.GATEWAY_CLIENT_KINDS``),
+named by the dispatch's nonce, which the server's ``route`` carries as ``attrs.nonce``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,19 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, layer_events, location, message_events, position
+from gossamer.analysis.checks.common import (
+    attr,
+    crashed_nodes,
+    layer_events,
+    location,
+    message_events,
+    position,
+)
+from gossamer.trace.schema import GATEWAY_CLIENT_KINDS
 
-__all__ = ["LAYER", "queues", "routing"]
+_READY, _SEND, _RECV = GATEWAY_CLIENT_KINDS
+
+__all__ = ["LAYER", "client_delivery", "queues", "routing"]
 
 LAYER = "gateway"
 
@@ -157,3 +169,95 @@ def queues(events: DataFrame) -> DataFrame:
         )
     )
     return lost.unionByName(late)
+
+
+def client_delivery(events: DataFrame) -> DataFrame:
+    """Client sends the gateway routed that a traced target client never received.
+
+    Property: every SEND or BROADCAST a traced client sent (``client_send``) and the
+    gateway accepted and routed (``route`` from that client with the same nonce) reaches
+    each of the route's targets that traces (it has a ``client_ready``) as a
+    ``client_recv`` of that nonce: the gateway's hand-over reached the client. A missing
+    receipt is excused when the target's connection ended (the server's ``peer_down``)
+    after the route and before anything routed to it later arrived: the protocol does not
+    promise delivery over a lost connection, and a message routed while the client was
+    closing at the end of a run is one of those. Routes of nonces that more than one
+    client send carries are left out (ambiguous), as are routes by a gateway and
+    receivers tracing into a node that crashed (``net/fault`` crash), whose traces end
+    with it. Columns: ``problem, msg, client, at,
+    detail``.
+    """
+    sends = (
+        message_events(events, LAYER, _SEND)
+        .where(attr("type").isin("SEND", "BROADCAST"))
+        .groupBy("msg")
+        .agg(F.count("*").alias("sends"), F.first(attr("client")).alias("sender"))
+        .where(F.col("sends") == 1)
+    )
+    crashed = crashed_nodes(events).select("node")
+    routes = (
+        layer_events(events, LAYER, "route")
+        .join(crashed, "node", "left_anti")
+        .select(
+            attr("nonce").alias("msg"),
+            F.col("peer").alias("sender"),
+            _ids(attr("targets")).alias("targets"),
+            F.col("t").alias("routed"),
+            "file",
+            "line",
+        )
+    )
+    # Clients that trace, into the file of a node that never crashed.
+    traced = (
+        layer_events(events, LAYER, _READY)
+        .join(crashed, "node", "left_anti")
+        .select(attr("client").alias("client"))
+        .distinct()
+    )
+    expected = (
+        routes.join(sends.select("msg", "sender"), ["msg", "sender"])
+        .select("msg", F.explode("targets").alias("client"), "routed", "file", "line")
+        .join(traced, "client", "left_semi")
+    )
+    receipts = message_events(events, LAYER, _RECV).select("msg", attr("client").alias("client"))
+    missing = expected.join(receipts, ["msg", "client"], "left_anti")
+    # When the target's connection ended after the route, unless it later received a
+    # message routed to it after this one (one connection delivers in order).
+    downs = layer_events(events, LAYER, "peer_down").select(
+        F.col("peer").alias("client"), F.col("t").alias("down")
+    )
+    first_down = (
+        missing.join(downs, "client")
+        .where(F.col("down") >= F.col("routed"))
+        .groupBy("msg", "client", "routed")
+        .agg(F.min("down").alias("down"))
+    )
+    later = (
+        routes.select("msg", F.explode("targets").alias("client"), F.col("routed").alias("r2"))
+        .join(receipts, ["msg", "client"], "left_semi")
+        .select("client", "r2")
+    )
+    excused = (
+        first_down.join(later, "client", "left")
+        .groupBy("msg", "client", "routed", "down")
+        .agg(
+            F.count(
+                F.when((F.col("r2") > F.col("routed")) & (F.col("r2") < F.col("down")), 1)
+            ).alias("later")
+        )
+        .where(F.col("later") == 0)
+        .select("msg", "client", "routed")
+    )
+    return missing.join(excused, ["msg", "client", "routed"], "left_anti").select(
+        F.lit("not received").alias("problem"),
+        "msg",
+        "client",
+        location(),
+        F.format_string(
+            "%s was routed to %s (%s:%d) and that client never received it",
+            "msg",
+            "client",
+            "file",
+            "line",
+        ).alias("detail"),
+    )

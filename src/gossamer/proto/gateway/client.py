@@ -24,6 +24,13 @@ The driver (``gossamer.aio.gateway_client``) calls ``connection_made``,
 ``receive(frame)``, ``connection_lost`` and ``handle_timer``, and drains
 ``frames_to_send()``, ``events_received()``, ``next_deadline()``, ``close_requested``
 and ``connect_due(now)``.
+
+With a ``tracer`` the core traces (``layer=gateway``) each identify
+(``client_ready``), each SEND, BROADCAST and QUEUE it is handed (``client_send``, when
+the application hands it over, so that time spent buffered while disconnected counts)
+and each such dispatch delivered to it (``client_recv``), named by nonce
+(``gossamer.proto.gateway.tracing``); the analysis joins them into client-to-client
+latency. Without one (or with one into a ``NullSink``) no event is built.
 """
 
 from __future__ import annotations
@@ -38,6 +45,16 @@ from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
 from gossamer.params import Checked, PositiveSeconds, check
 from gossamer.proto.backoff import FULL_JITTER, Backoff
 from gossamer.proto.core import EventOutputs
+from gossamer.proto.gateway.tracing import (
+    CLIENT_READY,
+    CLIENT_RECV,
+    CLIENT_SEND,
+    LAYER,
+    TRACED_DISPATCHES,
+    client_label,
+    nonce_label,
+)
+from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.gateway import ENCODINGS, Encoding, Op, Packet, decode_packet, encode_packet
 
 if TYPE_CHECKING:
@@ -293,10 +310,19 @@ class ClientCore(EventOutputs[ClientEvent]):
     """One logical gateway client (see the module docstring)."""
 
     def __init__(
-        self, config: ClientConfig, *, rng: Random, metadata: dict[str, Any] | None = None
+        self,
+        config: ClientConfig,
+        *,
+        rng: Random,
+        metadata: dict[str, Any] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        # A tracer into a NullSink records nothing: skip building the events at all.
+        self._trace = None if tracer is None or isinstance(tracer.sink, NullSink) else tracer
+        #: The client as trace events name it (``attrs.client``; the server's ``peer``).
+        self.label = client_label(config.application_id, config.client_id)
         self.state = ClientState.DISCONNECTED
         self.restricted = False
         self.counters = _Counters()
@@ -317,6 +343,11 @@ class ClientCore(EventOutputs[ClientEvent]):
             base=config.reconnect_base, maximum=config.reconnect_max, spread=FULL_JITTER
         )
         self.close_requested = False
+
+    @property
+    def tracing(self) -> bool:
+        """True when this core records trace events."""
+        return self._trace is not None
 
     # -- outputs (and events_received: EventOutputs) ---------------------------
 
@@ -397,7 +428,11 @@ class ClientCore(EventOutputs[ClientEvent]):
             self._acked = True
         elif op is Op.DISPATCH:
             self._go(ClientInput.DISPATCH)
-            self._events.append(Dispatch(event=packet.t or "", d=d, ts=packet.ts))
+            dispatch = Dispatch(event=packet.t or "", d=d, ts=packet.ts)
+            if self._trace is not None and dispatch.event in TRACED_DISPATCHES:
+                size = len(data) if isinstance(data, bytes) else len(data.encode())
+                self._trace_receipt(dispatch, size, now)
+            self._events.append(dispatch)
         elif op is Op.INVALID:
             self._go(ClientInput.INVALID)
             info = d if isinstance(d, dict) else {}
@@ -443,11 +478,14 @@ class ClientCore(EventOutputs[ClientEvent]):
 
     # -- requests --------------------------------------------------------------
 
-    def dispatch(self, event: str, d: Any) -> None:
-        """Send (or buffer, while not ready) a dispatch ``event`` with payload ``d``."""
+    def dispatch(self, event: str, d: Any, now: float) -> None:
+        """Send (or buffer, while not ready) a dispatch ``event`` with payload ``d``;
+        ``now`` stamps its ``client_send`` event when the core traces."""
         packet = Packet(op=Op.DISPATCH, t=event, d=d)
         if self.state is ClientState.READY:
             self._write(packet)
+            if self._trace is not None and event in TRACED_DISPATCHES:
+                self._trace_send(event, d, now, buffered=False)
             return
         if self.state is ClientState.CLOSED:
             raise LocalProtocolError("the client is closed")
@@ -456,6 +494,8 @@ class ClientCore(EventOutputs[ClientEvent]):
                 "too many dispatches buffered while disconnected", limit=self.config.max_buffered
             )
         self._buffer.append(packet)
+        if self._trace is not None and event in TRACED_DISPATCHES:
+            self._trace_send(event, d, now, buffered=True)
 
     def update_metadata(self, values: dict[str, Any]) -> None:
         """Merge ``values`` into the cached metadata and send the change when ready."""
@@ -465,6 +505,28 @@ class ClientCore(EventOutputs[ClientEvent]):
             self._write(Packet(op=Op.DISPATCH, t="UPDATE_METADATA", d=changes))
 
     # -- helpers ---------------------------------------------------------------
+
+    def _trace_send(self, event: str, d: Any, now: float, *, buffered: bool) -> None:
+        assert self._trace is not None
+        nonce = d.get("nonce") if isinstance(d, dict) else None
+        attrs = {"type": event, "client": self.label}
+        if buffered:
+            attrs["buffered"] = "true"
+        self._trace(now, LAYER, CLIENT_SEND, msg=nonce_label(nonce), attrs=attrs)
+
+    def _trace_receipt(self, dispatch: Dispatch, size: int, now: float) -> None:
+        assert self._trace is not None
+        attrs = {"type": dispatch.event, "client": self.label}
+        d = dispatch.d if isinstance(dispatch.d, dict) else {}
+        if dispatch.event == "QUEUE":
+            inner = d.get("payload")
+            if isinstance(inner, dict) and isinstance(inner.get("id"), str):
+                attrs["id"] = inner["id"]
+            if isinstance(d.get("attempt"), int):
+                attrs["attempt"] = str(d["attempt"])
+        self._trace(
+            now, LAYER, CLIENT_RECV, msg=nonce_label(d.get("nonce")), size=size, attrs=attrs
+        )
 
     def _write(self, packet: Packet) -> None:
         self._out.append(encode_packet(packet, self.config.encoding))
@@ -506,13 +568,15 @@ class ClientCore(EventOutputs[ClientEvent]):
         self.counters.readies += 1
         self._failures = 0
         self._retry_at = None
-        self._events.append(
-            Ready(
-                client_id=self.config.client_id,
-                restricted=self.restricted,
-                reconnect=self.counters.readies > 1,
-            )
+        ready = Ready(
+            client_id=self.config.client_id,
+            restricted=self.restricted,
+            reconnect=self.counters.readies > 1,
         )
+        if self._trace is not None:
+            self._trace(now, LAYER, CLIENT_READY,
+                        attrs={"client": self.label, "reconnect": str(ready.reconnect).lower()})
+        self._events.append(ready)
         self._heartbeat(now)
         while self._buffer:
             self._write(self._buffer.popleft())

@@ -31,11 +31,12 @@ queues are ``QueueBook``.
 
 Trace events (``layer=gateway``; conventions of ``gossamer.analysis.checks.gateway``):
 ``route`` (``msg``, ``attrs.matched``/``attrs.targets``: comma-separated client ids,
-``app/client``), ``deliver`` (``peer`` = client; for queues also ``attrs.queue``,
-``attrs.attempt``), ``enqueue`` (``attrs.queue``), ``ack``, ``redeliver`` (a queued
-message delivered again after an ack timeout or its holder's disconnect),
-``dead_letter`` (``attrs.reason``), ``drop`` (a droppable dispatch nobody matched),
-``peer_up``/``peer_down`` (identify and disconnect).
+``app/client``; ``attrs.nonce``, the dispatch's nonce as ``proto.gateway.tracing``
+names it, which joins the clients' own events), ``deliver`` (``peer`` = client; for
+queues also ``attrs.queue``, ``attrs.attempt``), ``enqueue`` (``attrs.queue``,
+``attrs.nonce``), ``ack``, ``redeliver`` (a queued message delivered again after an ack
+timeout or its holder's disconnect), ``dead_letter`` (``attrs.reason``), ``drop`` (a
+droppable dispatch nobody matched), ``peer_up``/``peer_down`` (identify and disconnect).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from gossamer.proto.gateway.queues import (
     StoreOp,
 )
 from gossamer.proto.gateway.routing import Client, Directory
+from gossamer.proto.gateway.tracing import LAYER, nonce_label
 from gossamer.proto.ratelimit import TokenBucket
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.gateway import (
@@ -96,8 +98,6 @@ __all__ = [
     "GatewayCore",
     "Transmit",
 ]
-
-LAYER: Final = "gateway"
 
 DISPATCH_TYPES: Final = frozenset(
     {
@@ -733,19 +733,16 @@ class GatewayCore:
         if self._trace is not None:
             self._next_msg += 1
             msg_id = f"{self.config.node_id}/{self._next_msg}"
-            self._trace(
-                now,
-                LAYER,
-                "route",
-                msg=msg_id,
-                peer=client.trace_id,
-                attrs={
-                    "type": t,
-                    "matched": ",".join(c.trace_id for c in matched),
-                    "targets": ",".join(c.trace_id for c in targets),
-                    "fallback": str(fallback).lower(),
-                },
-            )
+            attrs = {
+                "type": t,
+                "matched": ",".join(c.trace_id for c in matched),
+                "targets": ",".join(c.trace_id for c in targets),
+                "fallback": str(fallback).lower(),
+            }
+            label = nonce_label(nonce)
+            if label is not None:  # joins the clients' client_send and client_recv
+                attrs["nonce"] = label
+            self._trace(now, LAYER, "route", msg=msg_id, peer=client.trace_id, attrs=attrs)
             for target in targets:
                 self._trace(now, LAYER, "deliver", msg=msg_id, peer=target.trace_id,
                             attrs={"type": t})
@@ -825,8 +822,10 @@ class GatewayCore:
             payload=d["payload"],
         )
         if self._trace is not None:
+            label = nonce_label(nonce)
             self._trace(now, LAYER, "enqueue", msg=message_id, peer=client.trace_id,
-                        attrs={"queue": queue})
+                        attrs={"queue": queue} if label is None else
+                        {"queue": queue, "nonce": label})
         # The driver commits store_ops() before sending this (module docstring).
         self._dispatch_to(
             (state.id,), "QUEUE_CONFIRM", {"queue": queue, "id": message_id, "nonce": nonce}, now

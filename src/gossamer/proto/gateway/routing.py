@@ -39,6 +39,7 @@ from gossamer.errors import LocalProtocolError
 from gossamer.proto.gateway.index import IndexedClients
 from gossamer.proto.gateway.metadata import TypedValue, plain_value
 from gossamer.proto.gateway.query import Query, resolve
+from gossamer.proto.gateway.tracing import client_label
 
 if TYPE_CHECKING:
     from random import Random
@@ -76,7 +77,7 @@ class Client:
     @property
     def trace_id(self) -> str:
         """The client as trace events name it: ``app/client`` (commas escaped)."""
-        return f"{self.app_id}/{self.client_id}".replace("%", "%25").replace(",", "%2C")
+        return client_label(self.app_id, self.client_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -84,7 +84,6 @@ from gossamer.proto.isis.retransmit import (
 )
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire import isis as wire
-from gossamer.wire.buffer import Buffer
 from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
@@ -413,6 +412,7 @@ class IsisCounters:
     messages_out: int = 0
     retransmissions: int = 0  # datagrams re-sent by the transmitter
     gap_repairs: int = 0  # of which re-sent at once because a later answer showed a gap
+    probes: int = 0  # of which re-sent as a tail-loss probe to a member gone silent
     duplicate_data: int = 0
     late_data: int = 0
     duplicate_acks: int = 0
@@ -452,13 +452,17 @@ class _DoneLog:
     ``retain`` delivered messages are kept to answer a view-change flush.
     """
 
-    __slots__ = ("above", "discarded", "finals", "retain", "watermark")
+    __slots__ = ("above", "discarded", "finals", "kept", "retain", "watermark")
 
     def __init__(self, retain: int) -> None:
         self.watermark = 0
         self.above: set[int] = set()
         self.discarded: set[int] = set()
         self.finals: dict[int, tuple[int, int]] = {}
+        # The ids in ``finals``, oldest first. (Not ``next(iter(finals))``: a dict deleted
+        # from the front is scanned past its deleted slots, which cost 60 us a delivery
+        # once ``retain`` finals were kept.)
+        self.kept: deque[int] = deque()
         self.retain = retain
 
     def __contains__(self, msg_id: int) -> bool:
@@ -468,9 +472,12 @@ class _DoneLog:
         if final is None:
             self.discarded.add(msg_id)
         elif self.retain:
-            self.finals[msg_id] = final
-            if len(self.finals) > self.retain:
-                del self.finals[next(iter(self.finals))]  # dicts keep insertion order
+            finals = self.finals
+            if msg_id not in finals:
+                self.kept.append(msg_id)
+            finals[msg_id] = final
+            if len(finals) > self.retain:
+                del finals[self.kept.popleft()]
         if msg_id == self.watermark + 1:
             self.watermark = msg_id
             above = self.above
@@ -517,6 +524,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         }
         self._names = {m.id: m.name for m in config.members}
         self._view: list[int] = sorted(self._members)
+        self._peers = {m for m in self._view if m != self._me}
+        #: The addresses of the members not removed (where the transmitter's copies go).
+        self._live_addrs = {m.id: m.addr for m in config.members}
         self._removed: set[int] = set()
         self._latest = 0
         self._msg_counter = 0
@@ -528,9 +538,10 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._loopback: deque[wire.IsisMessage] = deque()
         self._delayed: list[tuple[float, int, bytes, Address]] = []
         self._delay_counter = 0
-        self._batches: dict[Address, list[bytes]] = {}
-        self._batch_sizes: dict[Address, int] = {}
+        self._batches: dict[Address, bytearray] = {}
         self._batch_due: float | None = None
+        self._batch_delay = config.batch_delay
+        self._batch_bytes = config.batch_bytes
         self._now = 0.0
         self._tx: Transmitter | RttTransmitter
         if self._by_ip:  # the original wire: the spec's schedule
@@ -679,6 +690,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._now = now
         self._removed.add(member)
         self._view.remove(member)
+        self._peers.discard(member)
+        del self._live_addrs[member]
         self._trace(
             now,
             LAYER,
@@ -718,10 +731,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             return
         try:
             # One message, or a batch of several back to back (see ``IsisConfig``).
-            buf = Buffer(data)
-            messages = [wire.pull_isis(buf)]
-            while not buf.eof():
-                messages.append(wire.pull_isis(buf))
+            messages = wire.decode_batch(data)
             if self._by_ip:
                 self._original_only(messages)
         except DecodeError as exc:
@@ -735,10 +745,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             self._drop(now, data, messages[0], "injected", peer=self.name_of(src))
             return
         self.counters.messages_in += len(messages)
+        # A message's size matters only to a trace of its drop: worked out then (None).
         size = len(data) if len(messages) == 1 else None
+        dispatch = self._dispatch
+        loopback = self._loopback
         for msg in messages:
-            self._dispatch(msg, src, now, size if size is not None else wire_size(msg))
-            self._drain(now)
+            dispatch(msg, src, now, size)
+            if loopback:
+                self._drain(now)
 
     @staticmethod
     def _original_only(messages: list[wire.IsisMessage]) -> None:
@@ -772,22 +786,24 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    def _dispatch(self, msg: wire.IsisMessage, src: int, now: float, size: int) -> None:
-        if isinstance(msg, wire.DataMessage):
-            if msg.sender != src:
-                self._spoofed(now, msg, src, size)
-                return
-            self._on_data(msg, src, now)
-        elif isinstance(msg, wire.AckMessage):
+    def _dispatch(self, msg: wire.IsisMessage, src: int, now: float, size: int | None) -> None:
+        """Hand ``msg`` from member ``src`` to its handler; ``size`` is its bytes on the wire
+        (for a trace), ``None`` when it shared a datagram (:func:`wire_size` then)."""
+        if type(msg) is wire.AckMessage:
             if msg.proposer != src:
                 self._spoofed(now, msg, src, size)
             elif msg.sender == self._me:
                 self._on_ack(msg, src, now)
             else:
                 self._on_flush_ack(msg, src, now)
-        elif isinstance(msg, wire.SeqMessage):
+        elif type(msg) is wire.DataMessage:
+            if msg.sender != src:
+                self._spoofed(now, msg, src, size)
+                return
+            self._on_data(msg, src, now)
+        elif type(msg) is wire.SeqMessage:
             self._on_seq(msg, src, now)
-        elif isinstance(msg, wire.SeqAckMessage):
+        elif type(msg) is wire.SeqAckMessage:
             if msg.ack_sender != src:
                 self._spoofed(now, msg, src, size)
             elif msg.sender == self._me:
@@ -801,7 +817,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
                 msg,
                 "snapshot marker without a snapshot layer",
                 peer=self.name_of(src),
-                size=size,
+                size=wire_size(msg) if size is None else size,
             )
 
     def _drain(self, now: float) -> None:
@@ -893,17 +909,23 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             )
 
     def _deliver_ready(self, now: float) -> None:
-        for entry in self._queue.pop_deliverable():
-            step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)
-            self._finish(entry.key, (entry.seq, entry.proposer))
-            self.counters.delivered += 1
+        ready = self._queue.pop_deliverable()
+        if not ready:
+            return
+        step(RECEIVER, RecvState.ORDERED, RecvInput.HEAD)  # the same step for every entry
+        self.counters.delivered += len(ready)
+        names = self._names
+        events = self._events
+        for entry in ready:
+            sender = entry.sender
+            self._finish((sender, entry.msg_id), (entry.seq, entry.proposer))
             if self._tracing:
                 self._trace_delivery(entry, now)
-            self._events.append(
+            events.append(
                 Delivered(
                     data=entry.data,
-                    sender=self.name_of(entry.sender),
-                    sender_id=entry.sender,
+                    sender=names.get(sender, str(sender)),
+                    sender_id=sender,
                     msg_id=entry.msg_id,
                     final_seq=entry.seq,
                     proposer=entry.proposer,
@@ -1137,7 +1159,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     # -- sending -------------------------------------------------------------------------
 
     def _others(self) -> set[int]:
-        return {m for m in self._view if m != self._me}
+        """The other members of the view (the transmitter copies it: do not change it)."""
+        return self._peers
 
     def _send_ack(self, sender: int, msg_id: int, proposal: int, now: float) -> None:
         ack = wire.AckMessage(
@@ -1155,10 +1178,10 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         if to == self._me:
             self._loopback.append(msg)
             return
-        if to in self._removed or to not in self._members:
+        addr = self._live_addrs.get(to)
+        if addr is None:  # removed, or no member
             return
         payload = wire.encode(msg)
-        addr = self._members[to].addr
         delay = self.config.ack_delay
         if (
             delay
@@ -1182,38 +1205,35 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _send_payload(self, payload: bytes, to: int) -> None:
         """The transmitter's way out (never to ourselves: it addresses other members)."""
-        member = self._members.get(to)
-        if member is not None and to not in self._removed:
-            self._emit(payload, member.addr)
+        addr = self._live_addrs.get(to)
+        if addr is not None:
+            self._emit(payload, addr)
 
     def _emit(self, payload: bytes, addr: Address) -> None:
         self.counters.messages_out += 1
-        delay = self.config.batch_delay
+        delay = self._batch_delay
         if not delay:
             self.counters.datagrams_out += 1
             self._outbox.append((payload, addr))
             return
+        # A member's batch is one growing buffer: the messages back to back, as they leave.
         batch = self._batches.get(addr)
         if batch is None:
-            batch = self._batches[addr] = []
-            self._batch_sizes[addr] = 0
+            self._batches[addr] = bytearray(payload)
             if self._batch_due is None:
                 self._batch_due = self._now + delay
-        if self._batch_sizes[addr] + len(payload) > self.config.batch_bytes:
+        elif len(batch) + len(payload) > self._batch_bytes:
             self.counters.datagrams_out += 1
-            self._outbox.append((b"".join(batch), addr))
-            batch.clear()
-            self._batch_sizes[addr] = 0
-        batch.append(payload)
-        self._batch_sizes[addr] += len(payload)
+            self._outbox.append((bytes(batch), addr))
+            batch[:] = payload
+        else:
+            batch += payload
 
     def _flush_batches(self) -> None:
         for addr, batch in self._batches.items():
-            if batch:
-                self.counters.datagrams_out += 1
-                self._outbox.append((b"".join(batch), addr))
+            self.counters.datagrams_out += 1
+            self._outbox.append((bytes(batch), addr))
         self._batches.clear()
-        self._batch_sizes.clear()
         self._batch_due = None
 
     # -- tracing --------------------------------------------------------------------------
@@ -1227,6 +1247,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self.counters.retransmissions += len(recipients)
         if cause == "gap":
             self.counters.gap_repairs += len(recipients)
+        elif cause == "probe":
+            self.counters.probes += len(recipients)
         attrs = {
             "type": item.label,
             "attempt": str(item.attempt),
@@ -1253,7 +1275,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             now, LAYER, "drop", peer=peer, size=size if size is not None else len(data), attrs=attrs
         )
 
-    def _spoofed(self, now: float, msg: wire.IsisMessage, src: int, size: int) -> None:
+    def _spoofed(self, now: float, msg: wire.IsisMessage, src: int, size: int | None) -> None:
         self.counters.spoofed += 1
         self._drop(
             now,
@@ -1261,7 +1283,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             msg,
             "identity field does not match the source address",
             peer=self.name_of(src),
-            size=size,
+            size=wire_size(msg) if size is None else size,
         )
 
 

@@ -27,7 +27,6 @@ when it surfaces. Every operation is O(log n).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gossamer.errors import LocalProtocolError
@@ -126,12 +125,22 @@ class HoldBackQueue:
             heapq.heappop(heap)
         return None
 
-    def pop_deliverable(self) -> Iterator[PendingMsg]:
-        """Remove and yield entries from the head while the head is deliverable."""
-        while (entry := self.head()) is not None and entry.deliverable:
-            heapq.heappop(self._heap)
-            del self._entries[entry.key]
-            yield entry
+    def pop_deliverable(self) -> list[PendingMsg]:
+        """Remove and return the entries from the head while the head is deliverable, in
+        order (an empty list when the head is not deliverable)."""
+        heap = self._heap
+        entries = self._entries
+        ready: list[PendingMsg] = []
+        while heap:
+            _, version, key = heap[0]
+            entry = entries.get(key)
+            if entry is not None and entry.version == version:
+                if not entry.deliverable:
+                    break
+                del entries[key]
+                ready.append(entry)
+            heapq.heappop(heap)  # delivered now, or stale (re-keyed or discarded)
+        return ready
 
     def ordered(self) -> list[PendingMsg]:
         """Every entry in the spec's order (for state dumps and tests; O(n log n))."""

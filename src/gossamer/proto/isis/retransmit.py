@@ -21,7 +21,7 @@ behaviour for behaviour. gossamer's own (sealed) wire uses :class:`RttTransmitte
 instead: the same calls, but each copy of a message to each member waits for a timeout
 measured from that member's round trips (:class:`RttEstimator`, RFC 6298's SRTT and
 RTTVAR; Karn's rule: no sample from a retransmitted copy), doubled per member while
-the member stays silent and reset when it answers, and a copy that a later answer
+the member stays silent and reset when it answers a copy sent once, and a copy that a later answer
 shows lost is sent again at once (RFC 9002's time threshold) instead of waiting for
 its timer.
 """
@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gossamer.errors import ConfigError
 
@@ -104,13 +104,13 @@ class Transmission:
     attempt: int = 0
     due: float = 0.0
     first_sent: float = 0.0
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 #: Sends ``payload`` to member ``recipient`` (the core routes and counts it).
 SendFn = Callable[[bytes, int], None]
 #: Told of every retransmission: the message, the members it went to again, and why
-#: (``"timeout"``, or ``"gap"`` when a later answer showed the copy lost).
+#: (``"timeout"``; ``"gap"`` when a later answer showed the copy lost; ``"probe"`` when it
+#: went again as a tail-loss probe to a member gone silent).
 Retransmitted = Callable[[Transmission, list[int], str], None]
 
 
@@ -336,23 +336,28 @@ class RttEstimator:
         return max(_LOSS_THRESHOLD * max(srtt, self.latest), self.granularity)
 
 
-@dataclass(slots=True)
 class _Copy:
     """One message's copy to one member, until that member answers it."""
 
-    item: Transmission
-    to: int
-    first: float  # when it was first sent
-    last: float  # when it was last sent
-    tries: int = 0  # retransmissions so far
-    due: float = 0.0
+    __slots__ = ("due", "first", "item", "last", "to", "tries")
+
+    def __init__(self, item: Transmission, to: int, now: float) -> None:
+        self.item = item
+        self.to = to
+        self.first = now  # when it was first sent
+        self.last = now  # when it was last sent
+        self.tries = 0  # retransmissions so far
+        self.due = 0.0
 
 
 class _Member:
-    """What the transmitter knows of one member: its round trip, its back-off and its
-    unanswered copies, the least recently sent first."""
+    """What the transmitter knows of one member: its round trip, its back-off, its
+    unanswered copies (the least recently sent first) and its tail-loss probe."""
 
-    __slots__ = ("backoff", "backoff_at", "copies", "next_sample", "rtt")
+    __slots__ = (
+        "backoff", "backoff_at", "copies", "heard", "next_sample", "probe", "probe_at", "probed",
+        "rtt",
+    )  # fmt: skip
 
     def __init__(self, rtt: RttEstimator) -> None:
         self.rtt = rtt
@@ -360,6 +365,17 @@ class _Member:
         self.backoff = 0  # doublings of the timeout since the member last answered
         self.backoff_at = -math.inf  # when ``backoff`` last grew
         self.copies: dict[Hashable, _Copy] = {}
+        self.heard = -math.inf  # when the member last answered
+        self.probe_at: float | None = None  # when the probe timer is armed for, if it is
+        self.probed = False  # a probe went out since the member last answered
+        self.probe: _Copy | None = None  # the copy last sent as a probe
+
+
+class _ProbeKey:
+    """The key of the probe timers' heap entries (no transmission has it)."""
+
+
+_PROBE = _ProbeKey()
 
 
 class RttTransmitter(_Transmissions):
@@ -369,10 +385,12 @@ class RttTransmitter(_Transmissions):
     - A copy of a message to member m is sent again when m has not answered it within
       m's timeout: ``RttEstimator.rto`` doubled ``backoff`` times, at most ``maximum``.
       A timeout doubles m's back-off once per round (a copy sent before the last doubling
-      does not double it again); any first answer from m resets it (m's copies then
-      wait one plain timeout from their last send). An answer to a copy sent once is
-      a round-trip sample, at most one per round trip; an answer to a retransmitted
-      copy is none (Karn's algorithm: it may answer either send).
+      does not double it again); m's first answer to a copy sent once resets it (m's
+      copies then wait one plain timeout from their last send). An answer to a copy sent
+      once is a round-trip sample, at most one per round trip; an answer to a
+      retransmitted copy is none (Karn's algorithm: it may answer either send), and ends
+      the back-off only when it came within one plain timeout of the copy's last send
+      after a round trip was measured.
     - An answer from m to a copy sent at time t shows that m heard, or lost, everything
       sent to it before t (a member answers datagrams in the order they arrive): each
       unanswered copy sent before t is sent again at once if it went out more than
@@ -417,23 +435,50 @@ class RttTransmitter(_Transmissions):
             del self._items[key]
         member = self._members[recipient]
         del member.copies[key]
-        if not copy.tries and now >= member.next_sample:
-            # Karn: an answer to a copy sent more than once is no sample (it may answer
-            # either send). It still shows the member alive, and ends its back-off.
-            # And one sample per round trip, as RFC 6298's gains assume: an answer per
-            # message would give dozens of near-equal samples per round trip, which drive
-            # RTTVAR (and the margin it buys) to nothing between two bursts.
-            member.rtt.sample(now - copy.first)
-            member.next_sample = now + (member.rtt.srtt or 0.0)
-        if member.backoff:
-            member.backoff = 0
-            member.backoff_at = -math.inf
-            timeout = member.rtt.rto
-            for other in member.copies.values():
-                if other.last + timeout < other.due:
-                    self._schedule(other, other.last + timeout)
-        self._repair(member, copy.first - self._slack, now)
+        if not copy.tries:
+            # Karn: only an answer to a copy sent once is a sample (an answer to a copy
+            # sent again may answer either send), and it ends the back-off. An answer to
+            # a retransmitted copy ends it only when it came within one plain timeout of
+            # the last send, and a round trip was measured: were the timeout shorter than
+            # the member's real round trip, every copy would time out, every answer would
+            # reset the timeout and none would be a sample (a retransmission storm that
+            # feeds itself when queueing stretches round trips).
+            if now >= member.next_sample:
+                # One sample per round trip, as RFC 6298's gains assume: an answer per
+                # message would give dozens of near-equal samples per round trip, which
+                # drive RTTVAR (and the margin it buys) to nothing between two bursts.
+                member.rtt.sample(now - copy.first)
+                member.next_sample = now + (member.rtt.srtt or 0.0)
+            if member.backoff:
+                self._end_backoff(member)
+        elif member.backoff and member.rtt.srtt is not None and now - copy.last <= member.rtt.rto:
+            # An answer to a retransmitted copy within one plain timeout of its last send:
+            # the member is there and its measured round trip still fits, so the back-off
+            # ends too (under heavy loss every copy still unanswered may be a
+            # retransmitted one; waiting for a fresh copy would keep the timeouts doubled).
+            self._end_backoff(member)
+        member.heard = now
+        member.probed = False
+        if member.probe_at is None and member.copies:
+            self._arm_probe(recipient, member, now)
+        if copy is member.probe:
+            # The answer to a probe: the member answers in order, so what was sent before
+            # the probe was answered first or lost (or its answer was), whichever send of
+            # the probed copy this answers (a reordered answer costs a spurious copy).
+            member.probe = None
+            self._repair(member, copy.last - self._slack, now)
+        else:
+            self._repair(member, copy.first - self._slack, now)
         return True
+
+    def _end_backoff(self, member: _Member) -> None:
+        """The member answered: its copies wait one plain timeout from their last send."""
+        member.backoff = 0
+        member.backoff_at = -math.inf
+        timeout = member.rtt.rto
+        for other in member.copies.values():
+            if other.last + timeout < other.due:
+                self._schedule(other, other.last + timeout)
 
     def _repair(self, member: _Member, before: float, now: float) -> None:
         """Copies to ``member`` sent before ``before`` and unanswered: lost, or soon."""
@@ -472,18 +517,29 @@ class RttTransmitter(_Transmissions):
         heap = self._heap
         while heap:
             due, _, key, to = heap[0]
-            copy = self._copies.get((key, to))
-            if copy is not None and copy.due == due:
-                return due
+            if key is _PROBE:
+                member = self._members.get(to)
+                if member is not None and member.probe_at == due:
+                    if member.copies:
+                        return due
+                    member.probe_at = None  # nothing left to probe: armed by the next copy
+            else:
+                copy = self._copies.get((key, to))
+                if copy is not None and copy.due == due:
+                    return due
             heapq.heappop(heap)  # stale: answered, cancelled or rescheduled
         return None
 
     def due(self, now: float) -> list[Transmission]:
-        """Send again every copy whose timeout has passed; return their messages."""
+        """Send again every copy whose timeout has passed, and a member's tail-loss probe
+        when it is due; return the messages whose timeout passed."""
         fired: dict[Hashable, list[int]] = {}
         heap = self._heap
         while heap and heap[0][0] <= now:
             due, _, key, to = heapq.heappop(heap)
+            if key is _PROBE:
+                self._probe(to, due, now)
+                continue
             copy = self._copies.get((key, to))
             if copy is None or copy.due != due:
                 continue
@@ -514,12 +570,63 @@ class RttTransmitter(_Transmissions):
         return min(member.rtt.rto * 2.0 ** min(member.backoff, 64), self._maximum)
 
     def _add(self, item: Transmission, to: int, now: float) -> None:
-        member = self._member(to)
-        copy = _Copy(item=item, to=to, first=now, last=now)
-        self._copies[(item.key, to)] = copy
-        member.copies[item.key] = copy
+        member = self._members.get(to) or self._member(to)
+        copy = _Copy(item, to, now)
+        key = item.key
+        self._copies[(key, to)] = copy
+        member.copies[key] = copy
         self._send(item.payload, to)
-        self._schedule(copy, now + self._timeout(member))
+        timeout = member.rtt.rto if not member.backoff else self._timeout(member)
+        self._schedule(copy, now + timeout)
+        if member.probe_at is None:
+            self._arm_probe(to, member, now)
+
+    # -- the tail-loss probe -------------------------------------------------------------
+
+    def _probe_timeout(self, member: _Member) -> float | None:
+        """How long a member may stay silent, with copies unanswered, before the probe:
+        two smoothed round trips and the batching slack (RFC 8985's PTO). ``None`` when
+        the timeout comes first anyway (a steady round trip: SRTT + G), when the member
+        is backed off (silent through a timeout already: the doubling timeouts decide),
+        and before the first sample."""
+        srtt = member.rtt.srtt
+        if srtt is None or member.backoff:
+            return None
+        pto = max(2.0 * srtt + self._slack, self._estimate.granularity)
+        return pto if pto < member.rtt.rto else None
+
+    def _arm_probe(self, to: int, member: _Member, now: float) -> None:
+        pto = self._probe_timeout(member)
+        if pto is None or member.probed:
+            return
+        member.probe_at = now + pto
+        self._counter += 1
+        heapq.heappush(self._heap, (member.probe_at, self._counter, _PROBE, to))
+
+    def _probe(self, to: int, due: float, now: float) -> None:
+        """The probe timer of ``to``: when the member has been silent for the probe timeout
+        since its last answer and our last copy to it, send its newest unanswered copy
+        again. Its answer shows every older copy lost or answered (``_repair``), so one
+        copy repairs a lost tail, instead of every copy waiting for its own timeout."""
+        member = self._members.get(to)
+        if member is None or member.probe_at != due:
+            return  # stale
+        member.probe_at = None
+        copies = member.copies
+        pto = self._probe_timeout(member)
+        if not copies or member.probed or pto is None:
+            return  # armed again by the next copy or answer
+        newest = next(reversed(copies.values()))
+        quiet_until = max(member.heard, newest.last) + pto
+        if quiet_until > now:
+            member.probe_at = quiet_until
+            self._counter += 1
+            heapq.heappush(self._heap, (quiet_until, self._counter, _PROBE, to))
+            return
+        member.probed = True
+        member.probe = newest
+        self._resend(member, newest, now)
+        self._retransmitted(newest.item, [to], "probe")
 
     def _resend(self, member: _Member, copy: _Copy, now: float) -> None:
         copy.tries += 1

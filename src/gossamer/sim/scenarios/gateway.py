@@ -23,10 +23,11 @@ late, and past ``heartbeat_ms`` x 1.5 the gateway closes them), ``crash=NODE@T,.
 crashes clients for good (the gateway redelivers their jobs). The fault plan
 (``--drop`` ...) is for datagrams and does not apply: TCP hides loss.
 
-Client nodes trace ``layer=gateway`` events of their own: ``client_ready`` (``attrs.
-reconnect``), ``client_recv`` (``msg`` = the payload's id, ``attrs.t`` = SEND, BROADCAST
-or QUEUE), ``client_invalid`` (``attrs.error``) and ``client_disconnected``; the gateway
-traces its own (``gossamer.proto.gateway.core``) and the streams theirs
+Client nodes trace ``layer=gateway`` events: their cores' ``client_ready`` (``attrs.
+reconnect``), ``client_send`` and ``client_recv`` (``msg`` = the nonce, which is also
+the payload's id; ``gossamer.proto.gateway.tracing``), and the scenario's
+``client_invalid`` (``attrs.error``) and ``client_disconnected``; the
+gateway traces its own (``gossamer.proto.gateway.core``) and the streams theirs
 (``layer=net``). The summary counts what was sent, received and queued, and checks that
 every job confirmed by the gateway was acknowledged by the end (``jobs_unacked``).
 
@@ -112,7 +113,7 @@ class GatewayRun:
             config = ClientConfig(application_id=APP, client_id=ctx.node_id,
                                   reconnect_base=0.5, reconnect_max=4.0)
             metadata = {"index": index, "role": _role(index), "load": 0}
-            core = ClientCore(config, rng=ctx.rng, metadata=metadata)
+            core = ClientCore(config, rng=ctx.rng, metadata=metadata, tracer=ctx.tracer)
             return ClientConnections(core, gateway)
 
         return factory
@@ -132,7 +133,7 @@ class GatewayRun:
             if _role(index) == "reporter":
 
                 def report(connections: Any, now: float, step: int = step) -> None:
-                    self._report(connections, node_id, step)
+                    self._report(connections, node_id, step, now)
 
                 self.streams.local(node_id, report, when + params["interval"] / 2)
 
@@ -140,15 +141,17 @@ class GatewayRun:
         connections.core.update_metadata({"load": load})
         self.counts["metadata_updates"] += 1
 
-    def _report(self, connections: ClientConnections, node_id: str, step: int) -> None:
+    def _report(
+        self, connections: ClientConnections, node_id: str, step: int, now: float
+    ) -> None:
         core = connections.core
         one = {**_WORKERS, "selector": {"$min": "load"}}
         core.dispatch("SEND", {"target": one, "nonce": f"{node_id}/s{step}",
-                               "payload": {"id": f"{node_id}/s{step}"}})
+                               "payload": {"id": f"{node_id}/s{step}"}}, now)
         core.dispatch("BROADCAST", {"target": _WORKERS, "nonce": f"{node_id}/b{step}",
-                                    "payload": {"id": f"{node_id}/b{step}"}})
+                                    "payload": {"id": f"{node_id}/b{step}"}}, now)
         core.dispatch("QUEUE", {"queue": QUEUE, "target": _WORKERS, "nonce": f"{node_id}/q{step}",
-                                "payload": {"id": f"{node_id}/q{step}"}})
+                                "payload": {"id": f"{node_id}/q{step}"}}, now)
         self.counts["sends"] += 1
         self.counts["broadcasts"] += 1
         self.counts["jobs"] += 1
@@ -162,11 +165,10 @@ class GatewayRun:
         now = self.sim.now
         if isinstance(event, Ready):
             self.counts["readies"] += 1
-            trace(now, "gateway", "client_ready", attrs={"reconnect": str(event.reconnect).lower()})
             if _role(int(node.node_id[1:])) == "worker":
                 credits = self.params["credits"]
                 self.streams.local(node.node_id, lambda c, t: c.core.dispatch(
-                    "QUEUE_REQUEST", {"queue": QUEUE, "count": credits}))
+                    "QUEUE_REQUEST", {"queue": QUEUE, "count": credits}, t))
         elif isinstance(event, Dispatch):
             self._dispatch(node, event)
         elif isinstance(event, Invalid):
@@ -177,7 +179,6 @@ class GatewayRun:
             trace(now, "gateway", "client_disconnected")
 
     def _dispatch(self, node: SimNode, event: Dispatch) -> None:
-        now = self.sim.now
         if event.event == "QUEUE_CONFIRM":
             d = event.d if isinstance(event.d, dict) else {}
             self.confirmed.add(str(d.get("id")))
@@ -185,21 +186,16 @@ class GatewayRun:
         payload = event.payload
         if event.event == "QUEUE" and isinstance(payload, dict):
             job = str(payload.get("id"))
-            inner = payload.get("payload")
-            label = str(inner.get("id")) if isinstance(inner, dict) else job
-            node.tracer(now, "gateway", "client_recv", msg=label, attrs={"t": "QUEUE"})
             self.counts["jobs_received"] += 1
 
             def ack(connections: ClientConnections, t: float) -> None:
-                connections.core.dispatch("QUEUE_ACK", {"queue": QUEUE, "id": job})
-                connections.core.dispatch("QUEUE_REQUEST", {"queue": QUEUE, "count": 1})
+                connections.core.dispatch("QUEUE_ACK", {"queue": QUEUE, "id": job}, t)
+                connections.core.dispatch("QUEUE_REQUEST", {"queue": QUEUE, "count": 1}, t)
                 self.acked.add(job)
 
             self.streams.local(node.node_id, ack)
             return
         if isinstance(payload, dict):
-            node.tracer(now, "gateway", "client_recv", msg=str(payload.get("id")),
-                        attrs={"t": event.event})
             self.counts[f"{event.event.lower()}_received"] += 1
 
     def summary(self) -> dict[str, Any]:

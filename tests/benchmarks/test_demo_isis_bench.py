@@ -1,0 +1,70 @@
+"""The demo's ISIS latency benchmark (``bench/demo_isis.py``): its figures and its goal
+line, read from the summaries of given runs (a demo run itself takes a minute or two,
+and ``./run demo`` shows it). Run as its own process, as the other benchmarks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def summary(outside_crash_p99: float, outside_faults_p99: float) -> dict[str, Any]:
+    def row(count: int, p50: float, p99: float) -> dict[str, Any]:
+        return {"count": count, "mean": p50, "p50": p50, "p90": p99, "p99": p99, "max": p99}
+
+    return {
+        "scenario": {"lab": {"start_at": 100.0}},
+        "metrics": {
+            "latency": {"by_layer": [{"layer": "isis", **row(3000, 0.05, 4.0)}]},
+            "isis_fault_windows": {
+                "windows": [
+                    {"fault": "partition", "node": "h2", "start": 106.0, "end": 108.1},
+                    {"fault": "crash", "node": "h1", "start": 113.0, "end": None},
+                ],
+                "latency": {
+                    "outside_crash": row(2500, 0.04, outside_crash_p99),
+                    "outside_faults": row(2200, 0.03, outside_faults_p99),
+                },
+            },
+        },
+    }
+
+
+def section(tmp_path: Path, **runs: tuple[float, float]) -> str:
+    """``bench.demo_isis --no-write`` on runs whose summaries have these p99s."""
+    dirs = []
+    for name, p99s in runs.items():
+        (tmp_path / name / "analysis").mkdir(parents=True)
+        (tmp_path / name / "analysis" / "summary.json").write_text(json.dumps(summary(*p99s)))
+        dirs.append(str(tmp_path / name))
+    docs = (ROOT / "docs" / "benchmarks.md").read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.demo_isis", "--no-write", *dirs],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (ROOT / "docs" / "benchmarks.md").read_bytes() == docs  # --no-write
+    return done.stdout
+
+
+def test_the_section_gives_each_scope_of_each_run_and_judges_the_goal(tmp_path: Path) -> None:
+    text = section(tmp_path, a=(2.0, 0.25), b=(2.1, 0.3))
+    assert "| a | overall | 3,000 | 50 | 4,000 | 1.00x |" in text
+    assert "| a | outside the crash window | 2,500 | 40 | 2,000 | 0.50x |" in text
+    assert (
+        "| b | outside every fault window (crash, partition) | 2,200 | 30 | 300 | 0.07x |" in text
+    )
+    assert "a: partition h2 6.00-8.10 s, crash h1 13.00-end s" in text
+    assert "outside the crash window: **not met** (worst p99 2,100 ms over 2 runs)" in text
+    assert "Outside every fault window: met (worst p99 300 ms over 2 runs)" in text
+    met = section(tmp_path / "again", c=(0.9, 0.2))
+    assert "outside the crash window: met (worst p99 900 ms over 1 run)" in met
