@@ -75,6 +75,7 @@ from gossamer.wire import (
     prototari,
     snappy,
     varint,
+    views,
 )
 from gossamer.wire.keyring import Key, Keyring, derive_session
 
@@ -688,6 +689,37 @@ def _build_ping(rng: Random) -> Harness:
     return Harness(corpus=corpus, decode=ping.decode, check=_round_trip(ping.encode))
 
 
+def _build_views(rng: Random) -> Harness:
+    ballot = views.Ballot(round=_u32(rng), name="n1")
+    members = tuple(
+        views.MemberRecord(name=name, incarnation=rng.getrandbits(64), host="10.0.0.1", port=7300)
+        for name in ("a", "界" * 85, "x" * 255)
+    )
+    bodies: list[dict[str, Any]] = [
+        {"type": views.ViewsType.PREPARE, "ballot": ballot},
+        {"type": views.ViewsType.PROMISE, "ballot": ballot},
+        {"type": views.ViewsType.PROMISE, "ballot": ballot, "accepted": ballot, "members": members},
+        {"type": views.ViewsType.PROPOSE, "ballot": ballot, "members": members},
+        {"type": views.ViewsType.NACK, "ballot": ballot},
+        {"type": views.ViewsType.CHANGE, "members": members[:1], "joins": members[1:]},
+        {
+            "type": views.ViewsType.INSTALL,
+            "new_view": 7,
+            "members": members,
+            "installer": "a",
+            "agreed": ("a", "b"),
+            "state": rng.randbytes(rng.randint(0, 64)),
+        },
+        {"type": views.ViewsType.EXCLUDED, "new_view": 9},
+        {"type": views.ViewsType.STATUS},
+    ]
+    corpus = [
+        views.encode(views.ViewsMessage(view=rng.getrandbits(64), sender="n2", incarnation=3, **b))
+        for b in bodies
+    ]
+    return Harness(corpus=corpus, decode=views.decode, check=_round_trip(views.encode))
+
+
 def _build_jsonl(rng: Random) -> Harness:
     events = [
         TraceEvent(
@@ -816,6 +848,7 @@ TARGETS: tuple[Target, ...] = (
     Target(name="isis.decode", where="wire/isis.py", build=_build_isis, length_offsets=(0,)),
     Target(name="ping.decode", where="wire/ping.py", build=_build_ping, length_offsets=(8,)),
     Target(name="prototari.decode", where="wire/prototari.py", build=_build_prototari),
+    Target(name="views.decode", where="wire/views.py", build=_build_views, length_offsets=(12,)),
     Target(
         name="varint.decode_uint", where="wire/varint.py", build=_build_varint, length_offsets=(0,)
     ),

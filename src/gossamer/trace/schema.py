@@ -31,6 +31,7 @@ LAYERS: tuple[str, ...] = (
     "snapshot",
     "link",
     "gateway",
+    "views",
     "net",
     "demo",
 )
