@@ -5,6 +5,8 @@ The public API of the views service (``docs/api.md``, ``docs/cluster.md``), over
 module resolves the addresses, binds the socket, seals the datagrams and turns the
 layers' inputs into ``driver.call``::
 
+    from gossamer.proto.views import FlushRequired, Member, ViewsConfig
+
     me = Member(name="d", incarnation=1, address=("127.0.0.1", 0))
     async with gossamer.open_views(ViewsConfig(me, seeds=(seed,)), wire=wire) as views:
         async for event in views.events():     # ViewInstalled, FlushRequired, ...
@@ -36,37 +38,11 @@ from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ClosedError, ConfigError, NetworkError
-from gossamer.proto.views import (
-    LAYER,
-    Blocked,
-    Excluded,
-    FlushRequired,
-    Member,
-    StateNeeded,
-    Unblocked,
-    View,
-    ViewInstalled,
-    ViewsConfig,
-    ViewsCore,
-    ViewsEvent,
-)
+from gossamer.proto.views import LAYER, Member, View, ViewsConfig, ViewsCore, ViewsEvent
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
-__all__ = [
-    "Blocked",
-    "Excluded",
-    "FlushRequired",
-    "Member",
-    "StateNeeded",
-    "Unblocked",
-    "View",
-    "ViewInstalled",
-    "ViewsConfig",
-    "ViewsEvent",
-    "ViewsService",
-    "open_views",
-]
+__all__ = ["ViewsService", "open_views"]
 
 #: What the core refuses from the network (``ViewsCore.counters``), beside the envelope's.
 _REFUSED = ("malformed", "spoofed", "unknown_sender")
