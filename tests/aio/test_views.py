@@ -17,11 +17,20 @@ import pytest
 import gossamer
 from gossamer.aio.sealing import new_session
 from gossamer.aio.views import ViewsService, open_views
-from gossamer.errors import ClosedError, ConfigError, NetworkError, TimedOutError
+from gossamer.errors import (
+    ClosedError,
+    ConfigError,
+    LocalProtocolError,
+    NetworkError,
+    TimedOutError,
+)
 from gossamer.proto.views import (
+    Blocked,
+    Excluded,
     FlushRequired,
     Member,
     StateNeeded,
+    Unblocked,
     ViewInstalled,
     ViewsConfig,
     ViewsEvent,
@@ -31,6 +40,7 @@ from gossamer.testing.aio import Runner, until
 from gossamer.trace import MemorySink, Tracer
 from gossamer.wire import envelope
 from gossamer.wire.mode import Wire, WireMode
+from gossamer.wire.views import MAX_STATE
 
 #: Retransmission every 20 ms: loopback round trips are short.
 RETRY = 0.02
@@ -232,6 +242,49 @@ def test_a_restarted_member_rejoins_as_a_new_incarnation(run: Runner) -> None:
     run(main())
 
 
+def test_a_live_member_the_others_suspect_is_excluded(run: Runner) -> None:
+    async def main() -> None:
+        async with Group(("a", "b", "c")) as g:
+            await g.found()
+            await g.until_view(1)
+            c = g.nodes["c"]
+            for name in ("a", "b"):
+                g.nodes[name].service.suspect("c")  # wrongly: c is alive
+            await until(lambda: c.service.excluded, timeout=10)
+            await until(lambda: g.nodes["a"].view_id() == 2 and g.nodes["b"].view_id() == 2)
+            assert keys(g.nodes["a"]) == keys(g.nodes["b"]) == [("a", 1), ("b", 1)]
+            assert isinstance(c.seen[-1], Excluded) and c.seen[-1].view_id == 2
+            assert c.view_id() == 1 and not c.service.closed  # closing is the process's act
+            c.service.suspect("a")  # an excluded core ignores its inputs
+            assert c.view_id() == 1 and c.service.excluded
+
+    run(main())
+
+
+def test_a_member_that_suspects_a_majority_blocks_until_they_are_back(run: Runner) -> None:
+    async def main() -> None:
+        async with Group(("a", "b", "c")) as g:
+            await g.found()
+            await g.until_view(1)
+            a = g.nodes["a"]
+            a.service.suspect("b")
+            a.service.suspect("c")
+            assert a.service.blocked
+            await until(lambda: any(isinstance(e, Blocked) for e in a.seen))
+            blocked = next(e for e in a.seen if isinstance(e, Blocked))
+            assert blocked.view_id == 1 and blocked.reachable == ("a",)
+            for name in ("b", "c"):  # what discovery's peer_up says: alive after all
+                a.service.join_request(g.nodes[name].service.member)
+            assert not a.service.blocked
+            await until(lambda: any(isinstance(e, Unblocked) for e in a.seen))
+            # A change a started meanwhile may end in a view of the same members: either
+            # way all three agree on one view of all three.
+            await until(lambda: len({n.service.view for n in g.nodes.values()}) == 1)
+            assert keys(a) == [m.key for m in g.initial]
+
+    run(main())
+
+
 def test_garbage_and_datagrams_under_another_key_are_counted_not_raised(run: Runner) -> None:
     async def main() -> None:
         async with Group(("a", "b", "c")) as g:
@@ -275,6 +328,9 @@ def test_opening_refuses_the_original_wire_and_a_taken_address(run: Runner) -> N
             assert isinstance(event, ViewInstalled) and event.view.members == (a.member,)
             with pytest.raises(TimedOutError):
                 await a.next_event(timeout=0.05)
+            with pytest.raises(LocalProtocolError, match="state exceeds"):
+                a.provide_state(2, bytes(MAX_STATE + 1))  # the caller's error, raised to it
+            assert not a.closed
             taken = Member(name="b", incarnation=1, address=a.address)
             with pytest.raises(NetworkError) as caught:
                 await open_views(ViewsConfig(me=taken, initial=(taken,)), wire=sealed_wire())
