@@ -9,12 +9,14 @@ played by each member's reader, which answers ``FlushRequired`` with ``flush_don
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 import socket
 
 import pytest
 
 import gossamer
+from gossamer.aio.faults import FaultInjector
 from gossamer.aio.sealing import new_session
 from gossamer.aio.views import ViewsService, open_views
 from gossamer.errors import (
@@ -24,6 +26,7 @@ from gossamer.errors import (
     NetworkError,
     TimedOutError,
 )
+from gossamer.faults import FaultPlan
 from gossamer.proto.views import (
     Blocked,
     Excluded,
@@ -87,8 +90,10 @@ class Node:
 class Group:
     """Founders ``names`` on 127.0.0.1, and whoever joins later, all with one key."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
+    def __init__(self, names: tuple[str, ...], *, plan: FaultPlan | None = None) -> None:
         self.wire = sealed_wire()
+        self.plan = plan
+        self.injectors: list[FaultInjector] = []
         ports = free_ports(len(names), kind="udp")
         self.initial = tuple(
             Member(name=n, incarnation=1, address=(LOCALHOST, p))
@@ -100,18 +105,31 @@ class Group:
     def _tracer(self, name: str) -> Tracer:
         return Tracer(self.sink, run="aio", node=name)
 
+    def _faults(self, tracer: Tracer) -> FaultInjector | None:
+        if self.plan is None:
+            return None
+        injector = FaultInjector(self.plan, rng=random.Random(len(self.injectors)), tracer=tracer)
+        self.injectors.append(injector)
+        return injector
+
+    async def _open(self, config: ViewsConfig) -> Node:
+        tracer = self._tracer(config.me.name)
+        service = await open_views(
+            config, wire=self.wire, tracer=tracer, faults=self._faults(tracer)
+        )
+        node = Node(service)
+        self.nodes[config.me.name] = node
+        return node
+
     async def found(self) -> None:
         for me in self.initial:
             config = ViewsConfig(me=me, initial=self.initial, retry=RETRY)
-            service = await open_views(config, wire=self.wire, tracer=self._tracer(me.name))
-            self.nodes[me.name] = Node(service)
+            await self._open(config)
 
     async def join(self, name: str, *, seed: str, incarnation: int = 1, port: int = 0) -> Node:
         me = Member(name=name, incarnation=incarnation, address=(LOCALHOST, port))
         config = ViewsConfig(me=me, seeds=(self.nodes[seed].service.address,), retry=RETRY)
-        node = Node(await open_views(config, wire=self.wire, tracer=self._tracer(name)))
-        self.nodes[name] = node
-        return node
+        return await self._open(config)
 
     def live(self) -> list[Node]:
         return [n for n in self.nodes.values() if not n.service.closed]
@@ -238,6 +256,28 @@ def test_a_restarted_member_rejoins_as_a_new_incarnation(run: Runner) -> None:
                 assert view is not None and not view.has(("c", 1))
             assert new.installed()[0].state == state_of("a", 2)
             assert old.installed()[-1].view.id == 1  # the old incarnation saw no more
+
+    run(main())
+
+
+def test_a_join_and_a_crash_under_loss_duplication_and_reordering(run: Runner) -> None:
+    async def main() -> None:
+        plan = FaultPlan(drop=0.2, duplicate=0.1, reorder=0.2, reorder_by=0.01)
+        async with Group(("a", "b", "c"), plan=plan) as g:
+            await g.found()
+            await g.join("d", seed="c")
+            await g.until_view(2)
+            await g.nodes["c"].close()
+            for name in ("a", "b", "d"):
+                g.nodes[name].service.suspect("c")
+            await g.until_view(3)
+            for node in g.live():
+                assert keys(node) == [("a", 1), ("b", 1), ("d", 1)], node.name
+                assert [e.view.id for e in node.installed()] == ([2, 3] if node.name == "d"
+                                                                 else [1, 2, 3])  # fmt: skip
+            assert g.nodes["d"].installed()[0].state == state_of("a", 2)
+            assert {k for inj in g.injectors for k in inj.counts} >= {"drop", "duplicate"}
+            assert sum(n.service.counters["retransmitted"] for n in g.live()) > 0
 
     run(main())
 
