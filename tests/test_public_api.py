@@ -11,6 +11,7 @@ import pytest
 import gossamer
 from gossamer.aio.opening import Opening
 from gossamer.errors import ConfigError
+from gossamer.proto.views import Member
 from gossamer.testing import sealed_wire
 
 OPENERS = [name for name in gossamer.__all__ if name.startswith("open_")]
@@ -21,7 +22,7 @@ def test_every_public_name_resolves() -> None:
         assert getattr(gossamer, name) is not None, name
     assert sorted(OPENERS) == [
         "open_discovery", "open_gateway_client", "open_gateway_server", "open_gossip",
-        "open_isis", "open_node", "open_socket",
+        "open_isis", "open_node", "open_socket", "open_views",
     ]
     with pytest.raises(AttributeError, match="no attribute 'socket'"):
         gossamer.socket  # noqa: B018 - the old entry point is gone: one style
@@ -41,6 +42,7 @@ def test_import_gossamer_pulls_in_neither_asyncio_nor_the_drivers() -> None:
 def test_every_opener_returns_an_opening_without_starting_anything() -> None:
     # Nothing starts before the Opening is awaited or entered: making one needs no loop.
     wire = sealed_wire()
+    me = Member(name="a", incarnation=1, address=("127.0.0.1", 1))
     made = [
         gossamer.open_socket("pull", tag="jobs", wire=wire),
         gossamer.open_node(wire=wire),
@@ -49,6 +51,7 @@ def test_every_opener_returns_an_opening_without_starting_anything() -> None:
         gossamer.open_discovery(gossamer.DiscoveryConfig(address=("127.0.0.1", 0)), wire=wire),
         gossamer.open_gateway_server(gossamer.GatewayConfig()),
         gossamer.open_gateway_client("singyeong://app@127.0.0.1:1"),
+        gossamer.open_views(gossamer.ViewsConfig(me=me, initial=(me,)), wire=wire),
     ]
     assert all(isinstance(opening, Opening) for opening in made)
     for opener in OPENERS:

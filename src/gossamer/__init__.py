@@ -35,12 +35,14 @@ _LAZY = {
     "open_node": "gossamer.aio.link",
     "open_gateway_client": "gossamer.aio.gateway_client",
     "open_gateway_server": "gossamer.aio.gateway_server",
+    "open_views": "gossamer.aio.views",
     # One configuration per protocol.
     "DiscoveryConfig": "gossamer.proto.discovery.core",
     "GossipConfig": "gossamer.proto.gossip.config",
     "IsisConfig": "gossamer.proto.isis.core",
     "GatewayConfig": "gossamer.proto.gateway.core",
     "LinkConfig": "gossamer.proto.link",
+    "ViewsConfig": "gossamer.proto.views.model",
     # The wire and its key.
     "Wire": "gossamer.wire.mode",
     "WireMode": "gossamer.wire.mode",
@@ -54,6 +56,7 @@ __all__ = [
     "GossipConfig",
     "IsisConfig",
     "LinkConfig",
+    "ViewsConfig",
     "Wire",
     "WireMode",
     "__version__",
@@ -64,6 +67,7 @@ __all__ = [
     "open_isis",
     "open_node",
     "open_socket",
+    "open_views",
     "run",
 ]
 
@@ -75,11 +79,13 @@ if TYPE_CHECKING:
     from gossamer.aio.isis import open_isis
     from gossamer.aio.link import open_node, open_socket
     from gossamer.aio.loop import run
+    from gossamer.aio.views import open_views
     from gossamer.proto.discovery.core import DiscoveryConfig
     from gossamer.proto.gateway.core import GatewayConfig
     from gossamer.proto.gossip.config import GossipConfig
     from gossamer.proto.isis.core import IsisConfig
     from gossamer.proto.link import LinkConfig
+    from gossamer.proto.views.model import ViewsConfig
     from gossamer.wire.mode import Wire, WireMode
 
 
