@@ -18,6 +18,7 @@ window.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench._baseline import baseline_env, baseline_tree
 from bench._report import machine, table, update_section
 
 #: The goal, in seconds: the demo's ISIS p99 outside the crash window.
@@ -38,10 +40,19 @@ SCOPES = (
 )
 
 
-def run_demo(out: Path) -> None:
-    """One demo run of the lab, analysed (what ``./run demo`` runs)."""
+#: The table's columns.
+COLUMNS = ["run", "ISIS deliveries", "count", "p50 ms", "p99 ms", "p99 / overall", "p99 / baseline"]
+
+
+def run_demo(out: Path, tree: str | None = None) -> None:
+    """One demo run of the lab, analysed (what ``./run demo`` runs), by this gossamer or
+    the one in source ``tree`` (a baseline: its lab and nodes; ``summary_of`` analyses
+    its traces again with this tree when its analysis lacks the fault windows)."""
     argv = [sys.executable, "-m", "gossamer.cli.main", "lab", "run", "--scenario", "demo"]
-    done = subprocess.run([*argv, "--out", str(out)], stdout=subprocess.DEVNULL, check=False)
+    env = baseline_env(tree) if tree else None
+    done = subprocess.run(
+        [*argv, "--out", str(out)], stdout=subprocess.DEVNULL, env=env, check=False
+    )
     if done.returncode not in (0, 1):  # 1: a violated property, still a run to measure
         raise SystemExit(f"the demo run failed (exit {done.returncode}); its files: {out}")
 
@@ -87,19 +98,36 @@ def _window(w: Sequence[Any]) -> str:
     return f"{fault} {node} {start:.2f}-{'end' if end is None else f'{end:.2f}'} s"
 
 
-def section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
-    """The Markdown section for the measured runs (name, ``figures``)."""
+def section(
+    runs: Sequence[tuple[str, Mapping[str, Any]]],
+    baseline: Sequence[tuple[str, Mapping[str, Any]]] = (),
+    baseline_name: str | None = None,
+) -> str:
+    """The Markdown section for the measured runs (name, ``figures``) of this tree and,
+    if any, of the baseline tree ``baseline_name``; the goal is judged on this tree's."""
+    median: dict[str, float] = {}
+    for scope, _ in SCOPES:
+        values = sorted(f[scope]["p99"] for _, f in baseline if f.get(scope))
+        if values:
+            median[scope] = values[len(values) // 2]
     rows: list[list[object]] = []
-    for name, f in runs:
-        base = f["overall"]["p99"]
-        for scope, label in SCOPES:
-            r = f.get(scope)
-            if r is None:
-                continue
-            ratio = f"{r['p99'] / base:.2f}x" if base else "-"
-            rows.append([name, label, f"{r['count']:,}", _ms(r["p50"]), _ms(r["p99"]), ratio])
+    for tree, measured in ((baseline_name, baseline), (None, runs)):
+        for name, f in measured:
+            base = f["overall"]["p99"]
+            for scope, label in SCOPES:
+                r = f.get(scope)
+                if r is None:
+                    continue
+                ratio = f"{r['p99'] / base:.2f}x" if base else "-"
+                old = median.get(scope)
+                vs = f"{r['p99'] / old:.2f}x" if old and tree is None else ""
+                run = f"{name} (baseline {tree})" if tree else name
+                rows.append(
+                    [run, label, f"{r['count']:,}", _ms(r["p50"]), _ms(r["p99"]), ratio, vs]
+                )
     windows = "; ".join(
-        f"{name}: " + ", ".join(_window(w) for w in f["windows"]) for name, f in runs
+        f"{name}: " + ", ".join(_window(w) for w in f["windows"])
+        for name, f in (*baseline, *runs)
     )
     crash = [f["outside_crash"]["p99"] for _, f in runs if f.get("outside_crash")]
     faults = [f["outside_faults"]["p99"] for _, f in runs if f.get("outside_faults")]
@@ -112,6 +140,13 @@ def section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
         runs = f"{len(values)} run" + ("s" if len(values) > 1 else "")
         return f"{met} (worst p99 {worst * 1000:,.0f} ms over {runs})"
 
+    against = (
+        f" The baseline is gossamer {baseline_name}, each of its runs right before one of "
+        "this tree's; *p99 / baseline* divides a p99 by the median baseline p99 of the "
+        "same scope."
+        if baseline_name
+        else ""
+    )
     return "\n".join(
         [
             "## ISIS latency in the lab's demo, outside its fault windows (`bench/demo_isis.py`)",
@@ -122,9 +157,10 @@ def section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
             "shared with other work. A *fault window* is a crash until the last correct member "
             "installed a view without the crashed one, or a partition until its heal, as the "
             "traces show them; a message is in a window when its lifetime (multicast to last "
-            "delivery) overlaps it. Ratios are to the same run's overall p99.",
+            "delivery) overlaps it. *p99 / overall* divides by the same run's overall p99."
+            + against,
             "",
-            table(["run", "ISIS deliveries", "count", "p50 ms", "p99 ms", "p99 / overall"], rows),
+            table(COLUMNS, rows),
             "",
             f"Windows (seconds since the workload started): {windows}.",
             "",
@@ -134,7 +170,8 @@ def section(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
             "cut), and a total order waits for every member of the view, so each message "
             "multicast in it waits for the heal.",
             "",
-            "Re-run: `.venv/bin/python -m bench.demo_isis [--runs N] [RUN_DIR ...]`.",
+            "Re-run: `.venv/bin/python -m bench.demo_isis [--runs N] [--baseline REV] "
+            "[RUN_DIR ...]`.",
         ]
     )
 
@@ -143,16 +180,31 @@ def main(argv: Sequence[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="*", type=Path, help="demo runs to read (else new)")
     parser.add_argument("--runs", type=int, default=2, help="demo runs to make (default 2)")
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also run the demo of this earlier gossamer (a git revision or a source tree), "
+        "each of its runs right before one of this tree's",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not update the doc")
     args = parser.parse_args(argv)
-    dirs = list(args.run_dirs)
-    if not dirs:
-        root = Path(tempfile.mkdtemp(prefix="gossamer-bench-demo-isis-"))
-        for i in range(args.runs):
-            dirs.append(root / f"demo-{i + 1}")
-            run_demo(dirs[-1])
-    runs = [(d.name, figures(summary_of(d))) for d in dirs]
-    text = section(runs)
+    dirs = [(d, False) for d in args.run_dirs]
+    with contextlib.ExitStack() as stack:
+        tree = baseline_tree(args.baseline, stack) if args.baseline else None
+        if not dirs:
+            root = Path(tempfile.mkdtemp(prefix="gossamer-bench-demo-isis-"))
+            for i in range(args.runs):
+                if tree:
+                    dirs.append((root / f"baseline-{i + 1}", True))
+                    run_demo(dirs[-1][0], tree)
+                dirs.append((root / f"demo-{i + 1}", False))
+                run_demo(dirs[-1][0])
+    measured = [(d.name, old, figures(summary_of(d))) for d, old in dirs]
+    text = section(
+        [(name, f) for name, old, f in measured if not old],
+        [(name, f) for name, old, f in measured if old],
+        args.baseline,
+    )
     print(text)
     if not args.no_write:
         update_section("demo-isis", text)

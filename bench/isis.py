@@ -38,7 +38,6 @@ import json
 import math
 import os
 import secrets
-import shutil
 import socket
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench._baseline import baseline_env, baseline_tree
 from bench._report import DOC, machine, table, update_section
 
 NODES = 5
@@ -236,9 +236,9 @@ def _addresses(distinct_ips: bool = False) -> list[tuple[str, int]]:
 def _run_workers(kind: str, seconds: float, **extra: Any) -> list[dict[str, Any]]:
     addrs = _addresses(distinct_ips=extra.get("wire") == "original")
     # The members are sealed, as by default: one fresh group key per run, by environment.
-    env = {**os.environ, "GOSSAMER_KEY": secrets.token_hex(32)}
-    if extra.get("src"):  # another gossamer tree (a baseline) in the members
-        env["PYTHONPATH"] = str(Path(extra["src"]).resolve() / "src")
+    # Another gossamer tree (a baseline) runs in the members when ``src`` names one.
+    env = baseline_env(extra["src"]) if extra.get("src") else dict(os.environ)
+    env["GOSSAMER_KEY"] = secrets.token_hex(32)
     procs = []
     for me in range(NODES):
         cfg = {"kind": kind, "me": me, "addrs": addrs, "seconds": seconds, **extra}
@@ -424,31 +424,6 @@ def _print_run(label: str, drop: float, r: dict[str, Any], raw: float) -> None:
     )
 
 
-def _baseline_tree(spec: str, stack: contextlib.ExitStack) -> str:
-    """The baseline's source tree: ``spec`` itself when it is a directory, else that git
-    revision of this repository exported into a temporary directory (with this tree's
-    built native envelope when the revision's C source is the same, so that both trees
-    seal alike)."""
-    if Path(spec).is_dir():
-        return spec
-    root = Path(__file__).resolve().parent.parent
-    tree = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="isis-baseline-")))
-    archive = subprocess.run(
-        ["git", "-C", str(root), "archive", spec], capture_output=True, check=False
-    )
-    if archive.returncode != 0:
-        raise SystemExit(f"--baseline {spec}: neither a directory nor a git revision here")
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    ours = root / "src" / "gossamer" / "wire"
-    theirs = tree / "src" / "gossamer" / "wire"
-    source = "_envelope_native.c"
-    if (theirs / source).exists() and (theirs / source).read_bytes() == (
-        ours / source
-    ).read_bytes():
-        for built in ours.glob("_envelope_native*.so"):
-            shutil.copy(built, theirs)
-    return str(tree)
-
 
 def _goal_block(
     results: dict[tuple[str, bool, float], dict[str, Any]],
@@ -629,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     goal: list[float] = []
     results: dict[tuple[str, bool, float], dict[str, Any]] = {}  # (mode, baseline?, drop)
     with contextlib.ExitStack() as stack:
-        baseline = _baseline_tree(args.baseline, stack) if args.baseline else None
+        baseline = baseline_tree(args.baseline, stack) if args.baseline else None
         for mode in modes:
             # Each run of a sealed mode on the baseline tree right before the same run of
             # this one, so that both see the same load.

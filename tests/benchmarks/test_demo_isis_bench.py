@@ -68,3 +68,31 @@ def test_the_section_gives_each_scope_of_each_run_and_judges_the_goal(tmp_path: 
     assert "Outside every fault window: met (worst p99 300 ms over 2 runs)" in text
     met = section(tmp_path / "again", c=(0.9, 0.2))
     assert "outside the crash window: met (worst p99 900 ms over 1 run)" in met
+
+
+def test_a_baseline_tree_s_runs_are_listed_and_each_p99_divided_by_theirs() -> None:
+    script = (
+        "import json, sys\n"
+        "from bench import demo_isis as d\n"
+        "new, b1, b2 = (d.figures(s) for s in json.load(sys.stdin))\n"
+        "print(d.section([('new', new)], [('b1', b1), ('b2', b2)], '4b35554'))\n"
+    )
+    summaries = [summary(0.9, 0.2), summary(2.0, 0.4), summary(3.0, 0.5)]
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        input=json.dumps(summaries),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    text = done.stdout
+    row = "| b1 (baseline 4b35554) | outside the crash window | 2,500 | 40 | 2,000 | 0.50x |  |"
+    assert row in text
+    # The median of the baseline's two p99s (the upper one of two) is the divisor.
+    assert "| new | outside the crash window | 2,500 | 40 | 900 | 0.23x | 0.30x |" in text
+    outside = "| new | outside every fault window (crash, partition) | 2,200 | 30 | 200 |"
+    assert f"{outside} 0.05x | 0.40x |" in text
+    # The goal is judged on this tree's runs only.
+    assert "outside the crash window: met (worst p99 900 ms over 1 run)" in text
