@@ -52,9 +52,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench._report import machine, table, update_section
-from gossamer.analysis import job, metrics, session
+from gossamer.analysis import fsio, job, metrics, session
 from gossamer.analysis.checks import isis
-from gossamer.analysis.load import read_events, write_events
+from gossamer.analysis.load import load_run, manifest_path, read_events, write_events
 from gossamer.analysis.schema import EVENT_COLUMNS
 
 NODES = 8
@@ -62,6 +62,8 @@ NODES = 8
 #: injected drop per 20 messages (layer ``net``).
 PER_MESSAGE = 1 + (NODES - 1) * 2 + NODES + 0.05
 GOAL_RATIO = 4.0
+#: The conversion must be at least this many times faster than the baseline's (``--baseline``).
+CONVERT_GOAL = 3.0
 DT = 0.001  # seconds between multicasts
 
 
@@ -321,6 +323,55 @@ def end_to_end(spark: SparkSession, run_dir: Path) -> tuple[dict[str, Any], Samp
     return result, sample
 
 
+def convert_worker(run_dir: str, parquet: str) -> None:
+    """Time ``load_run`` (conversion and input report) of one run; print the figures as JSON.
+
+    Run in a new process by ``convert_in_process``, with whichever gossamer tree is first
+    on its path: the one under test or a baseline (``--baseline``). The session is the
+    one ``gossamer analyze`` starts for a run of this size.
+    """
+    sources = fsio.list_local_sources(run_dir)
+    small = sum(s.size for s in sources) <= session.SMALL_RUN_BYTES
+    spark = session.build_session(small=small, log_file=f"{parquet}.spark.log")
+    try:
+        cpu = lambda: _jvm_cpu(spark) + time.process_time()  # noqa: E731
+        found: list[int] = []
+        sample = _sample(lambda: found.append(load_run(spark, run_dir, parquet)[1].events), cpu)
+    finally:
+        spark.stop()
+    print(json.dumps({"wall": sample.wall, "cpu": sample.cpu, "events": found[0]}))
+
+
+def _describe(tree: Path) -> str:
+    """A source tree as the docs name it: its git commit when it has one."""
+    done = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=commit %h (%cs)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else f"`{tree}`"
+
+
+def convert_in_process(tree: Path | None, run_dir: Path) -> Sample:
+    """``convert_worker`` in a new process, on the gossamer source ``tree`` (None: this one)."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str((tree or root).resolve() / "src")}
+    parquet = run_dir.parent / f"{run_dir.name}-convert.parquet"
+    argv = [sys.executable, "-m", "bench.analysis", "--convert-worker", str(run_dir), str(parquet)]
+    try:
+        done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(parquet, ignore_errors=True)
+        for side in (Path(manifest_path(str(parquet))), Path(f"{parquet}.spark.log")):
+            side.unlink(missing_ok=True)
+        for config in parquet.parent.glob(f"{parquet.name}.spark.log4j2.properties"):
+            config.unlink()
+    return Sample(wall=float(result["wall"]), cpu=float(result["cpu"]))
+
+
 # -- timing ---------------------------------------------------------------------------------
 
 
@@ -497,7 +548,25 @@ def main(argv: list[str] | None = None) -> str:
         metavar="RUN_DIR",
         help="only the demo-sized run against bare Spark (RUN_DIR: an existing demo run)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also time the JSON-to-Parquet conversion of the gossamer source tree TREE (say "
+        "a `git worktree` of an earlier commit) against this one's, each in new processes, "
+        "alternating",
+    )
+    parser.add_argument(
+        "--convert-rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="conversions of each tree per size with --baseline (default 1)",
+    )
+    parser.add_argument("--convert-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.convert_worker:
+        convert_worker(*args.convert_worker)
+        return ""
     if args.demo is not None:
         return _demo_main(args)
     sizes = (1_000_000,) if args.quick else (1_000_000, 10_000_000)
@@ -514,6 +583,8 @@ def main(argv: list[str] | None = None) -> str:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gossamer-bench-"))
     rows: list[list[object]] = []
     whole: list[list[object]] = []
+    conversions: list[list[object]] = []
+    speedups: list[float] = []
     best: dict[tuple[int, str, str], Sample] = {}
     counts: dict[int, int] = {}
     try:
@@ -546,6 +617,33 @@ def main(argv: list[str] | None = None) -> str:
                 print(rows[-1], flush=True)
             run_dir = root / f"run-{size}"
             write_run(spark, path, run_dir)
+            if args.baseline:
+                trees = {"baseline": Path(args.baseline), "this tree": None}
+                times: dict[str, list[Sample]] = {name: [] for name in trees}
+                for r in range(args.convert_rounds):
+                    for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+                        times[name].append(convert_in_process(trees[name], run_dir))
+                        print(f"convert, {name}: {times[name][-1]}", flush=True)
+                old = Sample(
+                    wall=min(x.wall for x in times["baseline"]),
+                    cpu=min(x.cpu for x in times["baseline"]),
+                )
+                new = Sample(
+                    wall=min(x.wall for x in times["this tree"]),
+                    cpu=min(x.cpu for x in times["this tree"]),
+                )
+                speedups.append(old.wall / new.wall)
+                conversions.append(
+                    [
+                        f"{count / 1e6:.0f} M",
+                        f"{old.wall:.1f}",
+                        f"{new.wall:.1f}",
+                        f"**{old.wall / new.wall:.1f}x**",
+                        f"{old.cpu:.0f} / {new.cpu:.0f}",
+                        f"{old.cpu / new.cpu:.1f}x",
+                    ]
+                )
+                print(conversions[-1], flush=True)
             summary, cost = end_to_end(spark, run_dir)
             timing = summary["timing"]
             whole.append(
@@ -616,6 +714,31 @@ def main(argv: list[str] | None = None) -> str:
         ),
         "",
     ]
+    if conversions:
+        verdict = "met" if speedups[-1] >= CONVERT_GOAL else "not met"
+        lines += [
+            "The conversion alone (`load_run`: JSON lines to Parquet, validation, line "
+            "numbers, input report) of the same runs, by this tree and by the baseline tree "
+            f"({_describe(Path(args.baseline))}, `--baseline`), each in a new process with the session "
+            "`gossamer analyze` would start, alternating; best of "
+            f"{args.convert_rounds} round(s). CPU seconds are the JVM's and the driver's.",
+            "",
+            table(
+                [
+                    "events",
+                    "baseline s",
+                    "this tree s",
+                    "speed-up",
+                    "CPU s baseline / this tree",
+                    "CPU speed-up",
+                ],
+                conversions,
+            ),
+            "",
+            f"Conversion speed-up at the largest size: **{speedups[-1]:.1f}x** wall-clock; "
+            f"goal: at least {CONVERT_GOAL:g}x, {verdict}.",
+            "",
+        ]
     if len(sizes) > 1:
         small, large = sizes
         queries = ("total order", "latency")
@@ -641,7 +764,8 @@ def main(argv: list[str] | None = None) -> str:
             "",
         ]
     lines += [
-        "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only). "
+        "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only; "
+        "`--baseline TREE` to time the conversion of another gossamer tree alongside). "
         "What the figures mean for a cluster, and a billion events, is in `docs/analysis.md`.",
     ]
     section = "\n".join(lines)
