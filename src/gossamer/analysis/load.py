@@ -11,7 +11,10 @@ reuses the Parquet data instead of parsing again.
 Line numbers are computed without sorting anything: Spark reads each split of a
 file (a block) in order within one task, so a row's line is the number of lines in
 the file's earlier blocks plus its offset from the first row of its own block, both
-found with ``monotonically_increasing_id`` and one small aggregation.
+found with ``monotonically_increasing_id`` and one small aggregation. That first pass
+also checks each line's shape (``parse.has_fast_shape``): the second pass reads the
+lines of a block where all have it with the typed JSON reader alone
+(``parse.parse_shaped``), and only other blocks go through ``parse.parse_lines``.
 """
 
 from __future__ import annotations
