@@ -24,6 +24,11 @@ Spark session (default settings) that starts, reads the same files once, counts 
 events by layer and stops. Each round runs both as new processes, in alternating
 order; the figures are medians.
 
+With ``--baseline TREE`` (another gossamer source tree, say a ``git worktree`` of an
+earlier commit), the JSON-to-Parquet conversion of each run (``load.load_run``) is also
+timed for both trees, each in a new process with the session ``gossamer analyze``
+would start, alternating between the trees.
+
 Run from the repository root: ``.venv/bin/python -m bench.analysis [--quick]``
 (``--quick``: 1M events only, two rounds, a few minutes with Spark's start-up);
 ``--demo [RUN_DIR]`` for the demo comparison only (without RUN_DIR, a demo run is
@@ -52,9 +57,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench._report import machine, table, update_section
-from gossamer.analysis import job, metrics, session
+from gossamer.analysis import fsio, job, metrics, session
 from gossamer.analysis.checks import isis
-from gossamer.analysis.load import read_events, write_events
+from gossamer.analysis.load import load_run, manifest_path, read_events, write_events
 from gossamer.analysis.schema import EVENT_COLUMNS
 
 NODES = 8
@@ -62,6 +67,8 @@ NODES = 8
 #: injected drop per 20 messages (layer ``net``).
 PER_MESSAGE = 1 + (NODES - 1) * 2 + NODES + 0.05
 GOAL_RATIO = 4.0
+#: The conversion must be at least this many times faster than the baseline's (``--baseline``).
+CONVERT_GOAL = 3.0
 DT = 0.001  # seconds between multicasts
 
 
@@ -321,6 +328,55 @@ def end_to_end(spark: SparkSession, run_dir: Path) -> tuple[dict[str, Any], Samp
     return result, sample
 
 
+def convert_worker(run_dir: str, parquet: str) -> None:
+    """Time ``load_run`` (conversion and input report) of one run; print the figures as JSON.
+
+    Run in a new process by ``convert_in_process``, with whichever gossamer tree is first
+    on its path: the one under test or a baseline (``--baseline``). The session is the
+    one ``gossamer analyze`` starts for a run of this size.
+    """
+    sources = fsio.list_local_sources(run_dir)
+    small = sum(s.size for s in sources) <= session.SMALL_RUN_BYTES
+    spark = session.build_session(small=small, log_file=f"{parquet}.spark.log")
+    try:
+        cpu = lambda: _jvm_cpu(spark) + time.process_time()  # noqa: E731
+        found: list[int] = []
+        sample = _sample(lambda: found.append(load_run(spark, run_dir, parquet)[1].events), cpu)
+    finally:
+        spark.stop()
+    print(json.dumps({"wall": sample.wall, "cpu": sample.cpu, "events": found[0]}))
+
+
+def _describe(tree: Path) -> str:
+    """A source tree as the docs name it: its git commit when it has one."""
+    done = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=commit %h (%cs)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() if done.returncode == 0 else f"`{tree}`"
+
+
+def convert_in_process(tree: Path | None, run_dir: Path) -> Sample:
+    """``convert_worker`` in a new process, on the gossamer source ``tree`` (None: this one)."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str((tree or root).resolve() / "src")}
+    parquet = run_dir.parent / f"{run_dir.name}-convert.parquet"
+    argv = [sys.executable, "-m", "bench.analysis", "--convert-worker", str(run_dir), str(parquet)]
+    try:
+        done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(parquet, ignore_errors=True)
+        for side in (Path(manifest_path(str(parquet))), Path(f"{parquet}.spark.log")):
+            side.unlink(missing_ok=True)
+        for config in parquet.parent.glob(f"{parquet.name}.spark.log4j2.properties"):
+            config.unlink()
+    return Sample(wall=float(result["wall"]), cpu=float(result["cpu"]))
+
+
 # -- timing ---------------------------------------------------------------------------------
 
 
@@ -486,6 +542,9 @@ def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="1M events only, two rounds")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--sizes", help="events per run, comma-separated (default 1000000,10000000)"
+    )
     parser.add_argument("--keep", metavar="DIR", help="generate into DIR and keep the data")
     parser.add_argument(
         "--no-write", action="store_true", help="print the figures, leave docs/benchmarks.md be"
@@ -497,10 +556,30 @@ def main(argv: list[str] | None = None) -> str:
         metavar="RUN_DIR",
         help="only the demo-sized run against bare Spark (RUN_DIR: an existing demo run)",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="TREE",
+        help="also time the JSON-to-Parquet conversion of the gossamer source tree TREE (say "
+        "a `git worktree` of an earlier commit) against this one's, each in new processes, "
+        "alternating",
+    )
+    parser.add_argument(
+        "--convert-rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="conversions of each tree per size with --baseline (default 1)",
+    )
+    parser.add_argument("--convert-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.convert_worker:
+        convert_worker(*args.convert_worker)
+        return ""
     if args.demo is not None:
         return _demo_main(args)
     sizes = (1_000_000,) if args.quick else (1_000_000, 10_000_000)
+    if args.sizes:
+        sizes = tuple(int(x) for x in args.sizes.split(","))
     rounds = args.rounds or (2 if args.quick else 3)
 
     started = time.perf_counter()
@@ -514,6 +593,8 @@ def main(argv: list[str] | None = None) -> str:
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="gossamer-bench-"))
     rows: list[list[object]] = []
     whole: list[list[object]] = []
+    conversions: list[list[object]] = []
+    speedups: list[float] = []
     best: dict[tuple[int, str, str], Sample] = {}
     counts: dict[int, int] = {}
     try:
@@ -546,6 +627,33 @@ def main(argv: list[str] | None = None) -> str:
                 print(rows[-1], flush=True)
             run_dir = root / f"run-{size}"
             write_run(spark, path, run_dir)
+            if args.baseline:
+                trees = {"baseline": Path(args.baseline), "this tree": None}
+                times: dict[str, list[Sample]] = {name: [] for name in trees}
+                for r in range(args.convert_rounds):
+                    for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+                        times[name].append(convert_in_process(trees[name], run_dir))
+                        print(f"convert, {name}: {times[name][-1]}", flush=True)
+                old = Sample(
+                    wall=min(x.wall for x in times["baseline"]),
+                    cpu=min(x.cpu for x in times["baseline"]),
+                )
+                new = Sample(
+                    wall=min(x.wall for x in times["this tree"]),
+                    cpu=min(x.cpu for x in times["this tree"]),
+                )
+                speedups.append(old.wall / new.wall)
+                conversions.append(
+                    [
+                        f"{count / 1e6:.0f} M",
+                        f"{old.wall:.1f}",
+                        f"{new.wall:.1f}",
+                        f"**{old.wall / new.wall:.1f}x**",
+                        f"{old.cpu:.0f} / {new.cpu:.0f}",
+                        f"{old.cpu / new.cpu:.1f}x",
+                    ]
+                )
+                print(conversions[-1], flush=True)
             summary, cost = end_to_end(spark, run_dir)
             timing = summary["timing"]
             whole.append(
@@ -616,15 +724,47 @@ def main(argv: list[str] | None = None) -> str:
         ),
         "",
     ]
-    if len(sizes) > 1:
-        small, large = sizes
-        queries = ("total order", "latency")
+    if conversions:
+        verdict = "met" if speedups[-1] >= CONVERT_GOAL else "not met"
+        lines += [
+            "The conversion alone (`load_run`: JSON lines to Parquet, validation, line "
+            "numbers, input report) of the same runs, by this tree and by the baseline tree "
+            f"({_describe(Path(args.baseline))}, `--baseline`), each in a new process with "
+            "the session `gossamer analyze` would start, alternating; best of "
+            f"{args.convert_rounds} round(s). CPU seconds are the JVM's and the driver's.",
+            "",
+            table(
+                [
+                    "events",
+                    "baseline s",
+                    "this tree s",
+                    "speed-up",
+                    "CPU s baseline / this tree",
+                    "CPU speed-up",
+                ],
+                conversions,
+            ),
+            "",
+            f"Conversion speed-up at the largest size: **{speedups[-1]:.1f}x** wall-clock; "
+            f"goal: at least {CONVERT_GOAL:g}x, {verdict}.",
+            "",
+        ]
+    queries = ("total order", "latency")
+    large = sizes[-1]
+    if len(sizes) == 2:
+        small = sizes[0]
         growth = [
             f"{q}: Spark x{best[(large, q, 'spark')].wall / best[(small, q, 'spark')].wall:.1f}"
             f" wall (x{best[(large, q, 'spark')].cpu / best[(small, q, 'spark')].cpu:.1f} CPU),"
             f" DuckDB x{best[(large, q, 'duckdb')].wall / best[(small, q, 'duckdb')].wall:.1f}"
             for q in queries
         ]
+        lines += [
+            f"From {counts[small]:,} to {counts[large]:,} events "
+            f"(x{counts[large] / counts[small]:.1f}): " + "; ".join(growth) + ".",
+            "",
+        ]
+    if large >= 10_000_000:
         worst = max(
             best[(large, q, "spark")].wall / best[(large, q, "duckdb")].wall for q in queries
         )
@@ -633,15 +773,14 @@ def main(argv: list[str] | None = None) -> str:
         )
         verdict = "met" if worst <= GOAL_RATIO else "not met"
         lines += [
-            f"From {counts[small]:,} to {counts[large]:,} events "
-            f"(x{counts[large] / counts[small]:.1f}): " + "; ".join(growth) + ".",
-            "",
-            f"Worst Spark / DuckDB ratio at 10 M events: **{worst:.1f}x** wall-clock "
-            f"({worst_cpu:.1f}x in CPU time); goal: at most {GOAL_RATIO:g}x, {verdict}.",
+            f"Worst Spark / DuckDB ratio at {counts[large] / 1e6:.0f} M events: "
+            f"**{worst:.1f}x** wall-clock ({worst_cpu:.1f}x in CPU time); goal: at most "
+            f"{GOAL_RATIO:g}x, {verdict}.",
             "",
         ]
     lines += [
-        "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only). "
+        "Re-run: `.venv/bin/python -m bench.analysis` (`--quick` for 1 M events only; "
+        "`--baseline TREE` to time the conversion of another gossamer tree alongside). "
         "What the figures mean for a cluster, and a billion events, is in `docs/analysis.md`.",
     ]
     section = "\n".join(lines)

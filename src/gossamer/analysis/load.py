@@ -11,7 +11,10 @@ reuses the Parquet data instead of parsing again.
 Line numbers are computed without sorting anything: Spark reads each split of a
 file (a block) in order within one task, so a row's line is the number of lines in
 the file's earlier blocks plus its offset from the first row of its own block, both
-found with ``monotonically_increasing_id`` and one small aggregation.
+found with ``monotonically_increasing_id`` and one small aggregation. That first pass
+also checks each line's shape (``parse.has_fast_shape``): the second pass reads the
+lines of a block where all have it with the typed JSON reader alone
+(``parse.parse_shaped``), and only other blocks go through ``parse.parse_lines``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from gossamer.analysis import fsio
-from gossamer.analysis.parse import PARSED_SCHEMA, parse_lines
+from gossamer.analysis.parse import PARSED_SCHEMA, has_fast_shape, parse_lines, parse_shaped
 from gossamer.analysis.schema import EVENT_COLUMNS
 from gossamer.errors import DecodeError, TraceFormatError
 from gossamer.trace.jsonl import BadLine
@@ -125,8 +128,16 @@ class InputReport:
         )
 
 
-def _numbered_lines(spark: SparkSession, sources: Sequence[fsio.SourceFile]) -> DataFrame:
-    """``value, file, line`` for every line of the sources (see the module docstring)."""
+def _numbered_lines(
+    spark: SparkSession, sources: Sequence[fsio.SourceFile]
+) -> tuple[DataFrame, bool]:
+    """``value, file, line, shaped`` for every line of the sources (see the module docstring).
+
+    ``shaped`` is true when every line of the line's block has the fast path's shape
+    (``parse.has_fast_shape``): the first pass, which counts the lines of each block
+    anyway, checks the shape too, so that the second one need not. The flag returned
+    says whether all blocks are so.
+    """
     raw = spark.read.text([s.path for s in sources]).select(
         "value",
         F.col("_metadata.file_name").alias("file"),
@@ -136,21 +147,30 @@ def _numbered_lines(spark: SparkSession, sources: Sequence[fsio.SourceFile]) -> 
     )
     blocks = (
         raw.groupBy("_path", "_block")
-        .agg(F.min("_rid").alias("_first"), F.count("*").alias("_n"))
+        .agg(
+            F.min("_rid").alias("_first"),
+            F.count("*").alias("_n"),
+            F.count_if(~has_fast_shape(F.col("value"))).alias("_odd"),
+        )
         .orderBy("_path", "_block")
         .collect()
     )
-    before: list[tuple[str, int, int, int]] = []
+    before: list[tuple[str, int, int, int, bool]] = []
     seen: dict[str, int] = {}
     for b in blocks:
         path = str(b["_path"])
-        before.append((path, int(b["_block"]), int(b["_first"]), seen.get(path, 0)))
+        before.append(
+            (path, int(b["_block"]), int(b["_first"]), seen.get(path, 0), int(b["_odd"]) == 0)
+        )
         seen[path] = seen.get(path, 0) + int(b["_n"])
-    offsets = spark.createDataFrame(before, "_path string, _block long, _first long, _before long")
-    line = F.col("_before") + F.col("_rid") - F.col("_first") + 1
-    return raw.join(F.broadcast(offsets), ["_path", "_block"]).select(
-        "value", "file", line.alias("line")
+    offsets = spark.createDataFrame(
+        before, "_path string, _block long, _first long, _before long, shaped boolean"
     )
+    line = F.col("_before") + F.col("_rid") - F.col("_first") + 1
+    numbered = raw.join(F.broadcast(offsets), ["_path", "_block"]).select(
+        "value", "file", line.alias("line"), "shaped"
+    )
+    return numbered, all(b[-1] for b in before)
 
 
 #: The stored columns: the parsed ones, with ``layer`` and ``kind`` as partition columns.
@@ -181,8 +201,17 @@ def write_events(parsed: DataFrame, parquet: str) -> None:
 
 
 def convert(spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: str) -> None:
-    """Parse and validate every line of ``sources`` and write them to ``parquet``."""
-    write_events(parse_lines(_numbered_lines(spark, sources)), parquet)
+    """Parse and validate every line of ``sources`` and write them to ``parquet``.
+
+    Blocks whose lines all have the fast path's shape (normally all of them) are
+    only read by the typed JSON reader; the others go through ``parse_lines``.
+    """
+    lines, all_shaped = _numbered_lines(spark, sources)
+    shaped = F.col("shaped")
+    parsed = parse_shaped(lines.where(shaped))
+    if not all_shaped:
+        parsed = parsed.unionByName(parse_lines(lines.where(~shaped)))
+    write_events(parsed, parquet)
 
 
 def _stored(spark: SparkSession, parquet: str) -> DataFrame:

@@ -14,6 +14,16 @@ into null, hiding a broken producer.
 One difference, deliberately: a last line that lacks its newline but is a complete
 JSON event is accepted (the Python reader calls it torn). A truly torn line, cut in
 the middle, is not valid JSON and is rejected either way.
+
+Validating every line through VARIANT costs several times parsing it, so lines take
+a fast path when they can: a line in the shape every trace encoder writes (the
+schema's keys in its order, no whitespace, each value of its field's JSON type, in
+a grammar narrower than JSON's: see ``FAST_SHAPE``) is valid by construction, so one
+regular expression proves it and the typed JSON reader (``from_json``) extracts its
+fields. Only the lines that do not match (hand-edited, foreign, broken) go through
+the full validation. The shape is strictly narrower than validity, so the fast path
+changes no verdict and no value: ``tests/analysis/test_parse.py`` runs both on the
+same lines.
 """
 
 from __future__ import annotations
@@ -26,7 +36,15 @@ from gossamer.analysis.schema import EVENT_COLUMNS, EVENTS_SCHEMA, TRACE_SCHEMA
 from gossamer.trace.jsonl import MAX_LINE_BYTES
 from gossamer.trace.schema import LAYERS, SCHEMA_VERSION
 
-__all__ = ["BAD_COLUMNS", "PARSED_COLUMNS", "PARSED_SCHEMA", "parse_lines"]
+__all__ = [
+    "BAD_COLUMNS",
+    "FAST_SHAPE",
+    "PARSED_COLUMNS",
+    "PARSED_SCHEMA",
+    "has_fast_shape",
+    "parse_lines",
+    "parse_shaped",
+]
 
 _FIELDS = tuple(f.name for f in TRACE_SCHEMA.fields)
 _INTEGER = ("TINYINT", "SMALLINT", "INT", "BIGINT")
@@ -50,6 +68,40 @@ PARSED_SCHEMA = T.StructType(
 )
 
 
+def _fast_shape() -> str:
+    """The Java regular expression of a line that is valid by its shape alone."""
+    assert all(name.isalpha() and name.islower() for name in LAYERS)
+    # A string: any character but a quote, a backslash or a control character, or
+    # one of JSON's escapes; no escaped surrogate (the Python reader rejects a lone
+    # one, and the full validation judges the pairs). Possessive: no backtracking.
+    chars = r'(?:[^"\\\x00-\x1f]++|\\["\\/bfnrt]|\\u(?![dD][89a-fA-F])[0-9a-fA-F]{4})'
+    string = f'"{chars}*+"'
+    # Numbers the typed reader and VARIANT turn into the same value: integers that fit
+    # a long, and non-negative seconds with few enough digits to stay finite and exact.
+    integer = r"-?(?:0|[1-9][0-9]{0,17})"
+    seconds = r"(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,24})?(?:[eE][+-]?[0-9]{1,2})?"
+
+    def optional(name: str, value: str) -> str:
+        return f'(?:,"{name}":(?:{value}|null))?'
+
+    pair = f"{string}:{string}"
+    return (
+        rf'^\{{"v":{SCHEMA_VERSION},"run":{string},"node":{string},"t":{seconds},'
+        rf'"layer":"(?:{"|".join(LAYERS)})","kind":"{chars}++"'
+        + optional("msg", string)
+        + optional("peer", string)
+        + optional("seq", integer)
+        + optional("size", integer)
+        + rf'(?:,"attrs":\{{(?:{pair}(?:,{pair})*+)?\}})?\}}\z'
+    )
+
+
+#: A line of this shape (Java regular expression, matched against the whole line) is a
+#: valid event: the schema's keys in order (optional ones may be absent or null), no
+#: whitespace, every value of its field's type. Every trace encoder writes this shape.
+FAST_SHAPE = _fast_shape()
+
+
 def _kind_of(type_name: Column) -> Column:
     """A Spark variant type name as the Python type name the Python reader reports."""
     return (
@@ -64,7 +116,7 @@ def _kind_of(type_name: Column) -> Column:
     )
 
 
-def parse_lines(raw: DataFrame) -> DataFrame:
+def parse_lines(raw: DataFrame, *, fast_path: bool = True) -> DataFrame:
     """Parse ``value, file, line`` rows into events plus the reason each bad one is bad.
 
     The result has ``PARSED_COLUMNS``. On a valid line ``reason`` is null and the event
@@ -72,7 +124,57 @@ def parse_lines(raw: DataFrame) -> DataFrame:
     words), ``text`` holds its first 200 characters, ``bad_layer`` the layer name when
     the layer is unknown, and ``version`` the schema version when it is a readable
     integer (so that mixed versions can be reported as such, not line by line).
+    ``fast_path=False`` validates every line in full (the module docstring), which
+    gives the same result, only slower: it is there to show that.
     """
+    if not fast_path:
+        return _validated(raw)
+    shaped = has_fast_shape(F.col("value"))
+    # Two branches of one plan, each reading the lines: apart, neither pays for the
+    # other's expressions (in one projection, the full validation's scaffolding cost
+    # the fast lines as much as parsing them).
+    return parse_shaped(raw.where(shaped)).unionByName(_validated(raw.where(~shaped)))
+
+
+def has_fast_shape(value: Column) -> Column:
+    """True for a line of ``FAST_SHAPE`` (which ``parse_shaped`` may parse)."""
+    return (F.octet_length(value) <= MAX_LINE_BYTES) & value.rlike(FAST_SHAPE)
+
+
+def parse_shaped(raw: DataFrame) -> DataFrame:
+    """``parse_lines`` of ``value, file, line`` rows known to be of ``FAST_SHAPE``.
+
+    Only the typed JSON reader runs: the caller has checked the shape (with
+    ``has_fast_shape``), perhaps earlier and in bulk; on other lines the result
+    is undefined.
+    """
+    parsed = raw.select("value", "file", "line", F.from_json("value", TRACE_SCHEMA).alias("_e"))
+    # One thing the shape cannot see: a key repeated inside attrs (maybe spelt with an
+    # escape). The typed reader keeps both; VARIANT refuses the line as not JSON, and
+    # so does this, to the letter, as the full validation would.
+    pairs = F.size("_e.attrs")
+    repeated = (pairs >= 2) & (F.size(F.array_distinct(F.map_keys("_e.attrs"))) != pairs)
+    checked = parsed.select("*", F.coalesce(repeated, F.lit(False)).alias("_repeated"))
+    ok = ~F.col("_repeated")
+
+    def event(name: str) -> Column:
+        return F.when(ok, F.col(f"_e.{name}"))
+
+    no_attrs = F.create_map().cast("map<string,string>")
+    return checked.select(
+        *[event(name).alias(name) for name in _FIELDS if name != "attrs"],
+        F.when(ok, F.coalesce(F.col("_e.attrs"), no_attrs)).otherwise(no_attrs).alias("attrs"),
+        "file",
+        "line",
+        F.when(~ok, F.lit("not JSON")).alias("reason"),
+        F.lit(None).cast("string").alias("bad_layer"),
+        F.lit(None).cast("bigint").alias("version"),
+        F.when(~ok, F.substring("value", 1, 200)).alias("text"),
+    )
+
+
+def _validated(raw: DataFrame) -> DataFrame:
+    """``parse_lines`` of every line through the full validation, rule by rule."""
     # Each line is parsed once, each field looked up and typed once, in stages the
     # optimizer keeps apart (it does not inline an expensive expression used twice):
     # every rule below then compares plain columns. Written as one projection, the
