@@ -2,8 +2,8 @@
 
 ``parse_lines`` is the distributed twin of ``gossamer.trace.jsonl.decode_event``: the
 same checks in the same order, the same reasons, so a line is rejected by the
-analysis exactly when the Python reader rejects it (``tests/analysis/test_parse.py``
-holds the two side by side). It is a pure DataFrame transform; reading files and
+analysis when the Python reader rejects it, with the exceptions listed below
+(``tests/analysis/test_parse.py`` holds the two side by side). It is a pure DataFrame transform; reading files and
 numbering lines is ``gossamer.analysis.load``'s job.
 
 Lines are parsed once into Spark's VARIANT type (Spark 4.0 or later), whose
@@ -14,6 +14,12 @@ into null, hiding a broken producer.
 One difference, deliberately: a last line that lacks its newline but is a complete
 JSON event is accepted (the Python reader calls it torn). A truly torn line, cut in
 the middle, is not valid JSON and is rejected either way.
+
+Four more, not deliberate, are pinned by ``KNOWN_DIFFERENCES`` in the tests until
+they are closed; no trace encoder writes such lines: text after the closing brace is
+ignored here (the Python reader refuses the line); a repeated key makes the line "not
+JSON" here (the Python reader keeps the last value); a time of ``1e400`` is accepted
+here as infinity; a ``seq`` between 2**63 and 2**64 is called a float here.
 
 Validating every line through VARIANT costs several times parsing it, so lines take
 a fast path when they can: a line in the shape every trace encoder writes (the
