@@ -24,9 +24,9 @@ Spark session (default settings) that starts, reads the same files once, counts 
 events by layer and stops. Each round runs both as new processes, in alternating
 order; the figures are medians.
 
-With ``--baseline TREE`` (another gossamer source tree, say a ``git worktree`` of an
-earlier commit), the JSON-to-Parquet conversion of each run (``load.load_run``) is also
-timed for both trees, each in a new process with the session ``gossamer analyze``
+With ``--baseline TREE`` (another gossamer: a source tree, or a git revision of this
+repository, exported for the run), the JSON-to-Parquet conversion of each run
+(``load.load_run``) is also timed for both trees, each in a new process with the session ``gossamer analyze``
 would start, alternating between the trees.
 
 Run from the repository root: ``.venv/bin/python -m bench.analysis [--quick]``
@@ -38,6 +38,7 @@ made with ``gossamer lab run --scenario demo --loopback --no-analyze``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -56,6 +57,7 @@ import duckdb
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from bench._baseline import baseline_env, baseline_tree
 from bench._report import machine, table, update_section
 from gossamer.analysis import fsio, job, metrics, session
 from gossamer.analysis.checks import isis
@@ -347,10 +349,12 @@ def convert_worker(run_dir: str, parquet: str) -> None:
     print(json.dumps({"wall": sample.wall, "cpu": sample.cpu, "events": found[0]}))
 
 
-def _describe(tree: Path) -> str:
-    """A source tree as the docs name it: its git commit when it has one."""
+def _describe(spec: str) -> str:
+    """A baseline (a source tree or a git revision) as the docs name it: its commit."""
+    tree = spec if Path(spec).is_dir() else str(Path(__file__).resolve().parent.parent)
+    rev = [] if Path(spec).is_dir() else [spec]
     done = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", "--format=commit %h (%cs)"],
+        ["git", "-C", tree, "log", "-1", "--format=commit %h (%cs)", *rev],
         capture_output=True,
         text=True,
         check=False,
@@ -358,10 +362,10 @@ def _describe(tree: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else f"`{tree}`"
 
 
-def convert_in_process(tree: Path | None, run_dir: Path) -> Sample:
+def convert_in_process(tree: str | None, run_dir: Path) -> Sample:
     """``convert_worker`` in a new process, on the gossamer source ``tree`` (None: this one)."""
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str((tree or root).resolve() / "src")}
+    env = baseline_env(tree or str(root))
     parquet = run_dir.parent / f"{run_dir.name}-convert.parquet"
     argv = [sys.executable, "-m", "bench.analysis", "--convert-worker", str(run_dir), str(parquet)]
     try:
@@ -559,8 +563,8 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument(
         "--baseline",
         metavar="TREE",
-        help="also time the JSON-to-Parquet conversion of the gossamer source tree TREE (say "
-        "a `git worktree` of an earlier commit) against this one's, each in new processes, "
+        help="also time the JSON-to-Parquet conversion of the gossamer TREE (a source tree, "
+        "or a git revision of this repository) against this one's, each in new processes, "
         "alternating",
     )
     parser.add_argument(
@@ -597,6 +601,7 @@ def main(argv: list[str] | None = None) -> str:
     speedups: list[float] = []
     best: dict[tuple[int, str, str], Sample] = {}
     counts: dict[int, int] = {}
+    stack = contextlib.ExitStack()  # the baseline's exported tree, removed at the end
     try:
         for size in sizes:
             path = str(root / f"events-{size}.parquet")
@@ -628,7 +633,7 @@ def main(argv: list[str] | None = None) -> str:
             run_dir = root / f"run-{size}"
             write_run(spark, path, run_dir)
             if args.baseline:
-                trees = {"baseline": Path(args.baseline), "this tree": None}
+                trees = {"baseline": baseline_tree(args.baseline, stack), "this tree": None}
                 times: dict[str, list[Sample]] = {name: [] for name in trees}
                 for r in range(args.convert_rounds):
                     for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
@@ -671,6 +676,7 @@ def main(argv: list[str] | None = None) -> str:
             print(whole[-1], flush=True)
     finally:
         spark.stop()
+        stack.close()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
 
@@ -729,7 +735,7 @@ def main(argv: list[str] | None = None) -> str:
         lines += [
             "The conversion alone (`load_run`: JSON lines to Parquet, validation, line "
             "numbers, input report) of the same runs, by this tree and by the baseline tree "
-            f"({_describe(Path(args.baseline))}, `--baseline`), each in a new process with "
+            f"({_describe(args.baseline)}, `--baseline`), each in a new process with "
             "the session `gossamer analyze` would start, alternating; best of "
             f"{args.convert_rounds} round(s). CPU seconds are the JVM's and the driver's.",
             "",
