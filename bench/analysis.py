@@ -26,8 +26,8 @@ order; the figures are medians.
 
 With ``--baseline TREE`` (another gossamer: a source tree, or a git revision of this
 repository, exported for the run), the JSON-to-Parquet conversion of each run
-(``load.load_run``) is also timed for both trees, each in a new process with the session ``gossamer analyze``
-would start, alternating between the trees.
+(``load.load_run``) is also timed for both trees, each in a new process with the
+session ``gossamer analyze`` would start, alternating between the trees.
 
 Run from the repository root: ``.venv/bin/python -m bench.analysis [--quick]``
 (``--quick``: 1M events only, two rounds, a few minutes with Spark's start-up);

@@ -3,8 +3,8 @@
 ``parse_lines`` is the distributed twin of ``gossamer.trace.jsonl.decode_event``: the
 same checks in the same order, the same reasons, so a line is rejected by the
 analysis when the Python reader rejects it, with the exceptions listed below
-(``tests/analysis/test_parse.py`` holds the two side by side). It is a pure DataFrame transform; reading files and
-numbering lines is ``gossamer.analysis.load``'s job.
+(``tests/analysis/test_parse.py`` holds the two side by side). It is a pure DataFrame
+transform; reading files and numbering lines is ``gossamer.analysis.load``'s job.
 
 Lines are parsed once into Spark's VARIANT type (Spark 4.0 or later), whose
 ``schema_of_variant`` tells a JSON string from a number or a boolean: the plain JSON
