@@ -149,15 +149,24 @@ def run_check(
     violations = check.run(events, inputs)
     unfinished: list[Row] = []
     left_unfinished = 0
+    kept: DataFrame | None = None
     if UNFINISHED in violations.columns:
-        # Rows unfinished at a clean stop are counted and listed apart (few, if any).
-        flag = F.col(UNFINISHED)
-        left_unfinished = violations.where(flag).count()
-        if left_unfinished:
-            unfinished = violations.where(flag).orderBy(*check.order).limit(listed).collect()
-        violations = violations.where(~flag)
-    first = violations.orderBy(*check.order).limit(listed).collect()
-    count = len(first) if len(first) < listed else violations.count()
+        # Its rows are read two or three times below; computed once (a check's plan is
+        # joins over the whole run, and its result is small: the few rows left).
+        violations = kept = violations.persist()
+    try:
+        if kept is not None:
+            # Rows unfinished at a clean stop are counted and listed apart (few, if any).
+            flag = F.col(UNFINISHED)
+            left_unfinished = violations.where(flag).count()
+            if left_unfinished:
+                unfinished = violations.where(flag).orderBy(*check.order).limit(listed).collect()
+            violations = violations.where(~flag)
+        first = violations.orderBy(*check.order).limit(listed).collect()
+        count = len(first) if len(first) < listed else violations.count()
+    finally:
+        if kept is not None:
+            kept.unpersist()
     return CheckResult(
         **base,
         status="fail" if count else "pass",
