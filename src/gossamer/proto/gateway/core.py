@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -51,11 +51,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 import orjson
 
-from gossamer.errors import DecodeError
+from gossamer.errors import DecodeError, LocalProtocolError
 from gossamer.params import Bounds, Checked, PositiveCount
 from gossamer.proto.gateway.auth import PasswordGuard, Verdict
+from gossamer.proto.gateway.cluster import ClusterConfig, PeerOutbox, balance
 from gossamer.proto.gateway.lifecycle import ConnInput, ConnState, next_state
 from gossamer.proto.gateway.metadata import (
+    RESERVED_KEYS,
     MetadataLimits,
     TypedValue,
     plain_value,
@@ -82,6 +84,7 @@ from gossamer.wire.gateway import (
     Packet,
     decode_packet,
 )
+from gossamer.wire.gateway_cluster import Record, decode_batch, encode_batch
 
 if TYPE_CHECKING:
     from random import Random
@@ -184,6 +187,8 @@ class GatewayConfig(Checked):
     #: client_id and application_id: 1..max_id_length characters, no whitespace.
     max_id_length: PositiveCount = 128
     query_cache_size: PositiveCount = 1024
+    #: Bounds and periods of the node-to-node layer (``cluster.py``).
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     #: Reported by ``GET /api/version``.
     version: str = "0.0.1"
 
@@ -332,6 +337,24 @@ class GatewayCore:
         self._events: list[ClientJoined | ClientLeft] = []
         self._next_msg = 0
         self._next_prune = 0.0
+        # The cluster (cluster.py): outboxes of the peers, their clients held here, the
+        # peers whose snapshot arrived, the node list, the next load-balancing check.
+        self._peers: dict[str, PeerOutbox] = {}
+        self._remote: dict[str, dict[tuple[str, str], Client]] = {}
+        self._synced: set[str] = set()
+        self._nodes: tuple[str, ...] = ()
+        self._next_balance: float | None = None
+        limits = config.metadata_limits
+        self._replica_limits = MetadataLimits(
+            max_keys=limits.max_keys + len(RESERVED_KEYS), max_key_length=limits.max_key_length
+        )
+        #: Node-to-node input refused, by reason (malformed batches, unknown peers).
+        self.cluster_rejected: Counter[str] = Counter()
+        #: Dispatches not delivered across the cluster, by reason; each is also traced
+        #: (``drop``) and, unless droppable, answered to its sender.
+        self.cluster_dropped: Counter[str] = Counter()
+        #: Clients sent away by load balancing (op 7).
+        self.balanced = 0
 
     # ------------------------------------------------------------------ outputs
 
@@ -358,6 +381,8 @@ class GatewayCore:
             due = self._metadata_due[0][0]
             if best is None or due < best:
                 best = due
+        if self._next_balance is not None and (best is None or self._next_balance < best):
+            best = self._next_balance
         return best
 
     @property
@@ -459,6 +484,9 @@ class GatewayCore:
         if now >= self._next_prune:
             self.passwords.prune(now)
             self._next_prune = now + 60.0
+        if self._next_balance is not None and now >= self._next_balance:
+            self._next_balance = now + self.config.cluster.balance_interval
+            self._load_balance(now)
 
     def shutdown(self, now: float, reason: str = "shutdown") -> None:
         """Say goodbye (op 7) to every connection and close them (1001)."""
@@ -507,6 +535,8 @@ class GatewayCore:
             {"app": client.app_id, "client_id": client.client_id},
             now,
         )
+        if self._peers:
+            self._replicate(["J", self._client_record(client)])
         self._events.append(
             ClientJoined(
                 app_id=client.app_id,
@@ -607,9 +637,10 @@ class GatewayCore:
         state.state = next_state(state.state, ConnInput.HEARTBEAT)
         self._liveness.pop(state.id, None)
         self._liveness[state.id] = now + self.config.liveness_timeout
-        self.directory.set_metadata(
-            client, {"last_heartbeat_time": ("integer", self.timestamp(now))}
-        )
+        beat: dict[str, TypedValue] = {"last_heartbeat_time": ("integer", self.timestamp(now))}
+        self.directory.set_metadata(client, beat)
+        if self._peers:
+            self._replicate_metadata(client, beat)
         # The reference ignores the heartbeat's d and acks with the socket's id (§3).
         self._send(state.id, Op.HEARTBEAT_ACK, {"client_id": client.client_id}, now)
 
@@ -697,42 +728,53 @@ class GatewayCore:
             return
         if client.handle in self._metadata:
             self._flush_metadata(client, now)
+        self._route(client, t, d, query=query, text=text, attempt=0, now=now)
+
+    def _route(
+        self,
+        client: Client,
+        t: str,
+        d: dict[str, Any],
+        *,
+        query: Query,
+        text: bytes,
+        attempt: int,
+        now: float,
+    ) -> None:
+        """Route a SEND or BROADCAST of the local ``client`` (``attempt`` > 0: again,
+        after its chosen client on another node had left)."""
+        nonce = d.get("nonce")
         matched, targets, fallback = self.directory.targets(
             query, self._rng, broadcast=t == "BROADCAST", cache_key=text
         )
         if not targets:
-            if query.droppable:
-                if self._trace is not None:
-                    self._trace(now, LAYER, "drop", peer=client.trace_id,
-                                attrs={"reason": "no_route", "type": t})
-                return
-            # One well-formed no_route whatever the query (#241; the reference crashes
-            # the socket when the query has ops, §7).
-            self._send(
-                state.id,
-                Op.INVALID,
-                {
-                    "error": "no_route",
-                    "extra_info": {"op": 4, "d": d, "t": t, "ts": None},
-                    "nonce": nonce,
-                },
-                now,
-            )
+            self._unroutable(client, t, d, droppable=query.droppable, why="no_route", now=now)
             return
-        self._actions.append(
-            Transmit(
-                conns=(targets[0].conn,) if len(targets) == 1 else tuple([c.conn for c in targets]),
-                packet=Packet(
-                    op=Op.DISPATCH,
-                    t=t,
-                    d={"nonce": nonce, "payload": d["payload"], "target": None},
-                    ts=int((now + self.config.epoch_offset) * 1000),
-                ),
-            )
-        )
+        msg_id: str | None = None
         if self._trace is not None:
             self._next_msg += 1
             msg_id = f"{self.config.node_id}/{self._next_msg}"
+        out = {"nonce": nonce, "payload": d["payload"], "target": None}
+        local = targets if not self._remote else [c for c in targets if c.node is None]
+        if local:
+            self._actions.append(
+                Transmit(
+                    conns=(local[0].conn,) if len(local) == 1 else tuple([c.conn for c in local]),
+                    packet=Packet(
+                        op=Op.DISPATCH,
+                        t=t,
+                        d=out,
+                        ts=int((now + self.config.epoch_offset) * 1000),
+                    ),
+                )
+            )
+        if len(local) != len(targets):
+            reroute = (
+                [client.app_id, client.client_id, d["target"], attempt] if t == "SEND" else None
+            )
+            self._forward(client, t, d, out=out, targets=targets, droppable=query.droppable,
+                          msg_id=msg_id, reroute=reroute, now=now)
+        if self._trace is not None:
             attrs = {
                 "type": t,
                 "matched": ",".join(c.trace_id for c in matched),
@@ -743,9 +785,34 @@ class GatewayCore:
             if label is not None:  # joins the clients' client_send and client_recv
                 attrs["nonce"] = label
             self._trace(now, LAYER, "route", msg=msg_id, peer=client.trace_id, attrs=attrs)
-            for target in targets:
+            for target in local:
                 self._trace(now, LAYER, "deliver", msg=msg_id, peer=target.trace_id,
                             attrs={"type": t})
+
+    def _unroutable(
+        self, client: Client, t: str, d: dict[str, Any], *, droppable: bool, why: str, now: float
+    ) -> None:
+        """Nobody can take a dispatch of ``client``: drop it (droppable, counted and
+        traced) or tell the sender with op 3 ``why`` and the nonce."""
+        if droppable:
+            if why != "no_route":
+                self.cluster_dropped[why] += 1
+            if self._trace is not None:
+                self._trace(now, LAYER, "drop", peer=client.trace_id,
+                            attrs={"reason": why, "type": t})
+            return
+        # One well-formed no_route whatever the query (#241; the reference crashes
+        # the socket when the query has ops, §7).
+        self._send(
+            client.conn,
+            Op.INVALID,
+            {
+                "error": why,
+                "extra_info": {"op": 4, "d": d, "t": t, "ts": None},
+                "nonce": d.get("nonce"),
+            },
+            now,
+        )
 
     def _on_query_nodes(
         self, state: _Conn, client: Client, d: dict[str, Any], now: float
@@ -979,6 +1046,8 @@ class GatewayCore:
 
     def _apply_metadata(self, client: Client, changes: dict[str, TypedValue], now: float) -> None:
         self.directory.set_metadata(client, changes)
+        if self._peers and client.node is None:
+            self._replicate_metadata(client, changes)
         if self._metadata_watchers:
             self._notify_watchers(
                 self._metadata_watchers,
@@ -1060,9 +1129,319 @@ class GatewayCore:
             {"app": client.app_id, "client_id": client.client_id},
             now,
         )
+        if self._peers:
+            self._replicate(["L", client.app_id, client.client_id])
         self._events.append(
             ClientLeft(app_id=client.app_id, client_id=client.client_id, conn=state.id, reason=why)
         )
         if self._trace is not None:
             self._trace(now, LAYER, "peer_down", peer=client.trace_id, attrs={"reason": why})
 
+
+    # -------------------------------------------------------------- cluster
+
+    @property
+    def node(self) -> str:
+        """This node's name in the cluster (``GatewayConfig.node_id``)."""
+        return self.config.node_id
+
+    @property
+    def peers(self) -> tuple[str, ...]:
+        """The peers this node replicates its clients to and routes to."""
+        return tuple(self._peers)
+
+    def add_peer(self, name: str, now: float) -> None:
+        """Start exchanging with node ``name``: its batches are accepted from now on, and
+        the first batch for it is a snapshot of this node's clients. Adding a known peer
+        again (its link came back) sends a fresh snapshot."""
+        if name == self.config.node_id:
+            raise LocalProtocolError("a node is not its own peer", node=name)
+        outbox = self._peers.get(name)
+        if outbox is None:
+            self._peers[name] = PeerOutbox()
+            self._remote.setdefault(name, {})
+        else:
+            outbox.resynchronize()
+
+    def remove_peer(self, name: str, now: float) -> None:
+        """Forget node ``name``: its clients leave routing (CLIENT_DISCONNECTED to the
+        watchers), what waited for it is counted in ``cluster_dropped["peer_removed"]``."""
+        outbox = self._peers.pop(name, None)
+        if outbox is not None and outbox.deliveries:
+            self.cluster_dropped["peer_removed"] += outbox.deliveries
+        self._synced.discard(name)
+        for client in list(self._remote.pop(name, {}).values()):
+            self._forget_remote(client, now)
+
+    def set_nodes(self, nodes: tuple[str, ...] | list[str], now: float) -> None:
+        """The cluster's current node list (this node included), for op 7 load
+        balancing; checked every ``ClusterConfig.balance_interval`` seconds."""
+        self._nodes = tuple(nodes)
+        if self._next_balance is None:
+            self._next_balance = now + self.config.cluster.balance_interval
+
+    def peers_waiting(self) -> list[str]:
+        """The peers with records waiting (take them with ``peer_batch``)."""
+        return [name for name, outbox in self._peers.items() if outbox]
+
+    def peer_batch(self, name: str) -> bytes | None:
+        """The next link message for peer ``name``, or None when nothing waits.
+
+        The driver calls this when the link to ``name`` can take a message (it has
+        credit), so records wait here, bounded (``cluster.py``), while a peer is slow.
+        """
+        outbox = self._peers.get(name)
+        if outbox is None or not outbox:
+            return None
+        limits = self.config.cluster
+        records: list[Record] = []
+        if outbox.resync:
+            outbox.resync = False
+            records.append(
+                ["S", [self._client_record(c) for c in self.directory.clients.values()
+                       if c.node is None]]
+            )
+        records.extend(outbox.take(limits.batch_records - len(records)))
+        return encode_batch(self.config.node_id, records)
+
+    def peer_receive(self, data: bytes, now: float) -> None:
+        """A link message from a peer. A malformed batch or one from a node that is not
+        a peer is counted in ``cluster_rejected`` and ignored, never raised."""
+        try:
+            sender, records = decode_batch(data, max_size=self.config.cluster.max_batch)
+        except DecodeError as exc:
+            self.cluster_rejected[exc.reason] += 1
+            return
+        if sender not in self._peers:
+            self.cluster_rejected["unknown peer"] += 1
+            return
+        for record in records:
+            kind = record[0]
+            if kind == "D":
+                self._on_remote_delivery(sender, record, now)
+            elif kind == "M":
+                self._on_remote_metadata(sender, record[1], record[2], record[3], now)
+            elif kind == "J":
+                self._on_remote_join(sender, record[1], now)
+            elif kind == "L":
+                client = self._remote[sender].get((record[1], record[2]))
+                if client is not None:
+                    self._forget_remote(client, now)
+            elif kind == "S":
+                self._on_snapshot(sender, record[1], now)
+            else:
+                self._on_bounce(record, now)
+
+    def _replicate(self, record: Record) -> None:
+        limit = self.config.cluster.peer_updates
+        for outbox in self._peers.values():
+            outbox.push_update(record, limit)
+
+    def _replicate_metadata(self, client: Client, changes: dict[str, TypedValue]) -> None:
+        self._replicate(
+            ["M", client.app_id, client.client_id,
+             {key: [type_name, plain_value(v)] for key, (type_name, v) in changes.items()}]
+        )
+
+    def _client_record(self, client: Client) -> list[Any]:
+        types = client.types
+        return [
+            client.app_id,
+            client.client_id,
+            client.restricted,
+            client.encoding,
+            client.ip,
+            client.receive_client_updates,
+            client.receive_metadata_updates,
+            {key: [types[key], plain_value(v)] for key, v in self.directory.values(client).items()},
+        ]
+
+    def _typed(self, raw: dict[Any, Any]) -> dict[str, TypedValue] | None:
+        entries = {
+            key: {"type": entry[0], "value": entry[1]}
+            for key, entry in raw.items()
+            if isinstance(entry, list) and len(entry) == 2
+        }
+        if len(entries) != len(raw):
+            self.cluster_rejected["malformed metadata"] += 1
+            return None
+        accepted, errors = validate_metadata(
+            entries, limits=self._replica_limits, allow_reserved=True
+        )
+        if errors:
+            self.cluster_rejected["invalid metadata"] += 1
+            return None
+        return accepted
+
+    def _admit(self, sender: str, app_id: str, client_id: str, now: float) -> bool:
+        """May ``sender``'s client ``app_id/client_id`` be held here? One identity has one
+        holder in the cluster: when two nodes accepted it at once, every node keeps the
+        one on the node whose name sorts first, and that node's rival closes its own
+        client (op 8 ``already registered``, 4004) when it learns of the winner."""
+        existing = self.directory.by_identity.get((app_id, client_id))
+        if existing is None:
+            return True
+        holder = existing.node if existing.node is not None else self.config.node_id
+        if sender >= holder:
+            return False
+        if existing.node is None:
+            state = self._conns.get(existing.conn)
+            if state is not None:
+                self._fail(
+                    state,
+                    ConnInput.IDENTIFY_REJECTED,
+                    f"{client_id}: already registered for app {app_id}",
+                    CloseCode.ALREADY_REGISTERED,
+                    now,
+                )
+        else:
+            self._forget_remote(existing, now)
+        return self.directory.by_identity.get((app_id, client_id)) is None
+
+    def _on_remote_join(self, sender: str, record: list[Any], now: float) -> None:
+        app_id, client_id, restricted, encoding, ip, updates, meta_updates, raw = record
+        held = self._remote[sender].get((app_id, client_id))
+        if held is not None:  # a snapshot repeating what we hold: its values are newer
+            metadata = self._typed(raw)
+            if metadata is not None:
+                self.directory.set_metadata(held, metadata)
+            return
+        metadata = self._typed(raw)
+        if metadata is None or not self._admit(sender, app_id, client_id, now):
+            return
+        client = self.directory.add(
+            app_id=app_id,
+            client_id=client_id,
+            conn=-1,
+            restricted=restricted is True,
+            encoding=str(encoding),
+            metadata=metadata,
+            receive_client_updates=updates is True,
+            receive_metadata_updates=meta_updates is True,
+            ip=ip if isinstance(ip, str) else None,
+            node=sender,
+        )
+        self._remote[sender][(app_id, client_id)] = client
+        self._notify_watchers(
+            self._client_watchers, "CLIENT_CONNECTED", {"app": app_id, "client_id": client_id}, now
+        )
+
+    def _forget_remote(self, client: Client, now: float) -> None:
+        assert client.node is not None
+        held = self._remote.get(client.node)
+        if held is not None:
+            held.pop((client.app_id, client.client_id), None)
+        self.directory.remove(client)
+        self._notify_watchers(
+            self._client_watchers,
+            "CLIENT_DISCONNECTED",
+            {"app": client.app_id, "client_id": client.client_id},
+            now,
+        )
+
+    def _on_snapshot(self, sender: str, records: list[list[Any]], now: float) -> None:
+        self._synced.add(sender)
+        present = {(r[0], r[1]) for r in records}
+        for identity, client in list(self._remote[sender].items()):
+            if identity not in present:
+                self._forget_remote(client, now)
+        for record in records:
+            self._on_remote_join(sender, record, now)
+
+    def _on_remote_metadata(
+        self, sender: str, app_id: str, client_id: str, raw: dict[Any, Any], now: float
+    ) -> None:
+        client = self._remote[sender].get((app_id, client_id))
+        if client is None:
+            return  # a client this node does not hold (an identity it gave to another)
+        changes = self._typed(raw)
+        if changes is not None:
+            self._apply_metadata(client, changes, now)
+
+    def _forward(
+        self,
+        sender: Client,
+        t: str,
+        d: dict[str, Any],
+        *,
+        out: dict[str, Any],
+        targets: list[Client],
+        droppable: bool,
+        msg_id: str | None,
+        reroute: list[Any] | None,
+        now: float,
+    ) -> None:
+        """Queue the deliveries to other nodes' clients, one record per node."""
+        by_node: dict[str, list[list[str]]] = {}
+        for target in targets:
+            if target.node is not None:
+                by_node.setdefault(target.node, []).append([target.app_id, target.client_id])
+        limit = self.config.cluster.peer_deliveries
+        for node, identities in by_node.items():
+            record = ["D", msg_id, t, out, identities, reroute]
+            if not self._peers[node].push_delivery(record, limit):
+                self._unroutable(sender, t, d, droppable=droppable, why="node_busy", now=now)
+
+    def _on_remote_delivery(self, sender: str, record: list[Any], now: float) -> None:
+        _kind, msg_id, t, out, identities, reroute = record
+        by_identity = self.directory.by_identity
+        conns: list[int] = []
+        for app_id, client_id in identities:
+            client = by_identity.get((app_id, client_id))
+            if client is not None and client.node is None:
+                conns.append(client.conn)
+                if self._trace is not None:
+                    self._trace(now, LAYER, "deliver", msg=msg_id, peer=client.trace_id,
+                                attrs={"type": t, "from": sender})
+            elif reroute is not None:  # a SEND: its origin routes it again
+                bounce = ["U", t, out, reroute]
+                limit = self.config.cluster.peer_deliveries
+                if not self._peers[sender].push_delivery(bounce, limit):
+                    self._dropped("bounce_refused", t, msg_id, now)
+            else:  # a BROADCAST reaching a client that just left, as on one node
+                self._dropped("left", t, msg_id, now)
+        if conns:
+            self._dispatch_to(tuple(conns), t, out, now)
+
+    def _dropped(self, why: str, t: str, msg_id: str | None, now: float) -> None:
+        self.cluster_dropped[why] += 1
+        if self._trace is not None:
+            self._trace(now, LAYER, "drop", msg=msg_id, attrs={"reason": why, "type": t})
+
+    def _on_bounce(self, record: list[Any], now: float) -> None:
+        """A SEND whose chosen client had left its node: route it again from here."""
+        _kind, t, out, (app_id, client_id, target, attempt) = record
+        client = self.directory.by_identity.get((app_id, client_id))
+        if client is None or client.node is not None:
+            self._dropped("sender_left", t, None, now)
+            return
+        d = {"target": target, "payload": out.get("payload") if isinstance(out, dict) else None,
+             "nonce": out.get("nonce") if isinstance(out, dict) else None}
+        try:
+            query, text = self._query(target)
+        except QueryError:
+            self.cluster_rejected["invalid query"] += 1
+            return
+        if attempt + 1 > self.config.cluster.reroutes:
+            self._unroutable(client, t, d, droppable=query.droppable, why="no_route", now=now)
+            return
+        self._route(client, t, d, query=query, text=text, attempt=attempt + 1, now=now)
+
+    def _load_balance(self, now: float) -> None:
+        """op 7 ``load balancing`` to the newest clients when this node holds too many."""
+        own = len(self.directory) - sum(len(held) for held in self._remote.values())
+        others = {
+            node: len(self._remote[node])
+            for node in self._nodes
+            if node != self.config.node_id and node in self._synced
+        }
+        count = balance(own, others)
+        if count <= 0:
+            return
+        newest = [s for s in reversed(self._conns.values()) if s.client is not None]
+        for state in newest[:count]:
+            self.balanced += 1
+            if self._trace is not None and state.client is not None:
+                self._trace(now, LAYER, "balance", peer=state.client.trace_id)
+            self._send(state.id, Op.GOODBYE, {"reason": "load balancing"}, now)
+            self._close(state, ConnInput.SHUTDOWN, CloseCode.GOING_AWAY, "load balancing", now)
