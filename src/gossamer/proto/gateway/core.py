@@ -1265,13 +1265,22 @@ class GatewayCore:
         if len(entries) != len(raw):
             self.cluster_rejected["malformed metadata"] += 1
             return None
+        # The reserved keys a gateway sets may be null (no namespace, a restricted
+        # client's ip); every other value is checked as a client's would be.
+        unset = {
+            key: (entry["type"], None)
+            for key, entry in entries.items()
+            if entry["value"] is None and key in RESERVED_KEYS
+        }
         accepted, errors = validate_metadata(
-            entries, limits=self._replica_limits, allow_reserved=True
+            {key: entry for key, entry in entries.items() if key not in unset},
+            limits=self._replica_limits,
+            allow_reserved=True,
         )
         if errors:
             self.cluster_rejected["invalid metadata"] += 1
             return None
-        return accepted
+        return {**accepted, **unset}
 
     def _admit(self, sender: str, app_id: str, client_id: str, now: float) -> bool:
         """May ``sender``'s client ``app_id/client_id`` be held here? One identity has one
