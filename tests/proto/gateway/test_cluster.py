@@ -357,7 +357,7 @@ def test_malformed_batches_are_counted_never_raised() -> None:
 
 
 def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
-    records = [["L", "a", "b"], ["M", "a", "b", {"k": ["integer", 1]}]]
+    records: list[list[Any]] = [["L", "a", "b"], ["M", "a", "b", {"k": ["integer", 1]}]]
     assert decode_batch(encode_batch("n1", records), max_size=1 << 20) == ("n1", records)
     outbox = PeerOutbox()
     outbox.resync = False
