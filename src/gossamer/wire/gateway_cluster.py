@@ -11,7 +11,9 @@ lists whose first element says what they are:
 - ``["D", msg, t, d, [[app, client], ...], reroute]``: deliver dispatch ``d`` of type
   ``t`` to these clients of the receiver;
 - ``["U", t, d, reroute]``: a SEND the receiver could not deliver (its client had
-  left), back to its origin.
+  left), back to its origin;
+- ``["R"]``: send me a snapshot (a node that has just added the receiver as a peer asks,
+  in case the receiver's earlier snapshot reached it before it knew the receiver).
 
 ``client`` is ``[app, client, restricted, encoding, ip, receive_client_updates,
 receive_metadata_updates, {key: [type, value]}]`` with JSON values (a version as its
@@ -39,7 +41,7 @@ Record: TypeAlias = list[Any]
 
 _CLIENT_FIELDS: Final = 8
 #: kind -> number of elements (the kind included).
-_SHAPES: Final = {"S": 2, "J": 2, "L": 3, "M": 4, "D": 6, "U": 4}
+_SHAPES: Final = {"S": 2, "J": 2, "L": 3, "M": 4, "D": 6, "U": 4, "R": 1}
 
 
 def encode_batch(sender: str, records: list[Record]) -> bytes:
@@ -103,7 +105,7 @@ def _check(record: Any) -> None:
         for identity in record[4]:
             _identity(identity)
         _reroute(record[5])
-    else:  # "U"
+    elif kind == "U":
         if not isinstance(record[1], str) or record[3] is None:
             raise DecodeError("gateway cluster: malformed bounce")
         _reroute(record[3])

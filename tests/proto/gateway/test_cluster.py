@@ -215,6 +215,25 @@ def test_client_updates_are_seen_cluster_wide() -> None:
         "watcher"]
 
 
+def test_peers_added_one_after_the_other_converge() -> None:
+    a = Harness(node_id="a")
+    b = Harness(node_id="b")
+    a.identify(1, "on-a")
+    b.identify(1, "on-b")
+    a.core.add_peer("b", 0.0)
+    b.core.peer_receive(a.core.peer_batch("b") or b"", 0.0)  # b does not know a yet
+    assert b.core.cluster_rejected["unknown peer"] == 1
+    b.core.add_peer("a", 0.0)
+    for _ in range(3):  # b's snapshot and request, then a's snapshot again
+        for sender, receiver, name in ((a, b, "b"), (b, a, "a")):
+            batch = sender.core.peer_batch(name)
+            if batch is not None:
+                receiver.core.peer_receive(batch, 0.0)
+    for h in (a, b):
+        assert sorted(c.client_id for c in h.core.query_clients({"application": APP})) == [
+            "on-a", "on-b"]
+
+
 def test_a_removed_peers_clients_leave_routing() -> None:
     mesh = Mesh()
     mesh["n0"].identify(1, "watcher", receive_client_updates=True)
@@ -360,7 +379,7 @@ def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     records: list[list[Any]] = [["L", "a", "b"], ["M", "a", "b", {"k": ["integer", 1]}]]
     assert decode_batch(encode_batch("n1", records), max_size=1 << 20) == ("n1", records)
     outbox = PeerOutbox()
-    outbox.resync = False
+    outbox.resync = outbox.ask = False
     outbox.push_update(["L", "a", "1"], 10)
     assert outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
     assert not outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)

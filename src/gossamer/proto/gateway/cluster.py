@@ -58,7 +58,7 @@ class ClusterConfig(Checked):
 class PeerOutbox:
     """Records waiting for one peer, in order, with the two bounds above."""
 
-    __slots__ = ("deliveries", "records", "resync", "updates")
+    __slots__ = ("ask", "deliveries", "records", "resync", "updates")
 
     def __init__(self) -> None:
         self.records: deque[Record] = deque()
@@ -66,9 +66,11 @@ class PeerOutbox:
         self.updates = 0
         #: A snapshot must go before any waiting record (peer added, or updates overflowed).
         self.resync = True
+        #: The peer must be asked for its snapshot (it was just added).
+        self.ask = True
 
     def __bool__(self) -> bool:
-        return self.resync or bool(self.records)
+        return self.resync or self.ask or bool(self.records)
 
     def push_update(self, record: Record, limit: int) -> None:
         """Queue a replication record (``J``, ``L``, ``M``); overflow becomes a resync."""

@@ -1152,8 +1152,8 @@ class GatewayCore:
 
     def add_peer(self, name: str, now: float) -> None:
         """Start exchanging with node ``name``: its batches are accepted from now on, and
-        the first batch for it is a snapshot of this node's clients. Adding a known peer
-        again (its link came back) sends a fresh snapshot."""
+        the first batch for it is a snapshot of this node's clients and a request for
+        its own. Adding a known peer again (its link came back) does the same."""
         if name == self.config.node_id:
             raise LocalProtocolError("a node is not its own peer", node=name)
         outbox = self._peers.get(name)
@@ -1162,6 +1162,7 @@ class GatewayCore:
             self._remote.setdefault(name, {})
         else:
             outbox.resynchronize()
+            outbox.ask = True
 
     def remove_peer(self, name: str, now: float) -> None:
         """Forget node ``name``: its clients leave routing (CLIENT_DISCONNECTED to the
@@ -1201,6 +1202,9 @@ class GatewayCore:
                 ["S", [self._client_record(c) for c in self.directory.clients.values()
                        if c.node is None]]
             )
+        if outbox.ask:
+            outbox.ask = False
+            records.append(["R"])
         records.extend(outbox.take(limits.batch_records - len(records)))
         return encode_batch(self.config.node_id, records)
 
@@ -1229,6 +1233,8 @@ class GatewayCore:
                     self._forget_remote(client, now)
             elif kind == "S":
                 self._on_snapshot(sender, record[1], now)
+            elif kind == "R":
+                self._peers[sender].resynchronize()
             else:
                 self._on_bounce(record, now)
 
