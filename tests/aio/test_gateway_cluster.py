@@ -14,6 +14,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ from gossamer.proto.gateway.cluster import ClusterConfig
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.testing import sealed_wire
 from gossamer.testing.aio import until
+
+from .test_gateway_singyeong_py import SCRIPT, check_received, singyeong_venv
 
 HOST = "127.0.0.1"
 APP = "shop"
@@ -241,3 +244,43 @@ def test_the_node_must_carry_a_whole_batch() -> None:
                 await open_gateway_cluster(server, node)
 
     run(main)
+
+
+@pytest.mark.slow
+def test_singyeong_py_clients_on_different_nodes_route_as_on_one(tmp_path: Path) -> None:
+    """singyeong-py's A on n0, its B on n1, a gossamer client on n2: the exchange of
+    ``test_gateway_singyeong_py`` gives the same deliveries as on one gateway."""
+    python = singyeong_venv()
+    script = tmp_path / "sy_client.py"
+    script.write_text(SCRIPT)
+
+    async def main() -> list[dict[str, object]]:
+        async with gateways(password="pw") as (n0, n1, n2):
+            host, port = n2.server.address
+            dsn = f"singyeong://gossamer:pw@{host}:{port}"
+            async with open_gateway_client(dsn, client_id="g",
+                                           metadata={"langs": ["py", "ex"]}) as ours:
+                await converged([n0, n1, n2], {"g"})
+                proc = await asyncio.create_subprocess_exec(
+                    str(python), str(script), str(n0.server.port), "1.5",
+                    str(n1.server.port),
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )
+                assert proc.stdout is not None
+                ready = json.loads(await asyncio.wait_for(proc.stdout.readline(), 20))
+                assert ready == {"ready": True}
+                for member in (n0, n1, n2):
+                    core = member.server.core
+                    assert core is not None
+                    assert sorted(c.app_id for c in core.directory.clients.values()) == [
+                        "gossamer", "pyapp", "pyapp"]
+                await ours.send({"n": 8}, to={"application": "pyapp", "ops": [
+                    {"path": "/ver", "op": "$gte", "to": {"value": "1.10.0"}}]},
+                    nonce="from-gossamer")
+                from_them = await ours.receive(5)
+                assert (from_them.nonce, from_them.data) == ("to-gossamer", {"n": 5})
+                out, err = await asyncio.wait_for(proc.communicate(), 30)
+                assert proc.returncode == 0, err.decode()[-2000:]
+                return [json.loads(line) for line in out.decode().splitlines() if line]
+
+    check_received(aio_loop.run(main()))
