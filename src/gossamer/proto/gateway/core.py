@@ -7,7 +7,10 @@ One ``GatewayCore`` serves all connections of a gateway. The driver
 - ``receive(conn, frame, now)`` for every websocket message (``str`` for a text frame,
   ``bytes`` for a binary one), decoded here with ``gossamer.wire.gateway``;
 - ``disconnect(conn, now)`` when the transport ends;
-- ``handle_timer(now)`` at ``next_deadline()``; ``shutdown(now)`` to say goodbye.
+- ``handle_timer(now)`` at ``next_deadline()``; ``shutdown(now)`` to say goodbye;
+- in a cluster (``cluster.py``): ``add_peer(name, now)`` / ``remove_peer(name, now)``,
+  ``set_nodes(nodes, now)`` (op 7 load balancing), and ``peer_receive(data, now)`` for
+  every link message from a peer;
 
 and then drains, in this order:
 
@@ -15,7 +18,9 @@ and then drains, in this order:
    *before* sending anything, so a QUEUE_CONFIRM never precedes its commit;
 2. ``actions()``: ``Transmit(conns, packet)`` (one packet for many connections, so
    the driver encodes it once per encoding) and ``Close(conn, code, reason)``;
-3. ``events_received()``: ``ClientJoined`` / ``ClientLeft`` for the application.
+3. ``events_received()``: ``ClientJoined`` / ``ClientLeft`` for the application;
+4. in a cluster, ``peers_waiting()`` and ``peer_batch(name)``: the next link message for
+   each peer, taken when its link has credit (what waits is bounded, ``cluster.py``).
 
 Protocol (``docs/gateway.md`` has the whole of it, with every difference from the
 reference server): hello carries the configured ``heartbeat_interval``; a client that
