@@ -24,7 +24,8 @@ Figures:
 - routed SEND latency (one at a time, p50 / p99): sender on n0, receiver on n1,
   against both on one gateway; the fan-out's query round trip;
 - routed SEND throughput (``count`` pipelined in windows of 1,000, until the receiver
-  has all): cluster against one gateway; the fan-out's query rounds per second with 16 in flight per peer;
+  has all): cluster against one gateway; the fan-out's query rounds per second with 16
+  in flight per peer;
 - metadata update cost: ``count`` UPDATE_METADATA from one client until both other
   nodes hold the last value (a), against the same updates on one gateway (b's cost: a
   fan-out cluster replicates nothing).
@@ -148,7 +149,7 @@ async def fan_out(members: list[Any], count: int) -> tuple[list[float], float]:
         async def answer(rep: Any = rep, core: Any = core) -> None:
             async for request in rep:
                 assert isinstance(request, Message)
-                query, text = core._query(orjson.loads(request.data))
+                query, _text = core._query(orjson.loads(request.data))
                 matched = [c for c in core.directory.match(query) if c.node is None]
                 await rep.send(orjson.dumps([[c.app_id, c.client_id] for c in matched]))
 

@@ -86,11 +86,11 @@ class GatewayCluster:
             )
         self.server = server
         self.node = node
+        self._peers: dict[str, _Peer] = {}
         self.capacity = capacity
         self.link_timeout = link_timeout
-        self.relink_delay = relink_delay
-        self._peers: dict[str, _Peer] = {}
         self._pull: Socket | None = None
+        self.relink_delay = relink_delay
         self._reader: asyncio.Task[None] | None = None
         self._intake = asyncio.Event()
         self._intake.set()
@@ -104,12 +104,9 @@ class GatewayCluster:
 
     @property
     def name(self) -> str:
-        """This node's name in the cluster (``GatewayConfig.node_id``)."""
+        """This node's name in the cluster (``GatewayConfig.node_id``); the names of its
+        peers are ``core.peers``."""
         return self.core.node
-
-    @property
-    def peers(self) -> tuple[str, ...]:
-        return tuple(self._peers)
 
     async def _open(self) -> GatewayCluster:
         self._pull = self.node.socket("pull", tag=TAG, capacity=self.capacity)
