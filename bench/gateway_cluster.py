@@ -253,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         f"`{command}` on {machine()}, uvloop, 127.0.0.1, one process: three gateway "
         "servers joined by sealed links (or one server alone), gossamer clients; a routed "
         f"SEND has a 2-op query; {count // 10:,} one-at-a-time SENDs for latency, "
-        f"{count:,} pipelined (windows of {WINDOW:,}) for throughput, {count:,} metadata updates. (a) replicas: "
+        f"{count:,} pipelined (windows of {WINDOW:,}) for throughput, {count:,} metadata "
+        "updates. (a) replicas: "
         "what the gateway does; (b) fan-out: a SEND's query asked of both other nodes "
         "over REQ/REP links and matched there, before the delivery hop of (a).",
         "",
