@@ -39,6 +39,7 @@ import logging
 from collections.abc import Iterable
 
 from gossamer.addresses import AddressLike
+from gossamer.aio._pump import now
 from gossamer.aio.gateway_server import GatewayServer
 from gossamer.aio.link import Message, Node, Socket
 from gossamer.aio.opening import Opening
@@ -211,7 +212,7 @@ class GatewayCluster:
         batch: bytes | None = None
         while True:
             if batch is None:
-                batch = core.peer_batch(peer.name)
+                batch = core.peer_batch(peer.name, now())
             if batch is None:
                 peer.wake.clear()
                 await peer.wake.wait()

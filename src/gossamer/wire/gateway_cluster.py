@@ -3,9 +3,10 @@
 One link message is a *batch*: msgpack ``[1, sender node, [record, ...]]``. Records are
 lists whose first element says what they are:
 
-- ``["S", [client, ...]]``: a snapshot, the sender's whole set of clients (it replaces
-  what the receiver held of the sender);
-- ``["J", client]``: a client identified on the sender;
+- ``["S"]`` ... ``["E"]``: a snapshot, the sender's whole set of clients as ``J``
+  records between the two (over as many batches as needed); it replaces what the
+  receiver held of the sender: a client of the sender not named between them is gone;
+- ``["J", client]``: a client identified on the sender (or named by a snapshot);
 - ``["L", app, client]``: a client of the sender left;
 - ``["M", app, client, {key: [type, value]}]``: a client of the sender changed metadata;
 - ``["D", msg, t, d, [[app, client], ...], reroute]``: deliver dispatch ``d`` of type
@@ -33,7 +34,8 @@ import msgpack
 
 from gossamer.errors import DecodeError
 
-__all__ = ["VERSION", "Record", "decode_batch", "encode_batch"]
+__all__ = ["VERSION", "Record", "batch_overhead", "decode_batch", "encode_batch", "join_batch",
+           "pack_record"]
 
 VERSION: Final = 1
 #: One record: a list whose first element is its kind (table above).
@@ -41,13 +43,42 @@ Record: TypeAlias = list[Any]
 
 _CLIENT_FIELDS: Final = 8
 #: kind -> number of elements (the kind included).
-_SHAPES: Final = {"S": 2, "J": 2, "L": 3, "M": 4, "D": 6, "U": 4, "R": 1}
+_SHAPES: Final = {"S": 1, "E": 1, "J": 2, "L": 3, "M": 4, "D": 6, "U": 4, "R": 1}
 
 
 def encode_batch(sender: str, records: list[Record]) -> bytes:
     """The link message carrying ``records`` from node ``sender``."""
-    packed: bytes = msgpack.packb([VERSION, sender, records], use_bin_type=True)
+    return join_batch(sender, [pack_record(record) for record in records])
+
+
+def pack_record(record: Record) -> bytes:
+    """One record, packed (``join_batch`` puts packed records into a batch)."""
+    packed: bytes = msgpack.packb(record, use_bin_type=True)
     return packed
+
+
+def _array_header(count: int) -> bytes:
+    if count < 16:
+        return bytes([0x90 | count])
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def batch_overhead(sender: str) -> int:
+    """Bytes of a batch besides its packed records (at most)."""
+    return 1 + len(msgpack.packb(VERSION)) + len(msgpack.packb(sender)) + 5
+
+
+def join_batch(sender: str, packed: list[bytes]) -> bytes:
+    """The batch of already packed records (the same bytes as ``encode_batch``)."""
+    return b"".join([
+        b"\x93",
+        msgpack.packb(VERSION),
+        msgpack.packb(sender, use_bin_type=True),
+        _array_header(len(packed)),
+        *packed,
+    ])
 
 
 def _client(value: Any) -> None:
@@ -88,12 +119,7 @@ def _check(record: Any) -> None:
     if not isinstance(record, list) or not record or _SHAPES.get(record[0]) != len(record):
         raise DecodeError("gateway cluster: malformed record")
     kind = record[0]
-    if kind == "S":
-        if not isinstance(record[1], list):
-            raise DecodeError("gateway cluster: malformed snapshot")
-        for client in record[1]:
-            _client(client)
-    elif kind == "J":
+    if kind == "J":
         _client(record[1])
     elif kind in ("L", "M"):
         _identity(record[1:3])

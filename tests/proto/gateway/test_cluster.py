@@ -17,7 +17,7 @@ import pytest
 from gossamer.proto.gateway.cluster import ClusterConfig, PeerOutbox, balance
 from gossamer.proto.gateway.core import CloseCode
 from gossamer.wire.gateway import Op
-from gossamer.wire.gateway_cluster import decode_batch, encode_batch
+from gossamer.wire.gateway_cluster import decode_batch, encode_batch, join_batch
 
 from .test_core import APP, Harness
 
@@ -50,7 +50,7 @@ class Mesh:
                 for peer in h.core.peers_waiting():
                     if peer in self.paused or peer not in self.nodes:
                         continue
-                    batch = h.core.peer_batch(peer)
+                    batch = h.core.peer_batch(peer, h.now)
                     assert batch is not None
                     target = self.nodes[peer]
                     target.core.peer_receive(batch, target.now)
@@ -206,6 +206,13 @@ def test_client_updates_are_seen_cluster_wide() -> None:
     assert changed.t == "CLIENT_METADATA_UPDATED"
     assert changed.d["payload"]["metadata"] == {"load": 3}
     assert mesh["n1"].core.query_clients(ops_query({"load": 3}))[0].client_id == "newcomer"
+    mesh["n2"].now = 5.0
+    mesh["n2"].send(5, Op.HEARTBEAT, {})  # replicated, but notifies nobody (as on n2)
+    mesh.settle()
+    assert mesh["n0"].take(1) == []
+    (held,) = mesh["n0"].core.query_clients(ops_query({"load": 3}))
+    assert held.node == "n2"
+    assert mesh["n0"].core.directory.values(held)["last_heartbeat_time"] == 5000
     mesh["n2"].core.disconnect(5, mesh["n2"].now)
     mesh.settle()
     (left,) = mesh["n0"].take(1)
@@ -221,12 +228,12 @@ def test_peers_added_one_after_the_other_converge() -> None:
     a.identify(1, "on-a")
     b.identify(1, "on-b")
     a.core.add_peer("b", 0.0)
-    b.core.peer_receive(a.core.peer_batch("b") or b"", 0.0)  # b does not know a yet
+    b.core.peer_receive(a.core.peer_batch("b", 0.0) or b"", 0.0)  # b does not know a yet
     assert b.core.cluster_rejected["unknown peer"] == 1
     b.core.add_peer("a", 0.0)
     for _ in range(3):  # b's snapshot and request, then a's snapshot again
         for sender, receiver, name in ((a, b, "b"), (b, a, "a")):
-            batch = sender.core.peer_batch(name)
+            batch = sender.core.peer_batch(name, 0.0)
             if batch is not None:
                 receiver.core.peer_receive(batch, 0.0)
     for h in (a, b):
@@ -383,4 +390,40 @@ def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     outbox.push_update(["L", "a", "1"], 10)
     assert outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
     assert not outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
-    assert [r[0] for r in outbox.take(10)] == ["L", "U"] and not outbox
+    packed, too_large = outbox.take(10, 1 << 20)
+    assert too_large == [] and not outbox
+    assert [r[0] for r in decode_batch(join_batch("x", packed), max_size=1 << 20)[1]] == [
+        "L", "U"]
+
+
+def test_a_snapshot_spans_batches_and_removes_what_it_does_not_name() -> None:
+    mesh = Mesh(cluster=ClusterConfig(batch_records=3))
+    for conn in range(1, 11):
+        mesh["n1"].identify(conn, f"c{conn}")
+    mesh.settle()
+    assert len(mesh["n0"].core.query_clients({"application": APP})) == 10
+    mesh.paused.add("n0")
+    for conn in range(1, 6):
+        mesh["n1"].core.disconnect(conn, 0.0)
+    # n0 missed the leaves (its link "failed"): n1 is added again and resends everything.
+    outbox = mesh["n1"].core._peers["n0"]
+    outbox.records.clear()
+    outbox.updates = 0
+    mesh["n1"].core.add_peer("n0", 0.0)
+    mesh.paused.clear()
+    assert mesh.settle() >= 4  # 5 clients + S + E + R in batches of 3
+    assert sorted(c.client_id for c in mesh["n0"].core.query_clients({"application": APP})) == (
+        sorted(f"c{conn}" for conn in range(6, 11)))
+
+
+def test_a_record_too_large_for_any_batch_is_counted_and_traced() -> None:
+    mesh = Mesh(cluster=ClusterConfig(max_batch=2048))
+    mesh["n0"].identify(1, "sender")
+    mesh["n1"].identify(2, "receiver", metadata={"role": {"type": "string", "value": "r"}})
+    mesh.settle()
+    mesh["n0"].dispatch(1, "SEND", {"target": ops_query({"role": "r"}), "payload": "x" * 4096})
+    mesh["n0"].dispatch(1, "SEND", {"target": ops_query({"role": "r"}), "payload": "small"})
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == ["small"]
+    assert mesh["n0"].core.cluster_dropped["too_large"] == 1
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "too_large", "type": "D"}

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gossamer.params import Checked, PositiveCount
-from gossamer.wire.gateway_cluster import Record
+from gossamer.wire.gateway_cluster import Record, pack_record
 
 __all__ = ["ClusterConfig", "PeerOutbox", "balance"]
 
@@ -58,7 +58,7 @@ class ClusterConfig(Checked):
 class PeerOutbox:
     """Records waiting for one peer, in order, with the two bounds above."""
 
-    __slots__ = ("ask", "deliveries", "records", "resync", "updates")
+    __slots__ = ("ask", "deliveries", "records", "resync", "snapshot", "updates")
 
     def __init__(self) -> None:
         self.records: deque[Record] = deque()
@@ -68,6 +68,8 @@ class PeerOutbox:
         self.resync = True
         #: The peer must be asked for its snapshot (it was just added).
         self.ask = True
+        #: Records of a snapshot being sent, at the front of ``records``.
+        self.snapshot = 0
 
     def __bool__(self) -> bool:
         return self.resync or self.ask or bool(self.records)
@@ -86,8 +88,15 @@ class PeerOutbox:
         """Replace every waiting replication record by one snapshot (built when taken);
         deliveries keep their place."""
         self.records = deque(r for r in self.records if r[0] in "DU")
-        self.updates = 0
+        self.updates = self.snapshot = 0
         self.resync = True
+
+    def start_snapshot(self, records: list[Record]) -> None:
+        """Put a snapshot (``S``, ``J``..., ``E``) in front of every waiting record; it
+        is bounded by the state, so it does not count against ``peer_updates``."""
+        self.resync = False
+        self.records.extendleft(reversed(records))
+        self.snapshot = len(records)
 
     def push_delivery(self, record: Record, limit: int) -> bool:
         """Queue a ``D`` or ``U`` record; False (nothing queued) when the bound is reached."""
@@ -97,18 +106,32 @@ class PeerOutbox:
         self.deliveries += 1
         return True
 
-    def take(self, count: int) -> list[Record]:
-        """Up to ``count`` records, oldest first (the snapshot is the caller's)."""
-        out: list[Record] = []
+    def take(self, count: int, room: int) -> tuple[list[bytes], list[Record]]:
+        """``(packed, too_large)``: up to ``count`` records, oldest first, packed, whose
+        sizes add up to at most ``room`` bytes; and the records taken that could never
+        fit a batch (the caller counts them: they are not sent)."""
+        packed: list[bytes] = []
+        too_large: list[Record] = []
         records = self.records
-        while records and len(out) < count:
-            record = records.popleft()
-            if record[0] in "DU":
+        used = 0
+        while records and len(packed) < count:
+            record = records[0]
+            data = pack_record(record)
+            if used + len(data) > room and len(data) <= room:
+                break  # the next batch takes it
+            records.popleft()
+            if self.snapshot:
+                self.snapshot -= 1
+            elif record[0] in "DU":
                 self.deliveries -= 1
             else:
                 self.updates -= 1
-            out.append(record)
-        return out
+            if len(data) > room:
+                too_large.append(record)
+                continue
+            packed.append(data)
+            used += len(data)
+        return packed, too_large
 
 
 def balance(own: int, others: Mapping[str, int]) -> int:

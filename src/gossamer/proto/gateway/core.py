@@ -19,8 +19,9 @@ and then drains, in this order:
 2. ``actions()``: ``Transmit(conns, packet)`` (one packet for many connections, so
    the driver encodes it once per encoding) and ``Close(conn, code, reason)``;
 3. ``events_received()``: ``ClientJoined`` / ``ClientLeft`` for the application;
-4. in a cluster, ``peers_waiting()`` and ``peer_batch(name)``: the next link message for
-   each peer, taken when its link has credit (what waits is bounded, ``cluster.py``).
+4. in a cluster, ``peers_waiting()`` and ``peer_batch(name, now)``: the next link
+   message for each peer, taken when its link has credit (what waits is bounded,
+   ``cluster.py``).
 
 Protocol (``docs/gateway.md`` has the whole of it, with every difference from the
 reference server): hello carries the configured ``heartbeat_interval``; a client that
@@ -89,7 +90,13 @@ from gossamer.wire.gateway import (
     Packet,
     decode_packet,
 )
-from gossamer.wire.gateway_cluster import Record, decode_batch, encode_batch
+from gossamer.wire.gateway_cluster import (
+    Record,
+    batch_overhead,
+    decode_batch,
+    join_batch,
+    pack_record,
+)
 
 if TYPE_CHECKING:
     from random import Random
@@ -347,6 +354,8 @@ class GatewayCore:
         self._peers: dict[str, PeerOutbox] = {}
         self._remote: dict[str, dict[tuple[str, str], Client]] = {}
         self._synced: set[str] = set()
+        # sender -> its clients not yet named by the snapshot it is sending.
+        self._stale: dict[str, set[tuple[str, str]]] = {}
         self._nodes: tuple[str, ...] = ()
         self._next_balance: float | None = None
         limits = config.metadata_limits
@@ -1176,6 +1185,7 @@ class GatewayCore:
         if outbox is not None and outbox.deliveries:
             self.cluster_dropped["peer_removed"] += outbox.deliveries
         self._synced.discard(name)
+        self._stale.pop(name, None)
         for client in list(self._remote.pop(name, {}).values()):
             self._forget_remote(client, now)
 
@@ -1190,7 +1200,7 @@ class GatewayCore:
         """The peers with records waiting (take them with ``peer_batch``)."""
         return [name for name, outbox in self._peers.items() if outbox]
 
-    def peer_batch(self, name: str) -> bytes | None:
+    def peer_batch(self, name: str, now: float) -> bytes | None:
         """The next link message for peer ``name``, or None when nothing waits.
 
         The driver calls this when the link to ``name`` can take a message (it has
@@ -1200,18 +1210,22 @@ class GatewayCore:
         if outbox is None or not outbox:
             return None
         limits = self.config.cluster
-        records: list[Record] = []
         if outbox.resync:
-            outbox.resync = False
-            records.append(
-                ["S", [self._client_record(c) for c in self.directory.clients.values()
-                       if c.node is None]]
+            local = [c for c in self.directory.clients.values() if c.node is None]
+            outbox.start_snapshot(
+                [["S"], *(["J", self._client_record(c)] for c in local), ["E"]]
             )
+        packed: list[bytes] = []
         if outbox.ask:
             outbox.ask = False
-            records.append(["R"])
-        records.extend(outbox.take(limits.batch_records - len(records)))
-        return encode_batch(self.config.node_id, records)
+            packed.append(pack_record(["R"]))
+        sender = self.config.node_id
+        more, too_large = outbox.take(
+            limits.batch_records - len(packed), limits.max_batch - batch_overhead(sender) - 8
+        )
+        for record in too_large:
+            self._dropped("too_large", str(record[0]), None, now)
+        return join_batch(sender, packed + more)
 
     def peer_receive(self, data: bytes, now: float) -> None:
         """A link message from a peer. A malformed batch or one from a node that is not
@@ -1237,7 +1251,9 @@ class GatewayCore:
                 if client is not None:
                     self._forget_remote(client, now)
             elif kind == "S":
-                self._on_snapshot(sender, record[1], now)
+                self._stale[sender] = set(self._remote[sender])
+            elif kind == "E":
+                self._end_snapshot(sender, now)
             elif kind == "R":
                 self._peers[sender].resynchronize()
             else:
@@ -1320,6 +1336,9 @@ class GatewayCore:
 
     def _on_remote_join(self, sender: str, record: list[Any], now: float) -> None:
         app_id, client_id, restricted, encoding, ip, updates, meta_updates, raw = record
+        stale = self._stale.get(sender)
+        if stale is not None:
+            stale.discard((app_id, client_id))
         held = self._remote[sender].get((app_id, client_id))
         if held is not None:  # a snapshot repeating what we hold: its values are newer
             metadata = self._typed(raw)
@@ -1359,14 +1378,14 @@ class GatewayCore:
             now,
         )
 
-    def _on_snapshot(self, sender: str, records: list[list[Any]], now: float) -> None:
+    def _end_snapshot(self, sender: str, now: float) -> None:
+        """A snapshot of ``sender`` is complete: its clients it did not name are gone."""
         self._synced.add(sender)
-        present = {(r[0], r[1]) for r in records}
-        for identity, client in list(self._remote[sender].items()):
-            if identity not in present:
+        held = self._remote[sender]
+        for identity in self._stale.pop(sender, ()):
+            client = held.get(identity)
+            if client is not None:
                 self._forget_remote(client, now)
-        for record in records:
-            self._on_remote_join(sender, record, now)
 
     def _on_remote_metadata(
         self, sender: str, app_id: str, client_id: str, raw: dict[Any, Any], now: float
@@ -1375,7 +1394,12 @@ class GatewayCore:
         if client is None:
             return  # a client this node does not hold (an identity it gave to another)
         changes = self._typed(raw)
-        if changes is not None:
+        if changes is None:
+            return
+        if changes.keys() == {"last_heartbeat_time"}:
+            # A heartbeat: on its own node it notifies nobody, so here neither.
+            self.directory.set_metadata(client, changes)
+        else:
             self._apply_metadata(client, changes, now)
 
     def _forward(
