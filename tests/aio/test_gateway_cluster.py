@@ -218,6 +218,34 @@ def test_a_slow_node_is_not_overrun_and_nothing_is_lost_silently() -> None:
     run(main)
 
 
+def test_a_node_whose_links_went_down_is_linked_again_and_converges() -> None:
+    async def main() -> None:
+        async with gateways() as (n0, n1, n2):
+            front = await connect(n0, "front")
+            back = await connect(n1, "back", metadata={"role": "b"})
+            await converged([n0, n1, n2], {"front", "back"})
+            # n1 leaves the cluster's links (its peers keep it as a peer) and comes back.
+            await n1.cluster.close()
+            assert n1.clients() == {"back"}
+            await back.update_metadata({"role": "c"})  # a change its peers cannot see yet
+            async with open_gateway_cluster(n1.server, n1.node) as again:
+                for other in (n0, n2):
+                    await again.add_peer(other.name, other.node.address)
+                await converged([n0, n1, n2], {"front", "back"})
+                await until(lambda: all(
+                    m.server.core is not None and m.server.core.query_clients(
+                        {"application": APP, "ops": [{"role": "c"}]}) for m in (n0, n2)))
+                await front.send("again", to={"application": APP, "ops": [{"role": "c"}]})
+                assert (await back.receive(timeout=10.0)).data == "again"
+                await back.send("back", to={"application": APP, "ops": [
+                    {"path": "/role", "op": "$ne", "to": {"value": "c"}}]})
+                assert (await front.receive(timeout=10.0)).data == "back"
+            for client in (front, back):
+                await client.close()
+
+    run(main)
+
+
 def test_op7_moves_clients_off_a_node_holding_too_many() -> None:
     async def main() -> None:
         async with gateways() as members:

@@ -60,7 +60,7 @@ class _Peer:
         self.address = address
         self.push = push
         self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.tasks: list[asyncio.Task[None]] = []
 
 
 class GatewayCluster:
@@ -134,7 +134,8 @@ class GatewayCluster:
             raise
         peer = self._peers[name] = _Peer(name, address, push)
         self.server.call(lambda at: self.core.add_peer(name, at))
-        peer.task = asyncio.ensure_future(self._send(peer))
+        peer.tasks = [asyncio.ensure_future(self._send(peer)),
+                      asyncio.ensure_future(self._watch(peer))]
         peer.wake.set()
 
     async def remove_peer(self, name: str) -> None:
@@ -145,10 +146,10 @@ class GatewayCluster:
             self.server.call(lambda at: self.core.remove_peer(name, at))
         if peer is None:
             return
-        if peer.task is not None:
-            peer.task.cancel()
+        for task in peer.tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await peer.task
+                await task
         await peer.push.close(timeout=1.0)
 
     def set_nodes(self, nodes: Iterable[str]) -> None:
@@ -221,22 +222,30 @@ class GatewayCluster:
                 await peer.push.send(batch)
                 batch = None
             except (LinkError, TimedOutError) as exc:
-                log.warning("link to %s failed (%s); linking again", peer.name, exc)
-                await self._relink(peer)
+                # The batch is sent again once _watch has linked again.
+                log.warning("sending to %s failed (%s)", peer.name, exc)
+                await asyncio.sleep(self.relink_delay)
             except ClosedError:
                 return
 
-    async def _relink(self, peer: _Peer) -> None:
+    async def _watch(self, peer: _Peer) -> None:
+        """Link again to ``peer`` whenever its link is down (every ``relink_delay``
+        seconds); once linked, both sides start again from snapshots (``add_peer``
+        again sends ours and asks for theirs), since messages may have been lost."""
+        push = peer.push
         while True:
             await asyncio.sleep(self.relink_delay)
+            if push.core.established:
+                continue
             try:
-                await peer.push.link(peer.address, TAG, timeout=self.link_timeout)
+                await push.link(peer.address, TAG, timeout=self.link_timeout)
             except (LinkError, TimedOutError):
                 continue
-            # Messages may have been lost with the link: both sides start again from
-            # snapshots (add_peer again sends ours and asks for theirs).
+            except ClosedError:
+                return
+            log.info("linked to %s again", peer.name)
             self.server.call(lambda at: self.core.add_peer(peer.name, at))
-            return
+            peer.wake.set()
 
 
 def open_gateway_cluster(
