@@ -42,7 +42,9 @@ names it, which joins the clients' own events), ``deliver`` (``peer`` = client; 
 queues also ``attrs.queue``, ``attrs.attempt``), ``enqueue`` (``attrs.queue``,
 ``attrs.nonce``), ``ack``, ``redeliver`` (a queued message delivered again after an ack
 timeout or its holder's disconnect), ``dead_letter`` (``attrs.reason``), ``drop`` (a
-droppable dispatch nobody matched), ``peer_up``/``peer_down`` (identify and disconnect).
+droppable dispatch nobody matched; in a cluster also one refused or undeliverable
+across nodes, ``attrs.reason``), ``peer_up``/``peer_down`` (identify and disconnect),
+``balance`` (a client sent away by op 7 load balancing).
 """
 
 from __future__ import annotations
