@@ -247,8 +247,13 @@ def test_a_removed_peers_clients_leave_routing() -> None:
     mesh["n1"].identify(2, "gone")
     mesh.settle()
     mesh["n0"].take(1)
+    mesh.paused.add("n1")
+    mesh["n0"].dispatch(1, "BROADCAST", {"target": {"application": APP}, "payload": "b"})
+    assert delivered(mesh["n0"], 1, "BROADCAST") == ["b"]
     mesh["n0"].core.remove_peer("n1", mesh["n0"].now)
     mesh["n0"].pump()
+    assert mesh["n0"].core.cluster_dropped["peer_removed"] == 1
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "peer_removed", "count": "1"}
     (left,) = mesh["n0"].take(1)
     assert left.t == "CLIENT_DISCONNECTED" and left.d["payload"]["client_id"] == "gone"
     mesh["n0"].dispatch(1, "SEND", {"target": ops_query({"path": "/client_id", "op": "$eq",

@@ -212,8 +212,8 @@ class ClusterMember:
         def _send_away(self, count: int, now: float) -> None: ...
 
     def _init_cluster(self, config: GatewayConfig) -> None:
-        # The cluster (cluster.py): outboxes of the peers, their clients held here, the
-        # peers whose snapshot arrived, the node list, the next load-balancing check.
+        # Outboxes of the peers, their clients held here, the peers whose snapshot
+        # arrived, the node list, the next load-balancing check.
         self._peers: dict[str, PeerOutbox] = {}
         self._remote: dict[str, dict[tuple[str, str], Client]] = {}
         self._synced: set[str] = set()
@@ -259,10 +259,14 @@ class ClusterMember:
 
     def remove_peer(self, name: str, now: float) -> None:
         """Forget node ``name``: its clients leave routing (CLIENT_DISCONNECTED to the
-        watchers), what waited for it is counted in ``cluster_dropped["peer_removed"]``."""
+        watchers); deliveries that waited for it are counted in
+        ``cluster_dropped["peer_removed"]`` and traced (``drop``, ``attrs.count``)."""
         outbox = self._peers.pop(name, None)
         if outbox is not None and outbox.deliveries:
             self.cluster_dropped["peer_removed"] += outbox.deliveries
+            if self._trace is not None:
+                self._trace(now, LAYER, "drop", peer=name, attrs={
+                    "reason": "peer_removed", "count": str(outbox.deliveries)})
         self._synced.discard(name)
         self._stale.pop(name, None)
         for client in list(self._remote.pop(name, {}).values()):
