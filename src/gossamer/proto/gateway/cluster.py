@@ -10,9 +10,9 @@ deliveries to other nodes' clients travel.
 
 ``ClusterMember`` is that half of ``GatewayCore`` (its base class: the core's inputs
 ``add_peer``, ``remove_peer``, ``set_nodes``, ``peer_receive`` and outputs
-``peers_waiting``, ``peer_batch``). ``PeerOutbox`` holds what waits for one peer. The driver takes a batch when the link
-has credit (``GatewayCore.peer_batch``), so a slow peer makes the outbox grow, never
-the peer's memory; the outbox is bounded:
+``peers_waiting``, ``peer_batch``). ``PeerOutbox`` holds what waits for one peer. The
+driver takes a batch when the link has credit (``peer_batch``), so a slow peer makes the
+outbox grow, never the peer's memory; the outbox is bounded:
 
 - deliveries: at most ``ClusterConfig.peer_deliveries`` waiting. Past that a SEND or
   BROADCAST to that node's clients is refused to its sender (op 3 ``node_busy`` with
