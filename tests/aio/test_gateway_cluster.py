@@ -202,7 +202,7 @@ def test_a_slow_node_is_not_overrun_and_nothing_is_lost_silently() -> None:
             # n0 sent what n1's credits allowed (capacity batches of `batch` records, and
             # one the sender task holds), kept at most `limit` deliveries for n1, and
             # refused the rest to the sender: explicitly, with the nonce.
-            assert core._peers["n1"].deliveries <= limit
+            assert core.peer_backlog("n1")[0] <= limit
             refused = {i.nonce for i in sender.invalids if i.error == "node_busy"}
             assert len(refused) >= total - limit - (capacity + 2) * batch
             assert n0.server.rejected["node_busy"] == len(refused)

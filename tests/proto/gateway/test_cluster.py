@@ -280,6 +280,7 @@ def test_a_slow_peer_is_never_overrun_and_nothing_is_dropped_silently() -> None:
     droppable = {**only_receiver, "droppable": True}
     mesh["n0"].dispatch(1, "SEND", {"target": droppable, "payload": "d"})
     assert mesh["n0"].take(1) == []
+    assert mesh["n0"].core.peer_backlog("n1")[0] == 5
     assert mesh["n0"].core.cluster_dropped["node_busy"] == 1
     assert mesh["n0"].events("drop")[-1].attrs["reason"] == "node_busy"
     mesh.paused.clear()

@@ -279,6 +279,12 @@ class ClusterMember:
         if self._next_balance is None:
             self._next_balance = now + self.config.cluster.balance_interval
 
+    def peer_backlog(self, name: str) -> tuple[int, int]:
+        """``(deliveries, replication records)`` waiting for peer ``name`` (each bounded
+        by ``ClusterConfig``); ``(0, 0)`` for a node that is not a peer."""
+        outbox = self._peers.get(name)
+        return (0, 0) if outbox is None else (outbox.deliveries, outbox.updates)
+
     def peers_waiting(self) -> list[str]:
         """The peers with records waiting (take them with ``peer_batch``)."""
         return [name for name, outbox in self._peers.items() if outbox]
