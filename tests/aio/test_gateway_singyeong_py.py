@@ -42,6 +42,8 @@ from singyeong import Client, Target, Equal, NotEqual, GreaterThan, LessThan, In
     Contains, NotContains, VersionType, Minimum
 
 port = int(sys.argv[1])
+# B may connect to another node of a gateway cluster (tests/aio/test_gateway_cluster.py).
+port_b = int(sys.argv[3]) if len(sys.argv) > 3 else port
 out = []
 
 def emit(**kv):
@@ -57,7 +59,7 @@ def make(name, dsn):
 
 async def main():
     a = make("A", f"singyeong://pyapp:pw@localhost:{port}")
-    b = make("B", f"singyeong://pyapp:pw@localhost:{port}?encoding=msgpack")
+    b = make("B", f"singyeong://pyapp:pw@localhost:{port_b}?encoding=msgpack")
     tasks = [asyncio.ensure_future(a.connect()), asyncio.ensure_future(b.connect())]
     await a.update_metadata({"shard": 1, "ver": VersionType("1.10.0"), "tags": ["x", "y"],
                              "name": "alpha"})
@@ -175,7 +177,12 @@ def test_singyeong_py_works_unchanged(tmp_path: Path) -> None:
                 lines += [json.loads(line) for line in out.decode().splitlines() if line]
                 return lines
 
-    received = aio_loop.run(main())
+    check_received(aio_loop.run(main()))
+
+
+def check_received(received: list[dict[str, object]]) -> None:
+    """What SCRIPT's clients A and B must have received (with a gossamer client ``g``
+    of application ``gossamer`` sending ``from-gossamer``)."""
     by_client: dict[object, set[object]] = {}
     for message in received:
         by_client.setdefault(message["client"], set()).add(message["nonce"])

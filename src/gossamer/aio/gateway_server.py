@@ -42,7 +42,7 @@ import ssl as ssl_module
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from gossamer._types import Address
 from gossamer.aio._pump import now
@@ -61,6 +61,8 @@ __all__ = ["GatewayServer", "QueueStore", "open_gateway_server"]
 log = logging.getLogger("gossamer.gateway")
 
 MAX_PROXY_RESPONSE: Final = 16 << 20
+
+_T = TypeVar("_T")
 
 
 class QueueStore(Protocol):
@@ -109,6 +111,9 @@ class GatewayServer:
         self._connections: GatewayConnections | None = None
         self._driver: ConnectionsDriver[GatewayConnections] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Called after every flush of the core's output (``gateway_cluster`` takes the
+        #: batches waiting for its peers there).
+        self.flush_listeners: list[Callable[[], None]] = []
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------
@@ -144,6 +149,21 @@ class GatewayServer:
         if self._driver is None:
             raise LocalProtocolError("the gateway server is not open")
         return self._driver
+
+    def call(self, request: Callable[[float], _T]) -> _T:
+        """Run ``request(now)`` on the core (a local input, such as the cluster's), then
+        carry out what it decided at once: packets written, sockets closed."""
+        connections = self._connections
+        if connections is None:
+            raise LocalProtocolError("the gateway server is not open")
+
+        def run(at: float) -> _T:
+            try:
+                return request(at)
+            finally:
+                connections.flush(at)
+
+        return self.driver.call(run)
 
     @property
     def rejected(self) -> Counter[str]:
@@ -200,10 +220,13 @@ class GatewayServer:
     # -- the proxy -------------------------------------------------------------
 
     def _perform_proxies(self) -> None:
-        """The driver's ``on_flush``: start the proxy requests the core handed out."""
+        """The driver's ``on_flush``: start the proxy requests the core handed out, then
+        tell the flush listeners."""
         assert self._connections is not None
         for conn, request in self._connections.proxies_to_perform():
             self._spawn(self._proxy_for(conn, request))
+        for listener in self.flush_listeners:
+            listener()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)

@@ -7,7 +7,10 @@ One ``GatewayCore`` serves all connections of a gateway. The driver
 - ``receive(conn, frame, now)`` for every websocket message (``str`` for a text frame,
   ``bytes`` for a binary one), decoded here with ``gossamer.wire.gateway``;
 - ``disconnect(conn, now)`` when the transport ends;
-- ``handle_timer(now)`` at ``next_deadline()``; ``shutdown(now)`` to say goodbye.
+- ``handle_timer(now)`` at ``next_deadline()``; ``shutdown(now)`` to say goodbye;
+- in a cluster (``cluster.py``): ``add_peer(name, now)`` / ``remove_peer(name, now)``,
+  ``set_nodes(nodes, now)`` (op 7 load balancing), and ``peer_receive(data, now)`` for
+  every link message from a peer;
 
 and then drains, in this order:
 
@@ -15,7 +18,10 @@ and then drains, in this order:
    *before* sending anything, so a QUEUE_CONFIRM never precedes its commit;
 2. ``actions()``: ``Transmit(conns, packet)`` (one packet for many connections, so
    the driver encodes it once per encoding) and ``Close(conn, code, reason)``;
-3. ``events_received()``: ``ClientJoined`` / ``ClientLeft`` for the application.
+3. ``events_received()``: ``ClientJoined`` / ``ClientLeft`` for the application;
+4. in a cluster, ``peers_waiting()`` and ``peer_batch(name, now)``: the next link
+   message for each peer, taken when its link has credit (what waits is bounded,
+   ``cluster.py``).
 
 Protocol (``docs/gateway.md`` has the whole of it, with every difference from the
 reference server): hello carries the configured ``heartbeat_interval``; a client that
@@ -36,7 +42,9 @@ names it, which joins the clients' own events), ``deliver`` (``peer`` = client; 
 queues also ``attrs.queue``, ``attrs.attempt``), ``enqueue`` (``attrs.queue``,
 ``attrs.nonce``), ``ack``, ``redeliver`` (a queued message delivered again after an ack
 timeout or its holder's disconnect), ``dead_letter`` (``attrs.reason``), ``drop`` (a
-droppable dispatch nobody matched), ``peer_up``/``peer_down`` (identify and disconnect).
+droppable dispatch nobody matched; in a cluster also one refused or undeliverable
+across nodes, ``attrs.reason``), ``peer_up``/``peer_down`` (identify and disconnect),
+``balance`` (a client sent away by op 7 load balancing).
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ import orjson
 from gossamer.errors import DecodeError
 from gossamer.params import Bounds, Checked, PositiveCount
 from gossamer.proto.gateway.auth import PasswordGuard, Verdict
+from gossamer.proto.gateway.cluster import ClusterConfig, ClusterMember
 from gossamer.proto.gateway.lifecycle import ConnInput, ConnState, next_state
 from gossamer.proto.gateway.metadata import (
     MetadataLimits,
@@ -184,6 +193,8 @@ class GatewayConfig(Checked):
     #: client_id and application_id: 1..max_id_length characters, no whitespace.
     max_id_length: PositiveCount = 128
     query_cache_size: PositiveCount = 1024
+    #: Bounds and periods of the node-to-node layer (``cluster.py``).
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     #: Reported by ``GET /api/version``.
     version: str = "0.0.1"
 
@@ -294,7 +305,7 @@ def _decode_json(data: str | bytes, max_size: int) -> tuple[Op, str | None, Any,
     return opcode, t, raw.get("d"), ts
 
 
-class GatewayCore:
+class GatewayCore(ClusterMember):
     """Sans-I/O gateway; see the module docstring for the input/output contract."""
 
     def __init__(
@@ -332,6 +343,7 @@ class GatewayCore:
         self._events: list[ClientJoined | ClientLeft] = []
         self._next_msg = 0
         self._next_prune = 0.0
+        self._init_cluster(config)
 
     # ------------------------------------------------------------------ outputs
 
@@ -358,6 +370,8 @@ class GatewayCore:
             due = self._metadata_due[0][0]
             if best is None or due < best:
                 best = due
+        if self._next_balance is not None and (best is None or self._next_balance < best):
+            best = self._next_balance
         return best
 
     @property
@@ -459,6 +473,9 @@ class GatewayCore:
         if now >= self._next_prune:
             self.passwords.prune(now)
             self._next_prune = now + 60.0
+        if self._next_balance is not None and now >= self._next_balance:
+            self._next_balance = now + self.config.cluster.balance_interval
+            self._load_balance(now)
 
     def shutdown(self, now: float, reason: str = "shutdown") -> None:
         """Say goodbye (op 7) to every connection and close them (1001)."""
@@ -507,6 +524,8 @@ class GatewayCore:
             {"app": client.app_id, "client_id": client.client_id},
             now,
         )
+        if self._peers:
+            self._replicate(["J", self._client_record(client)])
         self._events.append(
             ClientJoined(
                 app_id=client.app_id,
@@ -607,9 +626,10 @@ class GatewayCore:
         state.state = next_state(state.state, ConnInput.HEARTBEAT)
         self._liveness.pop(state.id, None)
         self._liveness[state.id] = now + self.config.liveness_timeout
-        self.directory.set_metadata(
-            client, {"last_heartbeat_time": ("integer", self.timestamp(now))}
-        )
+        beat: dict[str, TypedValue] = {"last_heartbeat_time": ("integer", self.timestamp(now))}
+        self.directory.set_metadata(client, beat)
+        if self._peers:
+            self._replicate_metadata(client, beat)
         # The reference ignores the heartbeat's d and acks with the socket's id (§3).
         self._send(state.id, Op.HEARTBEAT_ACK, {"client_id": client.client_id}, now)
 
@@ -697,42 +717,53 @@ class GatewayCore:
             return
         if client.handle in self._metadata:
             self._flush_metadata(client, now)
+        self._route(client, t, d, query=query, text=text, attempt=0, now=now)
+
+    def _route(
+        self,
+        client: Client,
+        t: str,
+        d: dict[str, Any],
+        *,
+        query: Query,
+        text: bytes,
+        attempt: int,
+        now: float,
+    ) -> None:
+        """Route a SEND or BROADCAST of the local ``client`` (``attempt`` > 0: again,
+        after its chosen client on another node had left)."""
+        nonce = d.get("nonce")
         matched, targets, fallback = self.directory.targets(
             query, self._rng, broadcast=t == "BROADCAST", cache_key=text
         )
         if not targets:
-            if query.droppable:
-                if self._trace is not None:
-                    self._trace(now, LAYER, "drop", peer=client.trace_id,
-                                attrs={"reason": "no_route", "type": t})
-                return
-            # One well-formed no_route whatever the query (#241; the reference crashes
-            # the socket when the query has ops, §7).
-            self._send(
-                state.id,
-                Op.INVALID,
-                {
-                    "error": "no_route",
-                    "extra_info": {"op": 4, "d": d, "t": t, "ts": None},
-                    "nonce": nonce,
-                },
-                now,
-            )
+            self._unroutable(client, t, d, droppable=query.droppable, why="no_route", now=now)
             return
-        self._actions.append(
-            Transmit(
-                conns=(targets[0].conn,) if len(targets) == 1 else tuple([c.conn for c in targets]),
-                packet=Packet(
-                    op=Op.DISPATCH,
-                    t=t,
-                    d={"nonce": nonce, "payload": d["payload"], "target": None},
-                    ts=int((now + self.config.epoch_offset) * 1000),
-                ),
-            )
-        )
+        msg_id: str | None = None
         if self._trace is not None:
             self._next_msg += 1
             msg_id = f"{self.config.node_id}/{self._next_msg}"
+        out = {"nonce": nonce, "payload": d["payload"], "target": None}
+        local = targets if not self._remote else [c for c in targets if c.node is None]
+        if local:
+            self._actions.append(
+                Transmit(
+                    conns=(local[0].conn,) if len(local) == 1 else tuple([c.conn for c in local]),
+                    packet=Packet(
+                        op=Op.DISPATCH,
+                        t=t,
+                        d=out,
+                        ts=int((now + self.config.epoch_offset) * 1000),
+                    ),
+                )
+            )
+        if len(local) != len(targets):
+            reroute = (
+                [client.app_id, client.client_id, d["target"], attempt] if t == "SEND" else None
+            )
+            self._forward(client, t, d, out=out, targets=targets, droppable=query.droppable,
+                          msg_id=msg_id, reroute=reroute, now=now)
+        if self._trace is not None:
             attrs = {
                 "type": t,
                 "matched": ",".join(c.trace_id for c in matched),
@@ -743,9 +774,34 @@ class GatewayCore:
             if label is not None:  # joins the clients' client_send and client_recv
                 attrs["nonce"] = label
             self._trace(now, LAYER, "route", msg=msg_id, peer=client.trace_id, attrs=attrs)
-            for target in targets:
+            for target in local:
                 self._trace(now, LAYER, "deliver", msg=msg_id, peer=target.trace_id,
                             attrs={"type": t})
+
+    def _unroutable(
+        self, client: Client, t: str, d: dict[str, Any], *, droppable: bool, why: str, now: float
+    ) -> None:
+        """Nobody can take a dispatch of ``client``: drop it (droppable, counted and
+        traced) or tell the sender with op 3 ``why`` and the nonce."""
+        if droppable:
+            if why != "no_route":
+                self.cluster_dropped[why] += 1
+            if self._trace is not None:
+                self._trace(now, LAYER, "drop", peer=client.trace_id,
+                            attrs={"reason": why, "type": t})
+            return
+        # One well-formed no_route whatever the query (#241; the reference crashes
+        # the socket when the query has ops, §7).
+        self._send(
+            client.conn,
+            Op.INVALID,
+            {
+                "error": why,
+                "extra_info": {"op": 4, "d": d, "t": t, "ts": None},
+                "nonce": d.get("nonce"),
+            },
+            now,
+        )
 
     def _on_query_nodes(
         self, state: _Conn, client: Client, d: dict[str, Any], now: float
@@ -979,6 +1035,8 @@ class GatewayCore:
 
     def _apply_metadata(self, client: Client, changes: dict[str, TypedValue], now: float) -> None:
         self.directory.set_metadata(client, changes)
+        if self._peers and client.node is None:
+            self._replicate_metadata(client, changes)
         if self._metadata_watchers:
             self._notify_watchers(
                 self._metadata_watchers,
@@ -1060,9 +1118,34 @@ class GatewayCore:
             {"app": client.app_id, "client_id": client.client_id},
             now,
         )
+        if self._peers:
+            self._replicate(["L", client.app_id, client.client_id])
         self._events.append(
             ClientLeft(app_id=client.app_id, client_id=client.client_id, conn=state.id, reason=why)
         )
         if self._trace is not None:
             self._trace(now, LAYER, "peer_down", peer=client.trace_id, attrs={"reason": why})
 
+    # ------------------------------------------------ hooks of the cluster layer
+
+    def _refuse_duplicate(self, client: Client, now: float) -> None:
+        """This node's ``client`` lost its identity to another node's (``_admit``)."""
+        state = self._conns.get(client.conn)
+        if state is not None:
+            self._fail(
+                state,
+                ConnInput.IDENTIFY_REJECTED,
+                f"{client.client_id}: already registered for app {client.app_id}",
+                CloseCode.ALREADY_REGISTERED,
+                now,
+            )
+
+    def _send_away(self, count: int, now: float) -> None:
+        """op 7 ``load balancing`` and a 1001 close to the ``count`` newest clients."""
+        newest = [s for s in reversed(self._conns.values()) if s.client is not None]
+        for state in newest[:count]:
+            self.balanced += 1
+            if self._trace is not None and state.client is not None:
+                self._trace(now, LAYER, "balance", peer=state.client.trace_id)
+            self._send(state.id, Op.GOODBYE, {"reason": "load balancing"}, now)
+            self._close(state, ConnInput.SHUTDOWN, CloseCode.GOING_AWAY, "load balancing", now)

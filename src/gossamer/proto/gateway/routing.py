@@ -70,6 +70,9 @@ class Client:
     queues: set[str] = field(default_factory=set)
     #: The identity hashed by ``key`` routing: stable across reconnects.
     hash_id: bytes = b""
+    #: The cluster node the client is connected to; None for this node's own clients
+    #: (``conn`` is then a connection of this node, else -1).
+    node: str | None = None
 
     def __post_init__(self) -> None:
         self.hash_id = f"{self.app_id}\x00{self.client_id}".encode()

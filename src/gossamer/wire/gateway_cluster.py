@@ -1,0 +1,158 @@
+"""Node-to-node messages of a clustered 신경 gateway (``proto.gateway.cluster``).
+
+One link message is a *batch*: msgpack ``[1, sender node, [record, ...]]``. Records are
+lists whose first element says what they are:
+
+- ``["S"]`` ... ``["E"]``: a snapshot, the sender's whole set of clients as ``J``
+  records between the two (over as many batches as needed); it replaces what the
+  receiver held of the sender: a client of the sender not named between them is gone;
+- ``["J", client]``: a client identified on the sender (or named by a snapshot);
+- ``["L", app, client]``: a client of the sender left;
+- ``["M", app, client, {key: [type, value]}]``: a client of the sender changed metadata;
+- ``["D", msg, t, d, [[app, client], ...], reroute]``: deliver dispatch ``d`` of type
+  ``t`` to these clients of the receiver;
+- ``["U", t, d, reroute]``: a SEND the receiver could not deliver (its client had
+  left), back to its origin;
+- ``["R"]``: send me a snapshot (a node that has just added the receiver as a peer asks,
+  in case the receiver's earlier snapshot reached it before it knew the receiver).
+
+``client`` is ``[app, client, restricted, encoding, ip, receive_client_updates,
+receive_metadata_updates, {key: [type, value]}]`` with JSON values (a version as its
+text); ``reroute`` is ``[sender app, sender client, target, attempt]`` for a SEND (so
+that its origin can route it again) and ``None`` otherwise; ``msg`` names the routed
+message in traces (or ``None``).
+
+Decoding checks the envelope and each record's shape and raises ``DecodeError`` only;
+values (metadata types, queries) are the gateway core's to validate, as a client's are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import msgpack
+
+from gossamer.errors import DecodeError
+
+__all__ = ["VERSION", "Record", "batch_overhead", "decode_batch", "encode_batch", "join_batch",
+           "pack_record"]
+
+VERSION: Final = 1
+#: One record: a list whose first element is its kind (table above).
+Record: TypeAlias = list[Any]
+
+_CLIENT_FIELDS: Final = 8
+#: kind -> number of elements (the kind included).
+_SHAPES: Final = {"S": 1, "E": 1, "J": 2, "L": 3, "M": 4, "D": 6, "U": 4, "R": 1}
+
+
+def encode_batch(sender: str, records: list[Record]) -> bytes:
+    """The link message carrying ``records`` from node ``sender``."""
+    return join_batch(sender, [pack_record(record) for record in records])
+
+
+def pack_record(record: Record) -> bytes:
+    """One record, packed (``join_batch`` puts packed records into a batch)."""
+    packed: bytes = msgpack.packb(record, use_bin_type=True)
+    return packed
+
+
+def _array_header(count: int) -> bytes:
+    if count < 16:
+        return bytes([0x90 | count])
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def batch_overhead(sender: str) -> int:
+    """Bytes of a batch besides its packed records (at most)."""
+    return 1 + len(msgpack.packb(VERSION)) + len(msgpack.packb(sender)) + 5
+
+
+def join_batch(sender: str, packed: list[bytes]) -> bytes:
+    """The batch of already packed records (the same bytes as ``encode_batch``)."""
+    return b"".join([
+        b"\x93",
+        msgpack.packb(VERSION),
+        msgpack.packb(sender, use_bin_type=True),
+        _array_header(len(packed)),
+        *packed,
+    ])
+
+
+def _client(value: Any) -> None:
+    if (
+        not isinstance(value, list)
+        or len(value) != _CLIENT_FIELDS
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], str)
+        or not isinstance(value[7], dict)
+    ):
+        raise DecodeError("gateway cluster: malformed client record")
+
+
+def _identity(value: Any) -> None:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], str)
+    ):
+        raise DecodeError("gateway cluster: malformed client identity")
+
+
+def _reroute(value: Any) -> None:
+    if value is None:
+        return
+    if (
+        not isinstance(value, list)
+        or len(value) != 4
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], str)
+        or type(value[3]) is not int
+    ):
+        raise DecodeError("gateway cluster: malformed reroute")
+
+
+def _check(record: Any) -> None:
+    if not isinstance(record, list) or not record or _SHAPES.get(record[0]) != len(record):
+        raise DecodeError("gateway cluster: malformed record")
+    kind = record[0]
+    if kind == "J":
+        _client(record[1])
+    elif kind in ("L", "M"):
+        _identity(record[1:3])
+        if kind == "M" and not isinstance(record[3], dict):
+            raise DecodeError("gateway cluster: malformed metadata change")
+    elif kind == "D":
+        if not isinstance(record[2], str) or not isinstance(record[4], list):
+            raise DecodeError("gateway cluster: malformed delivery")
+        for identity in record[4]:
+            _identity(identity)
+        _reroute(record[5])
+    elif kind == "U":
+        if not isinstance(record[1], str) or record[3] is None:
+            raise DecodeError("gateway cluster: malformed bounce")
+        _reroute(record[3])
+
+
+def decode_batch(data: bytes, *, max_size: int) -> tuple[str, list[Record]]:
+    """``(sender, records)`` of a link message; ``DecodeError`` when malformed."""
+    if len(data) > max_size:
+        raise DecodeError("gateway cluster: batch too large", size=len(data), max_size=max_size)
+    try:
+        value = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
+        raise DecodeError(f"gateway cluster: msgpack: {type(exc).__name__}") from exc
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or value[0] != VERSION
+        or not isinstance(value[1], str)
+        or not isinstance(value[2], list)
+    ):
+        raise DecodeError("gateway cluster: malformed batch")
+    for record in value[2]:
+        _check(record)
+    return value[1], value[2]
