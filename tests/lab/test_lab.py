@@ -1,6 +1,6 @@
 """``gossamer lab``: TOML and secrets, the progress display, the CLI, and real runs on loopback.
 
-The runs start real ``gossamer node`` processes on 127.0.0.1 (nothing is broadcast or
+The runs start real ``gossamer lab app`` processes on 127.0.0.1 (nothing is broadcast or
 multicast outside a namespace). The ``spark`` tests run the whole lab, analysis
 included: the demo must pass, and a deliberately broken node must make it fail.
 """
