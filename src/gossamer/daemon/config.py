@@ -27,7 +27,7 @@ import tomli_w
 
 from gossamer._types import Address
 from gossamer.addresses import format_address, parse_address
-from gossamer.daemon.protocols import VIEWS, plain
+from gossamer.daemon.protocols import PROTOCOLS, VIEWS, plain
 from gossamer.daemon.tables import (
     Table,
     apply_env,
@@ -161,15 +161,21 @@ class DaemonConfig:
                      "trace": None if n.trace is None else str(n.trace), "seed": n.seed},
             "ports": self.ports.as_dict(),
             "discovery": {"broadcast_address": self.discovery.broadcast_address,
-                          **plain(self.discovery.protocol)},
-            "views": plain(self.views),
-            "gossip": {"enabled": self.gossip.enabled, **plain(self.gossip.protocol)},
-            "link": {"enabled": self.link.enabled, **plain(self.link.protocol)},
+                          **_resolved("discovery", self.discovery.protocol)},
+            "views": plain(VIEWS.resolved(self.views)),
+            "gossip": {"enabled": self.gossip.enabled,
+                       **_resolved("gossip", self.gossip.protocol)},
+            "link": {"enabled": self.link.enabled, **_resolved("link", self.link.protocol)},
             "gateway": {"enabled": self.gateway.enabled,
                         "db": None if self.gateway.db is None else str(self.gateway.db),
-                        **plain(self.gateway.protocol)},
+                        **_resolved("gateway", self.gateway.protocol)},
         }
         return tomli_w.dumps(without_none(document))
+
+
+def _resolved(section: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    table: dict[str, Any] = plain(PROTOCOLS[section].resolved(values))
+    return table
 
 
 def parse_daemon_config(

@@ -72,6 +72,17 @@ class Protocol:
         return values
 
 
+    def resolved(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every settable field of the core's configuration with ``values`` (checked
+        settings) applied: what a section means once the core's defaults are filled in."""
+        config = self.config(**{**values, **self.probe})
+        return {
+            f.name: getattr(config, f.name)
+            for f in dataclasses.fields(self.config)
+            if f.init and f.name not in self.managed
+        }
+
+
 PROTOCOLS: Final[Mapping[str, Protocol]] = {
     "discovery": Protocol(
         config=DiscoveryConfig,
