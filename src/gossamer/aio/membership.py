@@ -247,7 +247,11 @@ class Membership:
     async def start(self) -> None:
         """Bind the views socket (the card names its address), then follow discovery."""
         host, port = await resolve(self.me.address, ipv6=False)
-        self._sock = _bind(host, port)
+        try:  # bound now: a port in use fails the start, and port 0 gets its number
+            self._sock = udp_socket(host, port)
+        except OSError as exc:
+            raise NetworkError(f"cannot bind the views socket {host}:{port}: {exc.strerror}",
+                               host=host, port=port) from exc
         self.me = dataclasses.replace(self.me, address=(host, self._sock.getsockname()[1]))
         self._spawn(self._follow_peers())
         self._spawn(self._follow_cards())
@@ -346,7 +350,8 @@ class Membership:
                 me=self.me, initial=(self.me,) if found else (), seeds=() if found else seeds,
                 **self.views_options,
             )
-            sock, self._sock = self._sock or _bind(*self.me.address), None
+            # The socket bound at the start, or (rejoining) a new one on the same port.
+            sock, self._sock = self._sock, None
             views = await open_views(config, wire=self.wire, tracer=self.tracer, rng=self.rng,
                                      sock=sock)
         finally:
@@ -403,11 +408,3 @@ def clock_incarnation() -> int:
     higher one than before as long as the clock did not go back by more than it was down."""
     return max(1, int(time.time() * 1000))
 
-
-def _bind(host: str, port: int) -> socket.socket:
-    try:
-        return udp_socket(host, port)
-    except OSError as exc:
-        raise NetworkError(
-            f"cannot bind UDP {host}:{port}: {exc.strerror or exc}", host=host, port=port
-        ) from exc

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from gossamer.aio.loop import run as run_loop
 from gossamer.cli.command import Command
-from gossamer.errors import ConfigError, GossamerError
+from gossamer.cli.config_file import add_config_arguments, run_configured
 from gossamer.lab.app import run_app
 from gossamer.lab.config import load_config
 
@@ -30,31 +28,12 @@ __all__ = ["COMMAND", "main", "run"]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config", type=Path, required=True, help="the host's TOML file (docs/lab-app.md)"
-    )
-    p.add_argument(
-        "--check", action="store_true", help="validate, print the resolved configuration, exit"
-    )
+    add_config_arguments(p, "the host's TOML file (docs/lab-app.md)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the app; ``ConfigError`` propagates (exit 2), other failures exit 1."""
-    config = load_config(args.config)
-    if args.check:
-        sys.stdout.write(config.to_toml())
-        return 0
-    try:
-        # uvloop where installed: every driver, the fault injector and the gateway feed
-        # cores and stamp traces with one clock, time.monotonic() (aio._pump.now), never
-        # uvloop's loop.time(), which is cached to whole milliseconds.
-        code: int = run_loop(run_app(config))
-    except ConfigError:
-        raise
-    except (GossamerError, OSError) as exc:
-        print(f"gossamer lab app: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    return code
+    """Run it; ``ConfigError`` propagates (exit 2), other failures exit 1."""
+    return run_configured(args, prog="gossamer lab app", load=load_config, program=run_app)
 
 
 COMMAND = Command("lab app", __doc__, configure, run)

@@ -16,38 +16,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from gossamer.aio.loop import run as run_loop
 from gossamer.cli.command import Command
+from gossamer.cli.config_file import add_config_arguments, run_configured
 from gossamer.daemon.config import load_daemon_config
 from gossamer.daemon.run import run_daemon
-from gossamer.errors import ConfigError, GossamerError
 
 __all__ = ["COMMAND", "main", "run"]
 
 
 def configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, required=True, help="the node's TOML file")
-    p.add_argument(
-        "--check", action="store_true", help="validate, print the resolved configuration, exit"
-    )
+    add_config_arguments(p, "the node's TOML file (docs/node.md)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the node; ``ConfigError`` propagates (exit 2), other failures exit 1."""
-    config = load_daemon_config(args.config)
-    if args.check:
-        sys.stdout.write(config.to_toml())
-        return 0
-    try:
-        code: int = run_loop(run_daemon(config))
-    except ConfigError:
-        raise
-    except (GossamerError, OSError) as exc:
-        print(f"gossamer node: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    return code
+    """Run it; ``ConfigError`` propagates (exit 2), other failures exit 1."""
+    return run_configured(args, prog="gossamer node", load=load_daemon_config, program=run_daemon)
 
 
 COMMAND = Command("node", __doc__, configure, run)

@@ -33,12 +33,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import sys
-import time
 from typing import Any, TextIO
-
-import orjson
 
 from gossamer._types import Address
 from gossamer.addresses import format_address
@@ -48,6 +44,7 @@ from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.link import Node, open_node
 from gossamer.aio.membership import Membership, ViewsLayer, clock_incarnation, settle_at_once
 from gossamer.daemon.config import DaemonConfig
+from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft, GatewayConfig
 from gossamer.proto.gossip import GossipConfig
@@ -75,7 +72,7 @@ class Daemon:
 
     def __init__(self, config: DaemonConfig, out: TextIO) -> None:
         self.config = config
-        self.out = out
+        self.status = StatusLines(out, config.node.name)
         self.wire = config.cluster.wire()
         n = config.node
         self.sink = None if n.trace is None else JsonlSink(n.trace, durable=True)
@@ -94,12 +91,7 @@ class Daemon:
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def rng(self, salt: int) -> random.Random:
-        return random.Random(self.config.node.seed * 1_000_003 + salt)
-
-    def status(self, status: str, **extra: Any) -> None:
-        line = {"status": status, "node": self.config.node.name, "t": time.monotonic(), **extra}
-        self.out.write(orjson.dumps(line).decode() + "\n")
-        self.out.flush()
+        return seeded(self.config.node.seed, salt)
 
     # -- start -----------------------------------------------------------------------
 
@@ -240,11 +232,7 @@ async def run_daemon(config: DaemonConfig, *, out: TextIO | None = None) -> int:
     exit codes.
     """
     daemon = Daemon(config, sys.stdout if out is None else out)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, daemon.stop.set)
-    try:
+    with stop_on_signals(daemon.stop):
         try:
             await daemon.start()
             daemon.ready()
@@ -253,9 +241,5 @@ async def run_daemon(config: DaemonConfig, *, out: TextIO | None = None) -> int:
             await daemon.stop.wait()
         finally:
             await daemon.shutdown()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
     daemon.status("done")
     return 0

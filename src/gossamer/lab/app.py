@@ -34,13 +34,10 @@ import contextlib
 import dataclasses
 import random
 import re
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TextIO
-
-import orjson
 
 from gossamer._types import Address
 from gossamer.addresses import format_address
@@ -51,6 +48,7 @@ from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.link import Node, Socket, open_node
+from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
@@ -230,7 +228,7 @@ class LabApp:
     def __init__(self, config: NodeConfig, out: TextIO) -> None:
         self.config = config
         self.wire = config.node.wire_config()
-        self.out = out
+        self.status = StatusLines(out, config.node.id)
         n = config.node
         self.sink = JsonlSink(n.trace, durable=True)
         names: dict[str, str] = {}
@@ -268,13 +266,8 @@ class LabApp:
 
     # -- helpers ---------------------------------------------------------------
 
-    def status(self, status: str, **extra: Any) -> None:
-        line = {"status": status, "node": self.config.node.id, "t": time.monotonic(), **extra}
-        self.out.write(orjson.dumps(line).decode() + "\n")
-        self.out.flush()
-
     def rng(self, salt: int) -> random.Random:
-        return random.Random(self.config.node.seed * 1_000_003 + salt)
+        return seeded(self.config.node.seed, salt)
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -732,11 +725,7 @@ async def run_app(config: NodeConfig, *, out: TextIO | None = None) -> int:
     configuration the drivers refuse; the caller turns them into exit codes.
     """
     node = LabApp(config, sys.stdout if out is None else out)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, node.stop.set)
-    try:
+    with stop_on_signals(node.stop):
         try:
             await node.start()
         except BaseException:
@@ -749,9 +738,5 @@ async def run_app(config: NodeConfig, *, out: TextIO | None = None) -> int:
             await _timeline(node)
         finally:
             await node.shutdown(drain=1.0 if node.stop.is_set() else 0.0)
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
     node.status("done")
     return 0
