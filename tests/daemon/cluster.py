@@ -21,6 +21,8 @@ from gossamer.testing import free_ports
 HOST = "127.0.0.1"
 #: Seconds a test waits for what a cluster on a loaded 2-core machine does in about one.
 PATIENCE = 60.0
+#: How a daemon is started: ``subprocess.Popen`` or a namespace host's ``Host.popen``.
+Popen = Callable[..., "subprocess.Popen[Any]"]
 
 
 def write_key(tmp: Path) -> Path:
@@ -31,13 +33,14 @@ def write_key(tmp: Path) -> Path:
 
 def node_file(
     tmp: Path, name: str, ports: dict[str, int], *, seeds: list[str], bootstrap: bool,
-    **extra: dict[str, Any],
+    address: str = HOST, **extra: dict[str, Any],
 ) -> Path:
-    """A daemon's TOML file with loopback discovery and lab-speed timers."""
+    """A daemon's TOML file with lab-speed timers (and loopback discovery unless
+    ``extra`` gives ``discovery.broadcast_address``)."""
     document: dict[str, Any] = {
         "cluster": {"name": "test", "key_file": "cluster.key", "seeds": seeds,
                     "bootstrap": bootstrap, "bootstrap_wait": 0.5},
-        "node": {"name": name, "address": HOST, "trace": f"{name}.jsonl"},
+        "node": {"name": name, "address": address, "trace": f"{name}.jsonl"},
         "ports": ports,
         "discovery": {"broadcast_interval": 0.3, "inactive_time": 1.0, "heartbeat_wait": 0.3},
         "views": {"retry": 0.05},
@@ -66,11 +69,13 @@ def mesh(tmp: Path, names: list[str]) -> dict[str, Path]:
 class Daemon:
     """One ``gossamer node`` process and the status lines it printed (read by a thread)."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, popen: Popen = subprocess.Popen) -> None:
+        """Start ``gossamer node --config CONFIG`` with ``popen`` (a namespace host's
+        ``Host.popen`` runs it in that host)."""
         self.config = config
         self.stderr = config.with_suffix(f".{time.monotonic_ns()}.err")
         with self.stderr.open("wb") as err:
-            self.proc = subprocess.Popen(
+            self.proc = popen(
                 [sys.executable, "-m", "gossamer.cli.main", "node", "--config", str(config)],
                 stdout=subprocess.PIPE, stderr=err, cwd=config.parent,
             )

@@ -51,7 +51,7 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
         ({"cluster": {"name": ""}}, "cluster.name: must be a non-empty string"),
         ({"cluster": {"seeds": ["nowhere"]}}, "cluster.seeds: 'nowhere' is not host:port"),
         ({"cluster": {"seeds": ["h:0"]}}, "cluster.seeds: 'h:0' names no port"),
-        ({"cluster": {"seeds": []}}, "cluster.seeds: names no member, and bootstrap is false"),
+        ({"cluster": {"seeds": []}}, "cluster.seeds: names no member, bootstrap is false and"),
         ({"cluster": {"bootstrap_wait": -1}}, "cluster.bootstrap_wait: must be >= 0"),
         ({"node": {"address": 5}}, "node.address: must be a non-empty string, not an integer"),
         ({"ports": {"views": 70000}}, "ports.views: must be <= 65535"),
@@ -67,6 +67,11 @@ def test_each_error_names_its_key(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse(minimal(**change))
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_on_a_subnet_a_joiner_may_find_the_cluster_by_broadcast() -> None:
+    config = parse(minimal(cluster={"seeds": []}, discovery={"broadcast_address": "10.0.0.255"}))
+    assert config.cluster.seeds == () and not config.cluster.bootstrap
 
 
 def test_the_name_and_the_node_are_required() -> None:

@@ -64,7 +64,8 @@ class ClusterSection:
     """``[cluster]``: which cluster this node belongs to and how it gets in.
 
     ``seeds``: discovery addresses (``host:port``) of any members; a new node joins a
-    running cluster by naming one. ``bootstrap``: this node may found the cluster, which
+    running cluster by naming one (or, with ``discovery.broadcast_address``, by finding
+    one on its subnet). ``bootstrap``: this node may found the cluster, which
     it does when, ``bootstrap_wait`` seconds after it starts, it has heard of no member
     (and of no other founder candidate with a smaller name). ``key`` is the group key
     (from ``key_file`` or ``GOSSAMER_KEY``), bound to ``name`` (``gossamer.Wire``).
@@ -197,9 +198,6 @@ def parse_daemon_config(
     bootstrap_wait = t.number("bootstrap_wait", 3.0)
     key_file = t.path_value("key_file", base, None)
     t.finish()
-    if not seeds and not bootstrap:
-        raise fail("cluster.seeds", "names no member, and bootstrap is false: this node "
-                   "could never join (name any member, or set bootstrap = true to found)")
     key = read_key(key_file, env, setting="cluster.key_file")
     try:
         Wire(key=key, cluster=name)
@@ -236,6 +234,10 @@ def parse_daemon_config(
         broadcast_address=t.string("broadcast_address", None), protocol=t.protocol()
     )
     t.finish()
+    if not seeds and not bootstrap and discovery.broadcast_address is None:
+        raise fail("cluster.seeds", "names no member, bootstrap is false and nothing is "
+                   "broadcast: this node could never find the cluster (name any member, "
+                   "set discovery.broadcast_address, or set bootstrap = true to found)")
 
     t = Table(top.data.get("views", {}), "views")
     views = t.protocol(VIEWS)
