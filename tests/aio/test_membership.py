@@ -1,0 +1,110 @@
+"""gossamer.aio.membership: cards, and discovery's word turned into agreed views, in one
+event loop on 127.0.0.1 (real sealed sockets; nothing is broadcast)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gossamer.aio.discovery import Discovery, open_discovery
+from gossamer.aio.membership import CARD_PREFIX, MAX_CARD, Card, Membership
+from gossamer.errors import DecodeError
+from gossamer.proto.discovery import DiscoveryConfig
+from gossamer.proto.views import Member
+from gossamer.testing import sealed_wire
+from gossamer.testing.aio import Runner, until
+from gossamer.wire.mode import Wire
+
+HOST = "127.0.0.1"
+
+
+def card(**changes: object) -> Card:
+    fields: dict[str, object] = {
+        "cluster": "c", "name": "n1", "incarnation": 7, "views": (HOST, 7402),
+        "state": "member", "bootstrap": True, "services": {"gateway": (HOST, 4567)},
+    }
+    fields.update(changes)
+    return Card(**fields)  # type: ignore[arg-type]
+
+
+def test_a_card_survives_encoding() -> None:
+    original = card()
+    assert Card.decode(original.encode()) == original
+    assert original.member == Member(name="n1", incarnation=7, address=(HOST, 7402))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"hello", "not a card"),
+        (CARD_PREFIX + b"x" * MAX_CARD, "card too long"),
+        (CARD_PREFIX + b"{", "malformed card"),
+        (CARD_PREFIX + b"[]", "malformed card"),
+        (card(state="king").encode(), "malformed card"),
+        (card(incarnation=0).encode(), "malformed card"),
+        (card(incarnation=True).encode(), "malformed card"),
+        (card(name="").encode(), "malformed card"),
+        (card(views=(HOST, 70000)).encode(), "malformed card"),
+        (card(services={"gateway": "h:1"}).encode(), "malformed card"),
+        (card(bootstrap="yes").encode(), "malformed card"),
+    ],
+)
+def test_a_bad_card_is_a_decode_error(data: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        Card.decode(data)
+    assert caught.value.reason.startswith(reason)
+
+
+def loopback(*seeds: Discovery) -> DiscoveryConfig:
+    return DiscoveryConfig(
+        address=f"{HOST}:0", broadcast_address=HOST, listen_port=0,
+        broadcast_targets=tuple(s.address for s in seeds), broadcast_interval=0.2,
+        inactive_time=1.0, heartbeat_wait=0.2,
+    )
+
+
+def membership(discovery: Discovery, name: str, wire: Wire, *, bootstrap: bool) -> Membership:
+    return Membership(
+        discovery, cluster="c", wire=wire, bootstrap=bootstrap, bootstrap_wait=0.2,
+        announce_interval=0.2, views_options={"retry": 0.02},
+        me=Member(name=name, incarnation=1, address=(HOST, 0)),
+    )
+
+
+def test_a_founder_and_a_joiner_agree_and_bad_cards_are_refused(run: Runner) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        async with open_discovery(loopback(), wire=wire) as d1, \
+                open_discovery(loopback(d1), wire=wire) as d2, \
+                open_discovery(loopback(d1), wire=wire) as stranger:
+            founder = membership(d1, "n1", wire, bootstrap=True)
+            joiner = membership(d2, "n2", wire, bootstrap=False)
+            await founder.start()
+            await joiner.start()
+            try:
+                def both_in() -> bool:
+                    views = [m.views.view if m.views else None for m in (founder, joiner)]
+                    return all(v is not None and v.names == ("n1", "n2") for v in views)
+
+                await until(both_in)
+                assert founder.state == joiner.state == "member"
+                assert {c.name for c in founder.cards.values()} == {"n2"}
+                # A registered peer sends what no member should: each is refused and
+                # counted, and the founder goes on.
+                await until(lambda: d1.address in stranger.peers())
+                for data in (b"garbage", card(cluster="other").encode(),
+                             card(name="n1", incarnation=99).encode()):
+                    await stranger.send(data, to=d1.address)
+                await until(lambda: sum(founder.rejected.values()) == 3)
+                assert founder.rejected == {"malformed": 1, "cluster": 1, "own_name": 1}
+                assert founder.views is not None and founder.views.view is not None
+                assert founder.views.view.names == ("n1", "n2")
+                # A member's discovery leaves: the other suspects it. One of two is no
+                # majority of the view, so no view follows: the founder is blocked.
+                await joiner.close()
+                await d2.close()
+                await until(lambda: founder.views is not None and founder.views.blocked)
+            finally:
+                await founder.close()
+                await joiner.close()
+
+    run(main())
