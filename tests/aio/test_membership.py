@@ -108,3 +108,36 @@ def test_a_founder_and_a_joiner_agree_and_bad_cards_are_refused(run: Runner) -> 
                 await joiner.close()
 
     run(main())
+
+
+def test_a_member_excluded_while_alive_rejoins_as_the_next_incarnation(run: Runner) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        async with open_discovery(loopback(), wire=wire) as d1, \
+                open_discovery(loopback(d1), wire=wire) as d2, \
+                open_discovery(loopback(d1), wire=wire) as d3:
+            nodes = [membership(d1, "n1", wire, bootstrap=True),
+                     membership(d2, "n2", wire, bootstrap=False),
+                     membership(d3, "n3", wire, bootstrap=False)]
+            for node in nodes:
+                await node.start()
+            try:
+                def names(node: Membership) -> tuple[str, ...]:
+                    view = node.views.view if node.views is not None else None
+                    return () if view is None else tuple(sorted(view.names))
+
+                await until(lambda: all(names(n) == ("n1", "n2", "n3") for n in nodes))
+                n1, n2, _ = nodes
+                assert n1.views is not None
+                n1.views.suspect("n2")  # a false suspicion: n2 is alive
+                # n2 is removed, learns it, and comes back as incarnation 2.
+                await until(lambda: n2.me.incarnation > 1
+                            and all(names(n) == ("n1", "n2", "n3") for n in nodes)
+                            and n1.views is not None and n1.views.view is not None
+                            and n1.views.view.has(("n2", n2.me.incarnation)))
+                assert n2.state == "member"
+            finally:
+                for node in nodes:
+                    await node.close()
+
+    run(main())
