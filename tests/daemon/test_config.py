@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -143,3 +144,20 @@ def test_a_bad_file_exits_2_with_one_line_naming_the_key(tmp_path: Path) -> None
     missing = node("--config", str(tmp_path / "none.toml"), cwd=tmp_path)
     assert missing.returncode == 2
     assert "cannot read the configuration" in missing.stderr
+
+
+def test_a_port_in_use_is_a_runtime_failure(tmp_path: Path) -> None:
+    write_key(tmp_path)
+    blocker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    try:
+        taken = blocker.getsockname()[1]
+        path = node_file(tmp_path, "a", {**dict.fromkeys(DEFAULT_PORTS, 0), "gateway": taken},
+                         seeds=[], bootstrap=True)
+        done = node("--config", str(path), cwd=tmp_path)
+    finally:
+        blocker.close()
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("gossamer node: error: ")
+    assert str(taken) in done.stderr
