@@ -39,7 +39,7 @@ def node_file(
     ``extra`` gives ``discovery.broadcast_address``)."""
     document: dict[str, Any] = {
         "cluster": {"name": "test", "key_file": "cluster.key", "seeds": seeds,
-                    "bootstrap": bootstrap, "bootstrap_wait": 0.5},
+                    "bootstrap": bootstrap, "bootstrap_wait": 2.0},
         "node": {"name": name, "address": address, "trace": f"{name}.jsonl"},
         "ports": ports,
         "discovery": {"broadcast_interval": 0.3, "inactive_time": 1.0, "heartbeat_wait": 0.3},
@@ -53,16 +53,20 @@ def node_file(
 
 
 def mesh(tmp: Path, names: list[str]) -> dict[str, Path]:
-    """One file per node: the first founds (bootstrap), the others name it as their seed."""
+    """One file per node: the first may found (bootstrap) and names the others as seeds,
+    so that, restarted, it joins them; the others name it as their seed."""
     write_key(tmp)
     numbers = free_ports(len(names) * len(DEFAULT_PORTS))
+    ports = {
+        name: dict(zip(DEFAULT_PORTS, numbers[i * len(DEFAULT_PORTS):], strict=False))
+        for i, name in enumerate(names)
+    }
+    first = names[0]
     files = {}
-    for i, name in enumerate(names):
-        ports = dict(zip(DEFAULT_PORTS, numbers[i * len(DEFAULT_PORTS):], strict=False))
-        if i == 0:
-            first = ports
-        seeds = [] if i == 0 else [f"{HOST}:{first['discovery']}"]
-        files[name] = node_file(tmp, name, ports, seeds=seeds, bootstrap=i == 0)
+    for name in names:
+        seeds = [f"{HOST}:{ports[other]['discovery']}" for other in names
+                 if other != name and first in (name, other)]
+        files[name] = node_file(tmp, name, ports[name], seeds=seeds, bootstrap=name == first)
     return files
 
 

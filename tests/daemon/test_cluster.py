@@ -33,7 +33,10 @@ async def gateway_round_trip(port: int) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_three_daemons_form_a_cluster_and_a_restarted_one_rejoins(tmp_path: Path) -> None:
+@pytest.mark.parametrize("victim", ["b", "a"], ids=["joiner", "founder"])
+def test_three_daemons_form_a_cluster_and_a_restarted_one_rejoins(
+    tmp_path: Path, victim: str
+) -> None:
     files = mesh(tmp_path, ["a", "b", "c"])
     daemons = {name: Daemon(path) for name, path in files.items()}
     try:
@@ -42,26 +45,29 @@ def test_three_daemons_form_a_cluster_and_a_restarted_one_rejoins(tmp_path: Path
             daemon.view_with(everyone)
 
         # An application uses the cluster through a node's gateway.
-        a_ports = tomllib.loads(files["a"].read_text())["ports"]
-        got = run_loop(gateway_round_trip(a_ports["gateway"]))
+        c_ports = tomllib.loads(files["c"].read_text())["ports"]
+        got = run_loop(gateway_round_trip(c_ports["gateway"]))
         assert got == {"data": {"order": 1}, "nonce": "o1"}
         # Its progress lines count the gateway's clients (both gone by now).
-        assert daemons["a"].wait(lambda line: line["status"] == "progress"
+        assert daemons["c"].wait(lambda line: line["status"] == "progress"
                                  and line["clients"] == 0, "progress")
 
-        # A crash: the survivors install a view without b.
-        old = incarnation(daemons["b"])
-        daemons["b"].kill()
-        for name in ("a", "c"):
-            view = daemons[name].view_with({"a", "c"})
+        # A crash (of the founder: the coordinator): the survivors install a view
+        # without it.
+        old = incarnation(daemons[victim])
+        daemons[victim].kill()
+        survivors = everyone - {victim}
+        for name in survivors:
+            view = daemons[name].view_with(survivors)
             assert view["id"] >= 2
 
-        # Restarted with the same file, b rejoins as a new incarnation.
-        daemons["b"] = Daemon(files["b"])
-        new = incarnation(daemons["b"])
+        # Restarted with the same file, it rejoins as a new incarnation (the founder
+        # too: it hears of members through its seeds before it would found).
+        daemons[victim] = Daemon(files[victim])
+        new = incarnation(daemons[victim])
         assert new > old
         for daemon in daemons.values():
-            daemon.view_with(everyone, including=f"b#{new}")
+            daemon.view_with(everyone, including=f"{victim}#{new}")
     finally:
         codes = {name: daemon.stop() for name, daemon in daemons.items()}
     assert codes == {"a": 0, "b": 0, "c": 0}, {n: d.errors() for n, d in daemons.items()}
