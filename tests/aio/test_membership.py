@@ -21,6 +21,7 @@ def card(**changes: object) -> Card:
     fields: dict[str, object] = {
         "cluster": "c", "name": "n1", "incarnation": 7, "views": (HOST, 7402),
         "state": "member", "bootstrap": True, "services": {"gateway": (HOST, 4567)},
+        "peers": ((HOST, 7500), (HOST, 7600)),
     }
     fields.update(changes)
     return Card(**fields)  # type: ignore[arg-type]
@@ -46,6 +47,7 @@ def test_a_card_survives_encoding() -> None:
         (card(views=(HOST, 70000)).encode(), "malformed card"),
         (card(services={"gateway": "h:1"}).encode(), "malformed card"),
         (card(bootstrap="yes").encode(), "malformed card"),
+        (card(peers=((HOST, 0),)).encode(), "malformed card"),
     ],
 )
 def test_a_bad_card_is_a_decode_error(data: bytes, reason: str) -> None:
@@ -67,6 +69,7 @@ def membership(discovery: Discovery, name: str, wire: Wire, *, bootstrap: bool) 
         discovery, cluster="c", wire=wire, bootstrap=bootstrap, bootstrap_wait=0.2,
         announce_interval=0.2, views_options={"retry": 0.02},
         me=Member(name=name, incarnation=1, address=(HOST, 0)),
+        targets=discovery.config.broadcast_targets,
     )
 
 
@@ -136,6 +139,37 @@ def test_a_member_excluded_while_alive_rejoins_as_the_next_incarnation(run: Runn
                             and n1.views is not None and n1.views.view is not None
                             and n1.views.view.has(("n2", n2.me.incarnation)))
                 assert n2.state == "member"
+            finally:
+                for node in nodes:
+                    await node.close()
+
+    run(main())
+
+
+def test_nodes_that_named_different_seeds_find_each_other_through_cards(run: Runner) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        # A chain: n2 names n1, n3 names n2; n1 and n3 learn of each other from cards.
+        async with open_discovery(loopback(), wire=wire) as d1, \
+                open_discovery(loopback(d1), wire=wire) as d2, \
+                open_discovery(loopback(d2), wire=wire) as d3:
+            nodes = [membership(d1, "n1", wire, bootstrap=True),
+                     membership(d2, "n2", wire, bootstrap=False),
+                     membership(d3, "n3", wire, bootstrap=False)]
+            for node in nodes:
+                await node.start()
+            try:
+                await until(lambda: d1.address in d3.peers() and d3.address in d1.peers())
+                assert d1.address in nodes[2].learned
+                # So n2's crash leaves n1 and n3 in touch: a view of the two of them.
+                await nodes[1].close()
+                d2.abort()
+
+                def names(node: Membership) -> tuple[str, ...]:
+                    view = node.views.view if node.views is not None else None
+                    return () if view is None else view.names
+
+                await until(lambda: names(nodes[0]) == names(nodes[2]) == ("n1", "n3"))
             finally:
                 for node in nodes:
                     await node.close()

@@ -16,6 +16,10 @@ glue between the two, for one node:
   withdrawn), or a restarted process, a higher incarnation, replaces the old one.
 - **Failures.** Discovery's ``peer_down`` for a peer whose card we hold is
   ``suspect(name, incarnation)``. A node's own leave (``local``) is not.
+- **Peers of peers.** A card also names the discovery addresses of the sender's peers.
+  Given the discovery targets it started with (``targets``), the node adds those it learns
+  to its own discovery's targets, so that nodes that named different seeds (or sit behind
+  a router) find each other and every member's failure is noticed by several peers.
 - **Founders and joiners.** A node opens its views core as a joiner, with the views
   addresses of the members it has cards from as seeds, as soon as it holds a member's
   card. A node configured ``bootstrap`` founds the cluster alone (view 1 of itself) if,
@@ -43,7 +47,7 @@ import random
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -73,8 +77,11 @@ __all__ = ["CARD_PREFIX", "Card", "Membership", "ViewsLayer", "settle_at_once"]
 
 #: Every card starts with these bytes (a discovery datagram that does not is refused).
 CARD_PREFIX: Final = b"gossamer-card/1\n"
-#: The largest card read (a card is well under 1 KiB).
-MAX_CARD: Final = 4096
+#: The largest card read (a card with its peers is well under 4 KiB).
+MAX_CARD: Final = 8192
+#: A card names at most this many peers; a node remembers at most ``MAX_LEARNED``.
+MAX_PEERS: Final = 64
+MAX_LEARNED: Final = 256
 
 CardState = Literal["waiting", "joining", "member"]
 _STATES: Final = ("waiting", "joining", "member")
@@ -98,7 +105,8 @@ class Card:
     """What a node tells each peer its discovery registers: who it is (``name``,
     ``incarnation``, in ``cluster``), where its views core listens, its state
     (``waiting`` to found or to hear of a member, ``joining``, ``member``), whether it may
-    found, and its other services' addresses (``gateway``, ``link``, ``gossip``)."""
+    found, its other services' addresses (``gateway``, ``link``, ``gossip``) and the
+    discovery addresses of its registered ``peers``."""
 
     cluster: str
     name: str
@@ -107,6 +115,7 @@ class Card:
     state: CardState
     bootstrap: bool = False
     services: Mapping[str, Address] = field(default_factory=dict)
+    peers: tuple[Address, ...] = ()
 
     @property
     def member(self) -> Member:
@@ -117,6 +126,7 @@ class Card:
             "cluster": self.cluster, "name": self.name, "incarnation": self.incarnation,
             "views": list(self.views), "state": self.state, "bootstrap": self.bootstrap,
             "services": {k: list(v) for k, v in self.services.items()},
+            "peers": [list(peer) for peer in self.peers[:MAX_PEERS]],
         }
         return CARD_PREFIX + orjson.dumps(body)
 
@@ -136,6 +146,7 @@ class Card:
                 bootstrap=body["bootstrap"] if isinstance(body["bootstrap"], bool)
                 else _bad("bootstrap"),
                 services={_text(k): _address(v) for k, v in _mapping(body["services"]).items()},
+                peers=tuple(_address(peer) for peer in _list(body["peers"])[:MAX_PEERS]),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise DecodeError(f"malformed card: {exc}") from exc
@@ -155,6 +166,12 @@ def _text(value: Any) -> str:
 def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 1 << 64:
         raise ValueError("an incarnation must be an integer in 1..2^64-1")
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError("peers must be a list")
     return value
 
 
@@ -181,6 +198,8 @@ class Membership:
     ``me`` is this process (its address is where its views core binds; port 0 takes
     any free port). ``views_options`` are :class:`~gossamer.proto.views.ViewsConfig`
     fields other than ``me``, ``initial`` and ``seeds``. ``services`` goes on the card.
+    ``targets``: the discovery broadcast targets ``discovery`` was opened with; given,
+    the peers the cards name are added to them (``None``: discovery is left alone).
     ``on_view`` is told every ``ViewInstalled`` after the layer above. Use it from one
     event loop: ``await start()``, then ``await close()``.
     """
@@ -199,6 +218,7 @@ class Membership:
         services: Mapping[str, Address] | None = None,
         layer_above: ViewsLayer = settle_at_once,
         on_view: Callable[[ViewInstalled], None] | None = None,
+        targets: Sequence[Address] | None = None,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -217,6 +237,9 @@ class Membership:
         self.rng = rng or random.Random()
         #: The cards of the peers discovery has registered, by their discovery address.
         self.cards: dict[Address, Card] = {}
+        self.targets = None if targets is None else tuple(targets)
+        #: Discovery addresses the cards named, oldest first (at most ``MAX_LEARNED``).
+        self.learned: dict[Address, None] = {}
         #: Discovery datagrams refused, by reason (``malformed``, ``cluster``, ``own_name``).
         self.rejected: Counter[str] = Counter()
         self.views: ViewsService | None = None
@@ -239,7 +262,7 @@ class Membership:
         return Card(
             cluster=self.cluster, name=self.me.name, incarnation=self.me.incarnation,
             views=self.me.address, state=self.state, bootstrap=self.bootstrap,
-            services=self.services,
+            services=self.services, peers=tuple(self.discovery.peers()[:MAX_PEERS]),
         )
 
     # -- life cycle ----------------------------------------------------------------------
@@ -306,12 +329,28 @@ class Membership:
             return
         old = self.cards.get(message.sender)
         self.cards[message.sender] = card
+        self._learn(card.peers)
         if old is None or old.incarnation != card.incarnation:
             await self._send_card(message.sender)  # the sender may not have ours yet
         if old != card and card.state != "waiting" and self._views_open():
             assert self.views is not None
             self.views.join_request(card.member)
         await self._open_views()
+
+    def _learn(self, peers: Sequence[Address]) -> None:
+        """Add the discovery addresses a card named to discovery's targets."""
+        if self.targets is None:
+            return
+        known = set(self.targets) | {self.discovery.address}
+        new = [peer for peer in peers if peer not in known and peer not in self.learned]
+        if not new:
+            return
+        for peer in new:
+            self.learned[peer] = None
+        while len(self.learned) > MAX_LEARNED:
+            del self.learned[next(iter(self.learned))]
+        with contextlib.suppress(GossamerError):
+            self.discovery.set_broadcast_targets((*self.targets, *self.learned))
 
     def _refuse(self, reason: str, sender: Address, detail: str) -> None:
         self.rejected[reason] += 1

@@ -120,8 +120,9 @@ class Daemon:
                 wire=self.wire, tracer=self.tracer, rng=self.rng(3),
             )
             services["gossip"] = self.gossip.address
+        discovery = self._discovery_config()
         self.discovery = await open_discovery(
-            self._discovery_config(), wire=self.wire, tracer=self.tracer, rng=self.rng(1)
+            discovery, wire=self.wire, tracer=self.tracer, rng=self.rng(1)
         )
         services["discovery"] = self.discovery.address
         self.membership = Membership(
@@ -130,7 +131,8 @@ class Daemon:
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
             views_options=c.views, services=services, layer_above=views_layer(),
-            on_view=self.on_view, tracer=self.tracer, rng=self.rng(2),
+            on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
+            tracer=self.tracer, rng=self.rng(2),
         )
         await self.membership.start()
 
@@ -139,13 +141,15 @@ class Daemon:
         seeds = c.cluster.seeds
         if d.broadcast_address is not None:
             # A subnet's broadcast, and a unicast copy to each seed (another subnet's
-            # nodes, behind a router that forwards no broadcast).
+            # nodes, behind a router that forwards no broadcast) and to each node the
+            # membership learns of.
             broadcast = d.broadcast_address
-            targets = ((broadcast, c.ports.discovery_broadcast), *seeds) if seeds else ()
+            targets: tuple[Address, ...] = ((broadcast, c.ports.discovery_broadcast), *seeds)
             listen = None
         else:
-            # Nothing may be broadcast: each "broadcast" goes as unicast to the seeds,
-            # whose unicast port takes it like the broadcast port would.
+            # Nothing may be broadcast: each "broadcast" goes as unicast to the seeds
+            # (and the nodes the membership learns of), whose unicast port takes it
+            # like the broadcast port would.
             broadcast = c.node.address
             targets = seeds
             listen = c.ports.discovery_broadcast
