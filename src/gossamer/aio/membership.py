@@ -61,15 +61,8 @@ from gossamer.aio.sockets import udp_socket
 from gossamer.aio.views import ViewsService, open_views
 from gossamer.errors import ClosedError, DecodeError, GossamerError, NetworkError
 from gossamer.proto.discovery import PeerDown, PeerUp, Received
-from gossamer.proto.views import (
-    Excluded,
-    FlushRequired,
-    Member,
-    StateNeeded,
-    ViewInstalled,
-    ViewsConfig,
-    ViewsEvent,
-)
+from gossamer.proto.views import Excluded, FlushRequired, Member, StateNeeded, ViewInstalled
+from gossamer.proto.views.model import ViewsConfig, ViewsEvent
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
