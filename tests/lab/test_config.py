@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gossamer.daemon.protocols import PROTOCOLS, plain
 from gossamer.errors import ConfigError
 from gossamer.lab.config import (
     KEY_ENV,
@@ -18,7 +19,6 @@ from gossamer.lab.config import (
     load_config,
     parse_config,
 )
-from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.proto.isis.core import IsisConfig, Member
 
 MINIMAL = """
@@ -259,7 +259,7 @@ def test_key_from_the_environment(tmp_path: Path) -> None:
         tmp_path, MINIMAL + "[gossip]\n", env={KEY_ENV: "zz"})
 
 
-# -- every protocol parameter, generically (gossamer.lab.protocols) ------------------------
+# -- every protocol parameter, generically (gossamer.daemon.protocols) ------------------------
 
 
 def _settable(section: str) -> dict[str, Any]:

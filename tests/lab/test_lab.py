@@ -1,6 +1,6 @@
 """``gossamer lab``: TOML and secrets, the progress display, the CLI, and real runs on loopback.
 
-The runs start real ``gossamer node`` processes on 127.0.0.1 (nothing is broadcast or
+The runs start real ``gossamer lab app`` processes on 127.0.0.1 (nothing is broadcast or
 multicast outside a namespace). The ``spark`` tests run the whole lab, analysis
 included: the demo must pass, and a deliberately broken node must make it fail.
 """
@@ -294,7 +294,7 @@ def test_a_node_that_cannot_start_fails_the_run_with_exit_2(
 def test_lab_without_an_action_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert lab_cmd.main([]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "gossamer lab: choose an action: run or list (see gossamer lab --help)"
+    assert err == "gossamer lab: choose an action: run, list or app (see gossamer lab --help)"
 
 
 def test_progress_shows_who_is_still_busy_while_the_group_settles() -> None:

@@ -109,9 +109,9 @@ def interface_addresses(interface: str) -> tuple[str, str]:
 
 
 class _Fanout(DatagramLayer[DiscoveryCore]):
-    """In front of the discovery core: each datagram addressed to the broadcast endpoint
-    leaves as one unicast copy per target (see ``DiscoveryConfig.broadcast_targets``);
-    everything else passes through."""
+    """In front of the discovery core: while there are targets, each datagram addressed
+    to the broadcast endpoint leaves as one unicast copy per target (see
+    ``DiscoveryConfig.broadcast_targets``); everything else passes through."""
 
     def __init__(self, core: DiscoveryCore, broadcast: Address, targets: Sequence[Address]) -> None:
         super().__init__(core)
@@ -121,7 +121,7 @@ class _Fanout(DatagramLayer[DiscoveryCore]):
     def datagrams_to_send(self) -> list[Datagram]:
         out: list[Datagram] = []
         for data, addr in self.inner.datagrams_to_send():
-            if addr == self.broadcast:
+            if addr == self.broadcast and self.targets:
                 out.extend((data, target) for target in self.targets)
             else:
                 out.append((data, addr))
@@ -179,6 +179,7 @@ class Discovery:
         self._rng = rng if rng is not None else random.Random()
         self._faults = faults
         self._core: DiscoveryCore | None = None
+        self._fanout: _Fanout | None = None
         self._driver: DatagramDriver[Any] | None = None
         self._messages: Inbox[Received] = Inbox("the discovery node")
         self._events: Inbox[PeerEvent] = Inbox("the discovery node")
@@ -222,12 +223,11 @@ class Discovery:
         node_id = config.node_id or f"{host}:{config.identity[1]}"
         tracer = self._tracer or Tracer(NullSink(), run="discovery", node=node_id)
         core = DiscoveryCore(config, tracer=tracer, rng=self._rng)
-        fanout: DiscoveryCore | _Fanout = core
-        if config.broadcast_targets:
-            fanout = _Fanout(core, (broadcast, config.broadcast_port), config.broadcast_targets)
+        fanout = _Fanout(core, (broadcast, config.broadcast_port), config.broadcast_targets)
         pumped = seal_core(fanout, self.wire, sender=node_id, tracer=tracer, layer=LAYER)
         self.config = config
         self._core = core
+        self._fanout = fanout
         self._driver = await open_datagram(
             pumped,
             unicast,
@@ -321,6 +321,15 @@ class Discovery:
     def peers(self) -> list[Address]:
         """The currently registered peers."""
         return self._require_core().peers()
+
+    def set_broadcast_targets(self, targets: Sequence[Address]) -> None:
+        """From now on, each broadcast goes as one unicast copy to each of ``targets``
+        (literal ``(ip, port)``), as ``DiscoveryConfig.broadcast_targets`` says; none:
+        to the broadcast address itself. A node learns of other nodes as it runs (a
+        cluster's members, whose discovery addresses its peers tell it)."""
+        self._require_open()
+        assert self._fanout is not None
+        self._fanout.targets = tuple(targets)
 
     @property
     def rejected(self) -> Counter[str]:

@@ -56,11 +56,13 @@ class Command:
         parser.set_defaults(handler=self.run)
         return parser
 
-    def add_parser(self, commands: Any) -> None:
-        """Register the command on the ``gossamer`` command's subparsers."""
+    def add_parser(self, commands: Any, *, name: str | None = None) -> None:
+        """Register the command on the ``gossamer`` command's subparsers (or, under
+        ``name``, on a command's own: ``lab app`` is ``app`` of ``lab``)."""
         self._parser(
             commands.add_parser(
-                self.name, help=self.help, description=self.description, formatter_class=_RAW
+                name or self.name, help=self.help, description=self.description,
+                formatter_class=_RAW,
             )
         )
 

@@ -1,6 +1,6 @@
 """``./run demo``: the lab's ``demo`` scenario on real processes, analyzed, with a report.
 
-Six ``gossamer node`` processes run every service (discovery, gossip, ISIS with
+Six ``gossamer lab app`` processes run every service (discovery, gossip, ISIS with
 snapshots, links, the gateway) for about 25 seconds under 2 % datagram loss, 20 ms
 delays, one crash and one partition; then ``gossamer analyze`` checks the traces on
 Spark. Network namespaces (two subnets and a router) are used when this runs as root

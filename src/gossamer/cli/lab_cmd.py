@@ -1,6 +1,7 @@
-"""``gossamer lab run`` / ``gossamer lab list``: real node processes under faults, analyzed.
+"""``gossamer lab run`` / ``gossamer lab list`` / ``gossamer lab app``: real processes under
+faults, analyzed.
 
-``lab run`` starts N ``gossamer node`` processes (network namespaces when root,
+``lab run`` starts N ``gossamer lab app`` processes (network namespaces when root,
 otherwise 127.0.0.1), drives a scenario, injects the faults, runs ``gossamer analyze``
 on the traces and exits with its code: 0 every property held, 1 one was violated, 2
 unusable input or a run that could not be judged. Bad arguments are one line on
@@ -17,11 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gossamer.cli import lab_app_cmd
+from gossamer.daemon.protocols import PROTOCOLS
 from gossamer.errors import GossamerError
 from gossamer.faults import parse_crash, parse_partition
 from gossamer.lab import scenarios
 from gossamer.lab.plan import LabRequest
-from gossamer.lab.protocols import PROTOCOLS
 from gossamer.lab.runner import run_lab
 from gossamer.params import parse_assignments
 
@@ -31,7 +33,7 @@ EXIT_INTERRUPTED = 130
 
 
 def add_parser(commands: Any) -> None:
-    """Register ``lab`` (with ``run`` and ``list``) on ``gossamer``'s subcommands."""
+    """Register ``lab`` (with ``run``, ``list`` and ``app``) on ``gossamer``'s subcommands."""
     lab = commands.add_parser(
         "lab",
         help="run a scenario on real node processes (netns or loopback) and analyze it",
@@ -39,6 +41,8 @@ def add_parser(commands: Any) -> None:
     )
     actions = lab.add_subparsers(dest="lab_action", metavar="ACTION", parser_class=type(lab))
     lab.set_defaults(handler=_no_action(lab))
+
+    lab_app_cmd.COMMAND.add_parser(actions, name="app")
 
     listing = actions.add_parser("list", help="list the scenarios and their parameters")
     listing.set_defaults(handler=lambda args: list_scenarios())
@@ -119,7 +123,7 @@ def add_parser(commands: Any) -> None:
 def _no_action(parser: argparse.ArgumentParser) -> Any:
     def handler(args: argparse.Namespace) -> int:
         print(
-            f"{parser.prog}: choose an action: run or list (see {parser.prog} --help)",
+            f"{parser.prog}: choose an action: run, list or app (see {parser.prog} --help)",
             file=sys.stderr,
         )
         return 2

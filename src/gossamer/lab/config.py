@@ -1,7 +1,7 @@
-"""The node configuration: a TOML file, environment overrides, validated with clear errors.
+"""A lab host's configuration: a TOML file, environment overrides, validated with clear errors.
 
-``load_config(path)`` reads the file ``gossamer node --config`` is given (its format is
-``docs/node.md``; the lab writes it with ``NodeConfig.to_toml()``). Every problem raises
+``load_config(path)`` reads the file ``gossamer lab app --config`` is given (its format is
+``docs/lab-app.md``; the lab writes it with ``NodeConfig.to_toml()``). Every problem raises
 ``gossamer.errors.ConfigError`` whose message starts with the key path
 (``isis.rate: must be >= 0``) and whose ``key`` field holds it. Nothing is guessed: the
 node's id, run, trace path and address are required, and so is the group key
@@ -16,7 +16,7 @@ digits, 32 raw bytes or a passphrase) replaces the key file's content.
 
 A section's ``enabled`` defaults to whether the section is present in the file (an
 environment override alone does not switch a service on). Each protocol section also
-takes every field of its core's config dataclass (``gossamer.lab.protocols``), kept
+takes every field of its core's config dataclass (``gossamer.daemon.protocols``), kept
 typed and checked in the section's ``protocol`` mapping for the node to pass on.
 Relative paths (``trace``, ``key_file``, ``db``) are relative to the configuration
 file's directory.
@@ -24,9 +24,7 @@ file's directory.
 
 from __future__ import annotations
 
-import math
 import os
-import tomllib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -35,14 +33,23 @@ from typing import Any, Final, TypeVar
 
 import tomli_w
 
+from gossamer.daemon.protocols import plain
+from gossamer.daemon.tables import (
+    REQUIRED,
+    Table,
+    apply_env,
+    fail,
+    num,
+    read_document,
+    read_key,
+    without_none,
+)
 from gossamer.errors import ConfigError
-from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.wire.mode import (
     DEFAULT_CLUSTER,
     KEY_ENV,
     Wire,
     WireMode,
-    parse_key,
     parse_wire,
 )
 
@@ -65,8 +72,6 @@ __all__ = [
     "parse_config",
 ]
 
-_ENV_PREFIX = "GOSSAMER__"
-
 #: The service ports of one node, in the order of the ``[ports]`` table.
 PORT_NAMES: Final = ("discovery", "discovery_broadcast", "gossip", "isis", "link", "gateway")
 #: The lab's ports, 7100 and up in ``PORT_NAMES`` order: the ``[ports]`` defaults, and what
@@ -74,14 +79,6 @@ PORT_NAMES: Final = ("discovery", "discovery_broadcast", "gossip", "isis", "link
 DEFAULT_PORTS: Final = {name: 7100 + i for i, name in enumerate(PORT_NAMES)}
 
 _T = TypeVar("_T")
-
-
-def _fail(key: str, problem: str) -> ConfigError:
-    # The key leads the message; it is also kept as ``key`` for callers (not as a
-    # ``fields`` entry, which ``str()`` would repeat after the message).
-    error = ConfigError(f"{key}: {problem}")
-    error.key = key  # type: ignore[attr-defined]
-    return error
 
 
 # -- the sections --------------------------------------------------------------------------
@@ -165,7 +162,7 @@ class FaultsSection:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Section:
     """What every protocol section has: ``enabled`` and its core's settings, the fields of
-    the protocol's config dataclass given in the section (``gossamer.lab.protocols``)."""
+    the protocol's config dataclass given in the section (``gossamer.daemon.protocols``)."""
 
     enabled: bool = False
     protocol: Mapping[str, Any] = field(default_factory=dict)
@@ -275,7 +272,7 @@ class NodeConfig:
             "gateway": {**_fields(w), "db": None if w.db is None else str(w.db)},
         }
         try:
-            return tomli_w.dumps(_without_none(document))
+            return tomli_w.dumps(without_none(document))
         except (TypeError, ValueError) as exc:  # a non-finite number or an unknown type
             raise ConfigError(f"cannot write the configuration as TOML: {exc}") from exc
 
@@ -287,143 +284,9 @@ def _fields(section: Any) -> dict[str, Any]:
     return table
 
 
-def _without_none(value: Any) -> Any:
-    """``value`` with every ``None`` left out of its tables and arrays, and empty arrays of
-    tables dropped (TOML has no null; ``load_config`` reads an absent key as the default)."""
-    if isinstance(value, Mapping):
-        kept = {k: _without_none(v) for k, v in value.items() if v is not None}
-        return {k: v for k, v in kept.items() if v != []}
-    if isinstance(value, list | tuple):
-        return [_without_none(v) for v in value if v is not None]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 # -- reading -------------------------------------------------------------------------------
 
-_REQUIRED: Any = object()
-
-
-class _Table:
-    """Typed, checked access to one TOML table; remembers which keys were read."""
-
-    def __init__(self, data: Any, path: str) -> None:
-        if not isinstance(data, Mapping):
-            raise _fail(path, f"must be a table, not {_kind(data)}")
-        self.data = data
-        self.path = path
-        self.used: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.path}.{name}" if self.path else name
-
-    def raw(self, name: str, default: Any) -> Any:
-        self.used.add(name)
-        if name in self.data:
-            return self.data[name]
-        if default is _REQUIRED:
-            raise _fail(self.key(name), "is required")
-        return default
-
-    def string(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self.raw(name, default)
-        if value is default:
-            return value
-        if not isinstance(value, str) or not value:
-            raise _fail(self.key(name), f"must be a non-empty string, not {_kind(value)}")
-        return value
-
-    def boolean(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self.raw(name, default)
-        if not isinstance(value, bool):
-            raise _fail(self.key(name), f"must be true or false, not {_kind(value)}")
-        return value
-
-    def number(
-        self, name: str, default: Any = _REQUIRED, *, low: float | None = 0.0,
-        high: float | None = None, above: float | None = None,
-    ) -> Any:
-        value = self.raw(name, default)
-        if value is None and default is None:
-            return None
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise _fail(self.key(name), f"must be a number, not {_kind(value)}")
-        value = float(value)
-        if not math.isfinite(value):
-            raise _fail(self.key(name), "must be a finite number")
-        _bounds(self.key(name), value, low, high, above)
-        return value
-
-    def integer(
-        self, name: str, default: Any = _REQUIRED, *, low: int | None = 0, high: int | None = None
-    ) -> Any:
-        value = self.raw(name, default)
-        if value is None and default is None:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise _fail(self.key(name), f"must be an integer, not {_kind(value)}")
-        _bounds(self.key(name), value, low, high, None)
-        return value
-
-    def strings(self, name: str, default: Any = _REQUIRED) -> Any:
-        value = self.raw(name, default)
-        if value is default:
-            return value
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise _fail(self.key(name), "must be a list of non-empty strings")
-        if len(set(value)) != len(value):
-            raise _fail(self.key(name), "lists an id twice")
-        return tuple(value)
-
-    def path_value(self, name: str, base: Path, default: Any = _REQUIRED) -> Any:
-        value = self.string(name, default)
-        if value is default:
-            return value
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else base / path
-
-    def protocol(self) -> dict[str, Any]:
-        """The keys not read yet, as the settings of this section's protocol
-        (``gossamer.lab.protocols``): typed, checked by the core, keyed ``section.field``."""
-        rest = {k: v for k, v in self.data.items() if k not in self.used}
-        self.used.update(rest)
-        try:
-            return PROTOCOLS[self.path].settings(rest, self.path)
-        except ConfigError as exc:
-            if getattr(exc, "key", None):
-                raise
-            key = exc.reason.partition(":")[0]
-            raise _fail(key, exc.reason.partition(": ")[2]) from exc
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise _fail(self.key(unknown[0]), "unknown key")
-
-
-def _bounds(
-    key: str, value: float, low: float | None, high: float | None, above: float | None
-) -> None:
-    if low is not None and value < low:
-        raise _fail(key, f"must be >= {_num(low)}")
-    if above is not None and value <= above:
-        raise _fail(key, f"must be > {_num(above)}")
-    if high is not None and value > high:
-        raise _fail(key, f"must be <= {_num(high)}")
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _kind(value: Any) -> str:
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "an array", dict: "a table"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _ports(table: _Table) -> Ports:
+def _ports(table: Table) -> Ports:
     ports = Ports(**{
         name: table.integer(name, DEFAULT_PORTS[name], low=1, high=65535)
         for name in PORT_NAMES
@@ -432,8 +295,8 @@ def _ports(table: _Table) -> Ports:
     return ports
 
 
-def _section(data: Mapping[str, Any], name: str, present: bool) -> tuple[_Table, bool]:
-    table = _Table(data.get(name, {}), name)
+def _section(data: Mapping[str, Any], name: str, present: bool) -> tuple[Table, bool]:
+    table = Table(data.get(name, {}), name)
     return table, table.boolean("enabled", present)
 
 
@@ -453,10 +316,10 @@ def parse_config(
     base = Path.cwd() if base is None else base
     env = {} if env is None else env
     had = set(data) if present is None else set(present)
-    data = _apply_env(data, env)
-    top = _Table(data, "")
+    data = apply_env(data, env)
+    top = Table(data, "")
 
-    t = _Table(top.raw("node", _REQUIRED), "node")
+    t = Table(top.raw("node", REQUIRED), "node")
     node_id = t.string("id")
     node = NodeSection(
         id=node_id,
@@ -474,11 +337,11 @@ def parse_config(
     )
     t.finish()
 
-    ports = _ports(_Table(top.raw("ports", {}), "ports"))
+    ports = _ports(Table(top.raw("ports", {}), "ports"))
     by_port: dict[int, str] = {}
     for name, port in ports.as_dict().items():
         if port in by_port:
-            raise _fail(f"ports.{name}", f"is {port}, like ports.{by_port[port]}")
+            raise fail(f"ports.{name}", f"is {port}, like ports.{by_port[port]}")
         by_port[port] = name
 
     peers = _peers(top.raw("peers", []), node_id)
@@ -487,9 +350,9 @@ def parse_config(
     def check_ids(key: str, ids: Sequence[str], *, self_ok: bool) -> None:
         for item in ids:
             if item == node_id and not self_ok:
-                raise _fail(key, f"names this node ({item!r})")
+                raise fail(key, f"names this node ({item!r})")
             if item != node_id and item not in known:
-                raise _fail(key, f"{item!r} is not a peer of this node")
+                raise fail(key, f"{item!r} is not a peer of this node")
 
     faults = _faults(top.raw("faults", {}), check_ids)
 
@@ -528,9 +391,9 @@ def parse_config(
     if enabled:
         check_ids("isis.members", members, self_ok=True)
         if node_id not in members:
-            raise _fail("isis.members", f"must include this node ({node_id!r})")
+            raise fail("isis.members", f"must include this node ({node_id!r})")
         if isis.snapshots and len(members) > 255:
-            raise _fail("isis.members", "the bank workload takes at most 255 members")
+            raise fail("isis.members", "the bank workload takes at most 255 members")
     t.finish()
 
     t, enabled = _section(data, "link", "link" in had)
@@ -555,7 +418,7 @@ def parse_config(
         protocol=t.protocol(),
     )
     if enabled and db is None:
-        raise _fail("gateway.db", "is required when the gateway is enabled")
+        raise fail("gateway.db", "is required when the gateway is enabled")
     t.finish()
 
     top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link",
@@ -567,7 +430,7 @@ def parse_config(
     if gossip.enabled or (
         node.wire is WireMode.SEALED and any(section.enabled for section in sealing)
     ):
-        node = replace(node, key=_key(node.key_file, env))
+        node = replace(node, key=read_key(node.key_file, env, setting="node.key_file"))
     return NodeConfig(
         node=node, ports=ports, peers=peers, faults=faults, discovery=discovery,
         gossip=gossip, isis=isis, link=link, gateway=gateway,
@@ -576,21 +439,21 @@ def parse_config(
 
 def _peers(raw: Any, node_id: str) -> tuple[PeerConfig, ...]:
     if not isinstance(raw, list):
-        raise _fail("peers", "must be an array of tables ([[peers]])")
+        raise fail("peers", "must be an array of tables ([[peers]])")
     peers: list[PeerConfig] = []
     seen: set[str] = set()
     for index, item in enumerate(raw):
-        t = _Table(item, f"peers[{index}]")
+        t = Table(item, f"peers[{index}]")
         peer_id = t.string("id")
         if peer_id == node_id:
-            raise _fail(t.key("id"), f"is this node's own id ({peer_id!r})")
+            raise fail(t.key("id"), f"is this node's own id ({peer_id!r})")
         if peer_id in seen:
-            raise _fail(t.key("id"), f"{peer_id!r} is listed twice")
+            raise fail(t.key("id"), f"{peer_id!r} is listed twice")
         seen.add(peer_id)
         peers.append(PeerConfig(
             id=peer_id,
             address=t.string("address"),
-            ports=_ports(_Table(t.raw("ports", {}), t.key("ports"))),
+            ports=_ports(Table(t.raw("ports", {}), t.key("ports"))),
             subnet=t.integer("subnet", None),
         ))
         t.finish()
@@ -598,19 +461,19 @@ def _peers(raw: Any, node_id: str) -> tuple[PeerConfig, ...]:
 
 
 def _faults(raw: Any, check_ids: Callable[..., None]) -> FaultsSection:
-    t = _Table(raw, "faults")
+    t = Table(raw, "faults")
     parts_raw = t.raw("partition", [])
     if not isinstance(parts_raw, list):
-        raise _fail("faults.partition", "must be an array of tables ([[faults.partition]])")
+        raise fail("faults.partition", "must be an array of tables ([[faults.partition]])")
     parts: list[Partition] = []
     for index, item in enumerate(parts_raw):
-        p = _Table(item, f"faults.partition[{index}]")
+        p = Table(item, f"faults.partition[{index}]")
         peers = p.strings("peers")
         check_ids(p.key("peers"), peers, self_ok=False)
         start = p.number("from")
         end = p.number("to")
         if end <= start:
-            raise _fail(p.key("to"), f"must be > from ({_num(start)})")
+            raise fail(p.key("to"), f"must be > from ({num(start)})")
         p.finish()
         parts.append(Partition(peers=peers, start=start, end=end))
     faults = FaultsSection(
@@ -624,75 +487,16 @@ def _faults(raw: Any, check_ids: Callable[..., None]) -> FaultsSection:
     return faults
 
 
-def _wire(t: _Table) -> WireMode:
+def _wire(t: Table) -> WireMode:
     try:
         return parse_wire(t.string("wire", "sealed"))
     except ConfigError:
-        raise _fail(t.key("wire"), "must be 'sealed' or 'original'") from None
-
-
-def _key(key_file: Path | None, env: Mapping[str, str]) -> bytes:
-    """The group key: ``GOSSAMER_KEY`` or the key file (DESIGN.md: never a default key)."""
-    text = env.get(KEY_ENV)
-    where = KEY_ENV
-    try:
-        if text:
-            key = parse_key(text.encode())
-        elif key_file is None:
-            raise _fail(
-                "node.key_file",
-                f"is required on the sealed wire (or {KEY_ENV}); there is no default key",
-            )
-        else:
-            where = "node.key_file"
-            try:
-                key = parse_key(key_file.read_bytes())
-            except OSError as exc:
-                raise _fail(where, f"cannot be read ({exc.strerror})") from None
-        Wire(key=key)  # the checks every key gets: length, known public keys
-    except ConfigError as exc:
-        if getattr(exc, "key", None):
-            raise
-        raise _fail(where, str(exc)) from None
-    return key
-
-
-def _apply_env(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in data.items()}
-    for name in sorted(env):
-        if not name.startswith(_ENV_PREFIX):
-            continue
-        parts = name[len(_ENV_PREFIX):].lower().split("__")
-        if len(parts) != 2 or not all(parts):
-            raise _fail(name, "must be GOSSAMER__<SECTION>__<KEY>")
-        section, key = parts
-        if section == "peers":
-            raise _fail(name, "peers cannot be overridden from the environment")
-        table = out.setdefault(section, {})
-        if not isinstance(table, dict):
-            raise _fail(name, f"{section} is not a table")
-        table[key] = _env_value(env[name])
-    return out
-
-
-def _env_value(text: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
+        raise fail(t.key("wire"), "must be 'sealed' or 'original'") from None
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> NodeConfig:
-    """Read, override (``env``, default ``os.environ``) and validate a node's TOML file."""
+    """Read, override (``env``, default ``os.environ``) and validate a host's TOML file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the configuration {path}: {exc}", path=str(path)) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}", path=str(path)) from None
     return parse_config(
-        data, base=path.resolve().parent, env=os.environ if env is None else env
+        read_document(path), base=path.resolve().parent, env=os.environ if env is None else env
     )

@@ -8,7 +8,7 @@ later stages only read it.
 ``--param`` takes two kinds of names: the scenario's own (``isis_rate``, see ``gossamer
 lab list``) and ``SECTION.FIELD`` for any field of a protocol's core configuration
 (``isis.batch_delay=0.01``, ``discovery.answer_rate=8``,
-``isis.retransmit_initial=0.1``; :mod:`gossamer.lab.protocols`), which every node of
+``isis.retransmit_initial=0.1``; :mod:`gossamer.daemon.protocols`), which every node of
 the run gets in that section of its file.
 """
 
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gossamer.daemon.protocols import PROTOCOLS, plain
 from gossamer.errors import ConfigError
 from gossamer.faults import Crash, Partition
 from gossamer.lab import hosts as hosts_mod
 from gossamer.lab import scenarios as scenarios_mod
 from gossamer.lab.hosts import Mode
-from gossamer.lab.protocols import PROTOCOLS, plain
 from gossamer.lab.scenarios import FaultSchedule, Scenario, Value
 from gossamer.params import Sources, overrides
 

@@ -1,9 +1,9 @@
 """The node processes of a run: start them, read their status lines, stop or kill them.
 
-Every node is ``python -m gossamer.cli.main node --config FILE`` in a session of its own
+Every node is ``python -m gossamer.cli.main lab app --config FILE`` in a session of its own
 (a Ctrl-C in the terminal reaches only the lab, which then stops the nodes in order),
 inside its namespace host when there is one. A thread per node forwards its stdout lines
-(``docs/node.md``: JSON ``ready``/``progress``/``done`` objects) to one queue.
+(``docs/lab-app.md``: JSON ``ready``/``progress``/``done`` objects) to one queue.
 
 Contract: only processes started here are signalled, by their ``Popen``;
 :meth:`Nodes.stop` is SIGTERM, a grace period, then SIGKILL; :meth:`Nodes.kill_all`
@@ -35,7 +35,7 @@ __all__ = [
     "NodeProcess",
     "Nodes",
     "TerminatedError",
-    "node_command",
+    "app_command",
     "sigterm_as_interrupt",
     "stderr_tail",
 ]
@@ -69,9 +69,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def node_command(config: Path) -> list[str]:
-    """``python -m gossamer.cli.main node --config FILE``."""
-    return [sys.executable, "-m", "gossamer.cli.main", "node", "--config", str(config)]
+def app_command(config: Path) -> list[str]:
+    """``python -m gossamer.cli.main lab app --config FILE``: the lab's program on a host."""
+    return [sys.executable, "-m", "gossamer.cli.main", "lab", "app", "--config", str(config)]
 
 
 def stderr_tail(path: Path) -> str:
@@ -161,7 +161,7 @@ class Nodes:
 
     def start(self, node_id: str, config: Path, logs: Path, host: Host | None) -> NodeProcess:
         """Start the node of ``config`` (in ``host`` when given); stderr to ``logs``."""
-        argv = node_command(config)
+        argv = app_command(config)
         stderr_path = logs / f"{node_id}.stderr"
         with open(stderr_path, "wb") as err:
             kwargs: dict[str, Any] = {

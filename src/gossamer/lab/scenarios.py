@@ -5,7 +5,7 @@ faults), the ``--param KEY=VALUE`` it accepts (each typed, bounded and documente
 the analysis checks it expects to exercise. :func:`node_configs` turns a scenario, its
 resolved parameters, a :class:`~gossamer.lab.hosts.Placement` and a
 :class:`FaultSchedule` into one node-config document per node, in the layout of the
-lab/node contract (``docs/node.md``; the TOML is written by :mod:`gossamer.lab.rundir`).
+lab app contract (``docs/lab-app.md``; the TOML is written by :mod:`gossamer.lab.rundir`).
 
 Parameter names are flat and unique across services (``gossip_rate``, ``isis_rate``) so
 that the ``demo``, which runs every service, takes the same names as the single-service

@@ -10,7 +10,7 @@ then for as long as the group has not *settled*, at most ``settle`` seconds more
 
 Settled is what the nodes report, not a guess: each node's ``progress`` line carries
 ``pending`` (ISIS messages held back or not yet acknowledged by every member, held
-sends, gateway queue messages not yet acked; ``gossamer.lab.node.LabNode.in_flight``)
+sends, gateway queue messages not yet acked; ``gossamer.lab.app.LabApp.in_flight``)
 and ``idle`` (``pending == 0``). The group has settled when every live node's last two
 reports after the workload are idle and its counts did not change between them: a
 message still in flight keeps its sender busy (it retransmits until every member

@@ -1,7 +1,8 @@
-"""Each protocol section of a node's configuration, mapped 1:1 onto the core's config dataclass.
+"""Each protocol section of a configuration file, mapped 1:1 onto the core's config dataclass.
 
-A node file's ``[discovery]``, ``[gossip]``, ``[isis]``, ``[link]`` and ``[gateway]``
-hold two kinds of keys: the lab's own (``enabled``, the workload: ``rate``, ``size``,
+The lab app's host file (``docs/lab-app.md``) and the node daemon's (``docs/node.md``)
+share it. A lab host file's ``[discovery]``, ``[gossip]``, ``[isis]``, ``[link]`` and
+``[gateway]`` hold two kinds of keys: the lab's own (``enabled``, the workload: ``rate``, ``size``,
 ``members``, ``push_to``, ...) and the protocol's, whose names, types and units are the
 fields of the core's config dataclass (:class:`~gossamer.proto.discovery.core.DiscoveryConfig`,
 :class:`~gossamer.proto.gossip.config.GossipConfig`, :class:`~gossamer.proto.isis.core.IsisConfig`,
@@ -30,8 +31,10 @@ from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip.config import GossipConfig
 from gossamer.proto.isis.core import IsisConfig, Member
 from gossamer.proto.link import LinkConfig, Transport
+from gossamer.proto.views import Member as ViewsMember
+from gossamer.proto.views import ViewsConfig
 
-__all__ = ["PROTOCOLS", "Protocol", "plain"]
+__all__ = ["PROTOCOLS", "VIEWS", "Protocol", "plain"]
 
 _HERE: Final = ("127.0.0.1", 7000)
 
@@ -67,6 +70,17 @@ class Protocol:
             error.key = key  # type: ignore[attr-defined]
             raise error from exc
         return values
+
+
+    def resolved(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Every settable field of the core's configuration with ``values`` (checked
+        settings) applied: what a section means once the core's defaults are filled in."""
+        config = self.config(**{**values, **self.probe})
+        return {
+            f.name: getattr(config, f.name)
+            for f in dataclasses.fields(self.config)
+            if f.init and f.name not in self.managed
+        }
 
 
 PROTOCOLS: Final[Mapping[str, Protocol]] = {
@@ -108,6 +122,16 @@ PROTOCOLS: Final[Mapping[str, Protocol]] = {
         managed=frozenset({"node_id"}),
     ),
 }
+
+
+#: The node daemon's ``[views]`` (``gossamer.daemon.config``): agreed membership, whose
+#: member, founders and seeds the daemon derives; not a lab section.
+_PROBE_MEMBER: Final = ViewsMember(name="probe", incarnation=1, address=_HERE)
+VIEWS: Final = Protocol(
+    config=ViewsConfig,
+    managed=frozenset({"me", "initial", "seeds"}),
+    probe={"me": _PROBE_MEMBER, "initial": (_PROBE_MEMBER,)},
+)
 
 
 def plain(value: Any) -> Any:

@@ -1,9 +1,12 @@
-"""One lab node: discovery, gossip, ISIS (+ snapshots), links and the gateway in one process.
+"""The lab's application on one host: discovery, gossip, ISIS (+ snapshots), links, a
+gateway and its clients in one process, with a built-in workload.
 
-``run_node(config)`` is ``gossamer node --config FILE`` (``docs/node.md`` has the
-configuration and the process contract). It composes the public drivers of
+``run_app(config)`` is ``gossamer lab app --config FILE`` (``docs/lab-app.md`` has the
+configuration and the process contract), the program ``gossamer lab run`` starts on each
+host. It is an application of the library, not the cluster node (``gossamer node``, the
+daemon, runs no workload: ``docs/lab-app.md``): it composes the public drivers of
 ``gossamer.aio`` exactly as their own commands do; no protocol decision is made here.
-What the node adds is the composition and the application on top:
+What the app adds is the composition and the application on top:
 
 - discovery's ``peer_down`` (a crash or a leave of another node) removes that member
   from the ISIS group (``IsisService.remove_member``) and drops it from the gossip
@@ -31,13 +34,10 @@ import contextlib
 import dataclasses
 import random
 import re
-import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TextIO
-
-import orjson
 
 from gossamer._types import Address
 from gossamer.addresses import format_address
@@ -48,6 +48,7 @@ from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.link import Node, Socket, open_node
+from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.config import NodeConfig, PeerConfig
@@ -60,14 +61,14 @@ from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, Tracer, TraceSink
 
-__all__ = ["APPLICATION", "QUEUE", "LabFaults", "run_node"]
+__all__ = ["APPLICATION", "QUEUE", "LabFaults", "run_app"]
 
 #: The gateway application id of the node's clients, and the queue they share.
 APPLICATION = "lab"
 QUEUE = "lab-jobs"
 #: Every member's starting balance in the bank workload.
 INITIAL_BALANCE = 1_000_000
-#: The shutdown must be over within 5 s of SIGTERM (docs/node.md); this leaves margin.
+#: The shutdown must be over within 5 s of SIGTERM (docs/lab-app.md); this leaves margin.
 SHUTDOWN_BUDGET = 3.5
 #: Seconds between progress lines once the workload is over (the lab is waiting for
 #: every node to be idle, and stops them as soon as they all are).
@@ -177,7 +178,7 @@ class LabFaults(FaultInjector):
         tracer: Tracer,
     ) -> None:
         f = config.faults
-        # docs/node.md: "delay_rate of the datagrams are held delay_ms longer" is the
+        # docs/lab-app.md: "delay_rate of the datagrams are held delay_ms longer" is the
         # FaultPlan's reorder (a fraction held back a fixed time, overtaken by the rest).
         plan = FaultPlan(
             drop=f.drop,
@@ -221,13 +222,13 @@ class _Counts:
         self.delivered = 0
 
 
-class LabNode:
-    """The running composition; ``run_node`` drives it."""
+class LabApp:
+    """The running composition; ``run_app`` drives it."""
 
     def __init__(self, config: NodeConfig, out: TextIO) -> None:
         self.config = config
         self.wire = config.node.wire_config()
-        self.out = out
+        self.status = StatusLines(out, config.node.id)
         n = config.node
         self.sink = JsonlSink(n.trace, durable=True)
         names: dict[str, str] = {}
@@ -265,13 +266,8 @@ class LabNode:
 
     # -- helpers ---------------------------------------------------------------
 
-    def status(self, status: str, **extra: Any) -> None:
-        line = {"status": status, "node": self.config.node.id, "t": time.monotonic(), **extra}
-        self.out.write(orjson.dumps(line).decode() + "\n")
-        self.out.flush()
-
     def rng(self, salt: int) -> random.Random:
-        return random.Random(self.config.node.seed * 1_000_003 + salt)
+        return seeded(self.config.node.seed, salt)
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -695,7 +691,7 @@ async def _until(event: asyncio.Event, deadline: float) -> bool:
     return event.is_set()
 
 
-async def _timeline(node: LabNode) -> None:
+async def _timeline(node: LabApp) -> None:
     """Wait for ``start_at``, run the workload, linger, and wait for a signal unless
     ``exit_when_done``; a signal ends any step at once."""
     n = node.config.node
@@ -719,21 +715,17 @@ async def _timeline(node: LabNode) -> None:
         await node.stop.wait()
 
 
-async def run_node(config: NodeConfig, *, out: TextIO | None = None) -> int:
-    """Run one node until it is done (``exit_when_done``) or signalled; returns 0.
+async def run_app(config: NodeConfig, *, out: TextIO | None = None) -> int:
+    """Run the lab app until it is done (``exit_when_done``) or signalled; returns 0.
 
-    ``gossamer node`` runs it on uvloop where installed: every time it and the drivers
+    ``gossamer lab app`` runs it on uvloop where installed: every time it and the drivers
     feed to cores or stamp on traces is ``time.monotonic()``.
 
     Raises ``OSError`` when a port cannot be bound and ``GossamerError`` for a
     configuration the drivers refuse; the caller turns them into exit codes.
     """
-    node = LabNode(config, sys.stdout if out is None else out)
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, node.stop.set)
-    try:
+    node = LabApp(config, sys.stdout if out is None else out)
+    with stop_on_signals(node.stop):
         try:
             await node.start()
         except BaseException:
@@ -746,9 +738,5 @@ async def run_node(config: NodeConfig, *, out: TextIO | None = None) -> int:
             await _timeline(node)
         finally:
             await node.shutdown(drain=1.0 if node.stop.is_set() else 0.0)
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signum)
     node.status("done")
     return 0

@@ -1,4 +1,4 @@
-"""``gossamer node``: real node processes on 127.0.0.1 (distinct ports), traces checked."""
+"""``gossamer lab app``: the lab's real processes on 127.0.0.1 (distinct ports), traces checked."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import orjson
 import pytest
 import tomli_w
 
+from gossamer.lab.app import LabFaults
 from gossamer.lab.config import PORT_NAMES, load_config, parse_config
-from gossamer.lab.node import LabFaults
 from gossamer.proto.isis.checks import check_total_order, record_from_trace
 from gossamer.testing import free_ports
 from gossamer.trace import MemorySink, TraceEvent, Tracer, TraceReader
@@ -30,7 +30,7 @@ HOST = "127.0.0.1"
 #: processes to import and bind on a loaded machine (a node that comes up later than
 #: start_at only runs what is left of the workload).
 START_IN = 8.0
-RUNNER = "import sys; from gossamer.cli.node_cmd import main; sys.exit(main(sys.argv[1:]))"
+RUNNER = "import sys; from gossamer.cli.lab_app_cmd import main; sys.exit(main(sys.argv[1:]))"
 
 
 def write_mesh(
@@ -258,7 +258,7 @@ def test_port_in_use_is_a_runtime_failure(tmp_path: Path) -> None:
     finally:
         blocker.close()
     assert proc.returncode == 1, proc.stderr
-    assert b"gossamer node: error:" in proc.stderr
+    assert b"gossamer lab app: error:" in proc.stderr
 
 
 @pytest.mark.spark

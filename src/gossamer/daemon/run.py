@@ -1,0 +1,249 @@
+"""``run_daemon(config)``: one member of a gossamer cluster, serving applications.
+
+``gossamer node --config node.toml`` (``docs/node.md``). The daemon runs no workload of
+its own: applications use the cluster through the 신경 gateway on its node (and through
+the library APIs). It composes the public drivers of ``gossamer.aio``:
+
+- discovery (Prototari) finds the other nodes: by the subnet's broadcast where
+  ``discovery.broadcast_address`` is given, plus unicast to the seeds; without it, only
+  by unicast to the seeds (loopback, or the machine's own namespace: nothing broadcast);
+- the membership layer (``gossamer.aio.membership``) turns discovery's word into agreed
+  views: cards, ``join_request``/``suspect``, founding or joining, incarnations;
+- gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M) listen for
+  the node-to-node traffic of the layers being built on top (the gateway's cluster layer);
+- the gateway server (one per node; queues durable in ``gateway.db`` when given).
+
+**Where the next layers attach.** ISIS with dynamic membership attaches to the views as
+``layer_above`` of :class:`~gossamer.aio.membership.Membership` (see :func:`views_layer`):
+every views event reaches it, in order, through ``Membership.views_event``. The gateway's
+cluster layer attaches to :attr:`Daemon.gateway` (its ``on_event`` is
+:meth:`Daemon.gateway_event`, which sees every ``ClientJoined``/``ClientLeft``), to the
+agreed view (:attr:`Daemon.view`, :meth:`Daemon.on_view`) and to the peers' cards
+(:attr:`Membership.cards`: each names its node's gateway and link addresses).
+
+It prints one JSON status line per event on standard output: ``ready`` (its name,
+incarnation and every service's address), ``view`` (each view it installs),
+``progress`` every second (view id and members, peers, gateway clients, blocked), and
+``done`` once stopped; SIGTERM or SIGINT stops it cleanly (discovery's leave, the
+gateway's goodbye to clients, the trace flushed). Traces go to ``node.trace``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+from typing import Any, TextIO
+
+from gossamer._types import Address
+from gossamer.addresses import format_address
+from gossamer.aio.discovery import Discovery, open_discovery
+from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
+from gossamer.aio.gossip import Gossip, open_gossip
+from gossamer.aio.link import Node, open_node
+from gossamer.aio.membership import Membership, ViewsLayer, clock_incarnation, settle_at_once
+from gossamer.daemon.config import DaemonConfig
+from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
+from gossamer.proto.discovery import DiscoveryConfig
+from gossamer.proto.gateway.core import ClientJoined, ClientLeft, GatewayConfig
+from gossamer.proto.gossip import GossipConfig
+from gossamer.proto.views import Member, View, ViewInstalled
+from gossamer.store.queues import SqliteQueueStore
+from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
+
+__all__ = ["Daemon", "run_daemon", "views_layer"]
+
+#: Seconds between progress lines.
+PROGRESS_EVERY = 1.0
+#: Closing must be over well within 5 s of SIGTERM (the lab's budget for its processes).
+SHUTDOWN_BUDGET = 3.5
+
+
+def views_layer() -> ViewsLayer:
+    """The layer above views on this node. ISIS with dynamic membership plugs in here
+    (its flush answers ``FlushRequired``, the application's state ``StateNeeded``); until
+    it does, flushes and state requests are answered at once."""
+    return settle_at_once
+
+
+class Daemon:
+    """One running node (``run_daemon`` drives it)."""
+
+    def __init__(self, config: DaemonConfig, out: TextIO) -> None:
+        self.config = config
+        self.status = StatusLines(out, config.node.name)
+        self.wire = config.cluster.wire()
+        n = config.node
+        self.sink = None if n.trace is None else JsonlSink(n.trace, durable=True)
+        sink: TraceSink = NullSink() if self.sink is None else self.sink
+        self.tracer = Tracer(sink, run=config.cluster.name, node=n.name)
+        self.incarnation = clock_incarnation()
+        self.stop = asyncio.Event()
+        self.discovery: Discovery | None = None
+        self.membership: Membership | None = None
+        self.gossip: Gossip | None = None
+        self.link: Node | None = None
+        self.gateway: GatewayServer | None = None
+        self.store: SqliteQueueStore | None = None
+        self.view: View | None = None
+        self.clients = 0
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    def rng(self, salt: int) -> random.Random:
+        return seeded(self.config.node.seed, salt)
+
+    # -- start -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        c = self.config
+        host = c.node.address
+        services: dict[str, Address] = {}
+        if c.gateway.enabled:
+            if c.gateway.db is not None:
+                self.store = SqliteQueueStore(c.gateway.db)
+            self.gateway = await open_gateway_server(
+                GatewayConfig(node_id=c.node.name, **c.gateway.protocol), host=host,
+                port=c.ports.gateway, store=self.store, tracer=self.tracer, rng=self.rng(5),
+                on_event=self.gateway_event,
+            )
+            services["gateway"] = self.gateway.address
+        if c.link.enabled:
+            options = dict(c.link.protocol)
+            options["transport"] = options["transport"].value
+            self.link = await open_node(host, c.ports.link, tracer=self.tracer,
+                                        seed=c.node.seed, wire=self.wire, **options)
+            services["link"] = self.link.address
+        if c.gossip.enabled:
+            self.gossip = await open_gossip(
+                GossipConfig(my_addr=host, my_port=c.ports.gossip, **c.gossip.protocol),
+                wire=self.wire, tracer=self.tracer, rng=self.rng(3),
+            )
+            services["gossip"] = self.gossip.address
+        discovery = self._discovery_config()
+        self.discovery = await open_discovery(
+            discovery, wire=self.wire, tracer=self.tracer, rng=self.rng(1)
+        )
+        services["discovery"] = self.discovery.address
+        self.membership = Membership(
+            self.discovery, cluster=c.cluster.name, wire=self.wire,
+            me=Member(name=c.node.name, incarnation=self.incarnation,
+                      address=(host, c.ports.views)),
+            bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
+            views_options=c.views, services=services, layer_above=views_layer(),
+            on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
+            tracer=self.tracer, rng=self.rng(2),
+        )
+        await self.membership.start()
+
+    def _discovery_config(self) -> DiscoveryConfig:
+        c, d = self.config, self.config.discovery
+        seeds = c.cluster.seeds
+        if d.broadcast_address is not None:
+            # A subnet's broadcast, and a unicast copy to each seed (another subnet's
+            # nodes, behind a router that forwards no broadcast) and to each node the
+            # membership learns of.
+            broadcast = d.broadcast_address
+            targets: tuple[Address, ...] = ((broadcast, c.ports.discovery_broadcast), *seeds)
+            listen = None
+        else:
+            # Nothing may be broadcast: each "broadcast" goes as unicast to the seeds
+            # (and the nodes the membership learns of), whose unicast port takes it
+            # like the broadcast port would.
+            broadcast = c.node.address
+            targets = seeds
+            listen = c.ports.discovery_broadcast
+        return DiscoveryConfig(
+            address=(c.node.address, c.ports.discovery), broadcast_address=broadcast,
+            broadcast_port=c.ports.discovery_broadcast, listen_port=listen,
+            broadcast_targets=targets, node_id=c.node.name, **d.protocol,
+        )
+
+    # -- what the next layers attach to -----------------------------------------------
+
+    def on_view(self, event: ViewInstalled) -> None:
+        """A view was installed here (after the layer above saw it)."""
+        self.view = event.view
+        self.status("view", id=event.view.id, members=_members(event.view),
+                    agreed_by=list(event.agreed_by))
+
+    def gateway_event(self, event: object) -> None:
+        """The gateway's ``ClientJoined``/``ClientLeft`` (the cluster layer's hook)."""
+        if isinstance(event, ClientJoined):
+            self.clients += 1
+        elif isinstance(event, ClientLeft):
+            self.clients -= 1
+
+    # -- running -----------------------------------------------------------------------
+
+    def ready(self) -> None:
+        assert self.membership is not None
+        me = self.membership.me
+        addresses = {"views": me.address, **self.membership.services}
+        self.status("ready", cluster=self.config.cluster.name, incarnation=me.incarnation,
+                    addresses={k: format_address(v) for k, v in addresses.items()})
+
+    async def progress(self) -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)
+            assert self.membership is not None and self.discovery is not None
+            views = self.membership.views
+            self.status(
+                "progress", incarnation=self.membership.me.incarnation,
+                state=self.membership.state,
+                view=None if self.view is None else self.view.id,
+                members=None if self.view is None else _members(self.view),
+                peers=len(self.discovery.peers()), clients=self.clients,
+                blocked=bool(views is not None and not views.closed and views.blocked),
+            )
+
+    async def shutdown(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SHUTDOWN_BUDGET):
+                await self._close_all()
+        if self.discovery is not None:
+            self.discovery.abort()
+        if self.store is not None:
+            self.store.close()
+        if self.sink is not None:
+            self.sink.close()
+
+    async def _close_all(self) -> None:
+        if self.membership is not None:
+            await self.membership.close()
+        if self.discovery is not None:
+            await self.discovery.close()  # agur! to every peer: they suspect us at once
+        if self.gateway is not None:
+            await self.gateway.close()  # goodbye (op 7) to every client
+        if self.gossip is not None:
+            await self.gossip.close()
+        if self.link is not None:
+            await self.link.close(timeout=0.5)
+
+
+def _members(view: View) -> list[str]:
+    return [f"{m.name}#{m.incarnation}" for m in view.members]
+
+
+async def run_daemon(config: DaemonConfig, *, out: TextIO | None = None) -> int:
+    """Run the node until SIGTERM or SIGINT; returns 0.
+
+    Raises ``NetworkError`` (an ``OSError``) when a port cannot be bound and
+    ``GossamerError`` for a configuration the drivers refuse; the caller turns them into
+    exit codes.
+    """
+    daemon = Daemon(config, sys.stdout if out is None else out)
+    with stop_on_signals(daemon.stop):
+        try:
+            await daemon.start()
+            daemon.ready()
+            progress = asyncio.ensure_future(daemon.progress())
+            daemon.tasks.add(progress)
+            await daemon.stop.wait()
+        finally:
+            await daemon.shutdown()
+    daemon.status("done")
+    return 0
