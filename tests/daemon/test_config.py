@@ -76,6 +76,7 @@ def test_each_error_names_its_key(change: dict[str, Any], message: str) -> None:
 def test_the_link_carries_a_whole_gateway_batch() -> None:
     # Not set: over TCP it is the gateway's batch; a smaller batch fits smaller messages.
     assert parse(minimal()).link_options()["max_message"] == 4 << 20
+    assert "max_message = 4194304" in parse(minimal()).to_toml()  # --check shows it
     config = parse(minimal(link={"max_message": 1 << 20},
                            gateway={"cluster": {"max_batch": 1 << 20}}))
     assert config.link_options()["max_message"] == 1 << 20

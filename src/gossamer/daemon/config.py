@@ -168,7 +168,8 @@ class DaemonConfig:
             "views": plain(VIEWS.resolved(self.views)),
             "gossip": {"enabled": self.gossip.enabled,
                        **_resolved("gossip", self.gossip.protocol)},
-            "link": {"enabled": self.link.enabled, **_resolved("link", self.link.protocol)},
+            "link": {"enabled": self.link.enabled, **_resolved("link", {
+                **self.link.protocol, "max_message": self.link_options().get("max_message")})},
             "gateway": {"enabled": self.gateway.enabled,
                         "db": None if self.gateway.db is None else str(self.gateway.db),
                         **_resolved("gateway", self.gateway.protocol)},
