@@ -123,14 +123,17 @@ class Daemon:
             if test(line):
                 return line
 
-    def view_with(self, names: set[str], *, including: str = "") -> dict[str, Any]:
+    def view_with(
+        self, names: set[str], *, including: str = "", after: int = 0
+    ) -> dict[str, Any]:
         """The first view this node installs whose members have exactly ``names``
-        (and whose member list includes ``including``, ``name#incarnation``, if given)."""
+        (and whose member list includes ``including``, ``name#incarnation``, if given;
+        whose id is above ``after``: earlier views are not what follows a fault)."""
         return self.wait(
-            lambda line: line["status"] == "view"
+            lambda line: line["status"] == "view" and line["id"] > after
             and {m.split("#")[0] for m in line["members"]} == names
             and (not including or including in line["members"]),
-            f"view of {sorted(names)} {including}",
+            f"view of {sorted(names)} {including} after view {after}",
         )
 
     def gateway_peers(self, names: set[str]) -> dict[str, Any]:

@@ -225,9 +225,10 @@ def test_a_killed_daemons_clients_leave_routing_and_its_restart_is_reachable(
                 got = await wb.receive(timeout=PATIENCE)
                 assert (got.nonce, got.data) == ("x", "to b")
                 # b's client stays connected while b is killed.
+                full = daemons["a"].view_with(set(NAMES))
                 daemons["b"].kill()
                 for name in ("a", "c"):
-                    daemons[name].view_with({"a", "c"})
+                    daemons[name].view_with({"a", "c"}, after=full["id"])
                 await until_listed([wa, wc], everyone,
                                    lambda nodes: set(nodes) == {"wa", "wc"})
                 # A SEND that only b's client matched finds no client any more.
