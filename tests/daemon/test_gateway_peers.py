@@ -3,7 +3,8 @@
 Real gateway servers and link nodes on 127.0.0.1 in this process (as the daemon opens
 them), views given by hand: a joined member becomes a peer once its card and its link
 are there (tried again meanwhile, without blocking), a member that left is removed, a
-member replaced by its next incarnation is removed and added again at its new address.
+member replaced by its next incarnation is removed and added again at its new address,
+and op 7 balances against the view's members.
 """
 
 from __future__ import annotations
@@ -172,5 +173,28 @@ def test_a_member_without_a_gateway_is_not_a_peer() -> None:
             await until(lambda: p0.pending() == [])
             assert p0.linked == {}
             assert n0.server.core is not None and n0.server.core.peers == ()
+
+    run(main())
+
+
+def test_the_views_names_are_the_nodes_op7_balances_against() -> None:
+    async def main() -> None:
+        gateways = [await open_gateway(f"n{i}", 1) for i in range(3)]
+        cards = Cards()
+        cards.held += [g.card() for g in gateways]
+        async with contextlib.AsyncExitStack() as stack:
+            for g in gateways:
+                await stack.enter_async_context(g.stack)
+            followers = [await stack.enter_async_context(following(g, cards))
+                         for g in gateways]
+            n0 = gateways[0]
+            for i in range(6):
+                await n0.client(f"c{i}")
+            assert n0.server.core is not None
+            for p in followers:
+                p.on_view(view(2, *gateways))
+            # 6 against 0 and 0 once every replica is in: trunc(6 - (0 + 0.5 + 1)) = 4
+            # are told to go (and come back: their DSN names n0).
+            await until(lambda: n0.server.core is not None and n0.server.core.balanced >= 4)
 
     run(main())
