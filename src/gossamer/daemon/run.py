@@ -195,7 +195,8 @@ class Daemon:
         return None
 
     def gateway_event(self, event: object) -> None:
-        """The gateway's ``ClientJoined``/``ClientLeft`` (the cluster layer's hook)."""
+        """The gateway's ``ClientJoined``/``ClientLeft`` for its own clients (counted for the
+        progress lines)."""
         if isinstance(event, ClientJoined):
             self.clients += 1
         elif isinstance(event, ClientLeft):
