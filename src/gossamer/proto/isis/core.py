@@ -53,10 +53,11 @@ per event whatever the payload.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
 from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey, PendingMsg
+from gossamer.proto.isis.join import JoinState, Member
 from gossamer.proto.isis.machine import (
     RECEIVER,
     SENDER,
@@ -99,6 +101,7 @@ __all__ = [
     "IsisCounters",
     "Member",
     "MemberRemoved",
+    "ViewFlushed",
     "payload",
     "payload_digest",
     "tunable_defaults",
@@ -161,16 +164,6 @@ TYPE_NAMES: dict[type[wire.IsisMessage], str] = {
 
 
 # -- configuration ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Member:
-    """A group member: its id (the original's 1-based hostfile line), its name (the
-    trace ``node``) and its UDP address."""
-
-    id: int
-    name: str
-    addr: Address
 
 
 #: An answer from a member that already answered (the SENDER table's duplicate inputs).
@@ -397,7 +390,17 @@ class MemberRemoved:
     view: tuple[int, ...]
 
 
-IsisEvent = Delivered | Discarded | MemberRemoved
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewFlushed:
+    """The view change begun by ``begin_view_change`` is settled here (``IsisCore.flushed``
+    says the same): the layer below may confirm its flush (``flush_done``). ``members``
+    are the ids the change keeps. From now on this member takes no new message of the
+    ending view: it holds back Data it never saw until ``install_view``."""
+
+    members: tuple[int, ...]
+
+
+IsisEvent = Delivered | Discarded | MemberRemoved | ViewFlushed
 
 
 @dataclass(slots=True)
@@ -426,6 +429,8 @@ class IsisCounters:
     injected_drops: int = 0
     delayed: int = 0
     discarded: int = 0
+    withdrawn: int = 0  # own messages discarded by a view change, to go out in the next view
+    deferred: int = 0  # Data held back after a flush, until the next view
     conflicts: int = 0
     flush_answers: int = 0
 
@@ -543,6 +548,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._batch_delay = config.batch_delay
         self._batch_bytes = config.batch_bytes
         self._now = 0.0
+        # Dynamic membership (``begin_view_change``, ``install_view``; docs/cluster.md).
+        self.view_id = 0  # the agreed view this member is in (0: static membership)
+        self._next_id = max(self._members) + 1  # ids are never reused
+        self._changing: tuple[int, ...] | None = None  # the ids the change under way keeps
+        self._frozen = False  # flushed: Data never seen is held back until the next view
+        self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
+        self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
+        self._reported = False  # ViewFlushed emitted for the change under way
         self._tx: Transmitter | RttTransmitter
         if self._by_ip:  # the original wire: the spec's schedule
             self._tx = Transmitter(config.schedule, self._send_payload, self._retransmitted)
@@ -649,18 +662,31 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     def multicast(self, data: bytes | int, now: float) -> int:
         """Multicast ``data`` to the group; returns its ``msg_id``. Non-blocking: the
         message is on its way when this returns and is delivered later, here too.
+        During a view change (``begin_view_change`` to ``install_view``) the message is
+        held and goes out, in order, when the next view is installed.
 
         ``data`` is checked by :func:`payload` (bytes up to ``wire.MAX_DATA_SIZE``; the
         original's uint32 on the original wire): ``LocalProtocolError`` before anything
         is sent when it does not fit."""
         data = payload(data, self.config.wire)
+        msg_id = self._new_msg_id()
+        self.counters.multicasts += 1
+        if self._changing is not None:
+            # A view change is under way: the message goes out in the next view.
+            self._held.append((msg_id, data))
+            return msg_id
+        self._send_data(msg_id, data, now)
+        return msg_id
+
+    def _new_msg_id(self) -> int:
         if self._msg_counter >= U32_MAX:
             # Reference (a), bug 9: the original wraps silently; we refuse.
             raise LocalProtocolError("message ids are exhausted (32 bits)")
-        self._now = now
         self._msg_counter += 1
-        msg_id = self._msg_counter
-        self.counters.multicasts += 1
+        return self._msg_counter
+
+    def _send_data(self, msg_id: int, data: bytes, now: float) -> None:
+        self._now = now
         self._outgoing[msg_id] = _Outgoing(
             msg_id=msg_id, data=data, state=SendState.COLLECTING, awaiting=set(self._view)
         )
@@ -676,7 +702,6 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         )
         self._loopback.append(msg)
         self._drain(now)
-        return msg_id
 
     def remove_member(self, member: int, now: float) -> None:
         """``member`` crashed (the membership layer's ``peer_down``): leave it out.
@@ -714,6 +739,181 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         for flush in list(self._flushes.values()):
             self._flush_role(flush, now)
         self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
+
+    # -- dynamic membership (docs/cluster.md, "Virtual synchrony") ------------------
+
+    def begin_view_change(self, keep: Iterable[int], now: float) -> None:
+        """The agreed view is ending and the next one keeps the members ``keep`` (ids;
+        joiners have none yet): the membership layer's ``FlushRequired``.
+
+        Every other member is removed (``remove_member``: its undecided messages are
+        settled by the flush, delivered by all survivors or by none); new multicasts are
+        held until ``install_view``; our own messages still collecting Acks are withdrawn
+        (discarded by everyone: none of them has a final) and held to go out again in
+        the next view. Once everything of this view is settled here (``flushed``) the
+        core emits ``ViewFlushed`` and takes no new message of the view any more. A
+        later call for the same view (the proposal changed) supersedes this one and is
+        answered by its own ``ViewFlushed``. Only on the sealed wire (the original's
+        membership is static): ``LocalProtocolError`` otherwise."""
+        self._dynamic_only()
+        keep_ids = set(keep)
+        self._now = now
+        for member in list(self._view):
+            if member != self._me and member not in keep_ids:
+                self.remove_member(member, now)
+        self._changing = tuple(self._view)
+        self._reported = False
+        for out in list(self._outgoing.values()):
+            if out.state is SendState.COLLECTING:
+                self._withdraw(out, now)
+        self._drain(now)
+        self._note_flushed()
+
+    @property
+    def flushed(self) -> bool:
+        """A view change is under way and settled here: every message of the ending view
+        this member proposed for is delivered or discarded, and every one it multicast is
+        finished (final or withdrawal acknowledged) at every member the change keeps."""
+        return (
+            self._changing is not None
+            and not self._outgoing
+            and not self._queue
+            and not self._flushes
+            and not self._loopback
+        )
+
+    def install_view(
+        self, view_id: int, members: Sequence[tuple[str, Address]], now: float
+    ) -> tuple[Member, ...]:
+        """The agreed view ``view_id`` is installed: ``members`` are its ``(name,
+        address)`` in seniority order (names unique per incarnation). Members not known
+        here are joiners and get the next unused ids in that order (every member assigns
+        the same ids: founders 1..n, then each view's joiners in turn; ids are never
+        reused); known members missing from it are removed. Held multicasts go out, in
+        order, and Data that arrived since the flush is taken. Returns the view's members
+        with their ids. ``LocalProtocolError`` if this member is not in it."""
+        self._dynamic_only()
+        names = [name for name, _ in members]
+        if self.name_of(self._me) not in names:
+            raise LocalProtocolError("this member is not in the view", view=view_id)
+        self._now = now
+        ids = self._ids_for(members)
+        for (name, addr), member_id in zip(members, ids, strict=True):
+            if member_id not in self._members:
+                self._admit(Member(id=member_id, name=name, addr=addr))
+        self._next_id = max(self._next_id, max(ids) + 1)
+        for member in list(self._view):
+            if member not in ids:
+                self.remove_member(member, now)
+        self.view_id = view_id
+        self._changing = None
+        self._frozen = False
+        deferred, self._deferred = self._deferred, {}
+        for msg, src in deferred.values():
+            if src in self._peers:
+                self._on_data(msg, src, now)
+        held, self._held = self._held, []
+        for msg_id, data in held:
+            self._send_data(msg_id, data, now)
+        self._drain(now)
+        return tuple(self._members[i] for i in ids)
+
+    def state_for_joiner(self, members: Sequence[tuple[str, Address]]) -> bytes:
+        """What the joiners of the next view, ``members`` (as ``install_view`` will get
+        them), start from: every member's id and the sequence numbers already used. Call
+        it once flushed (the views layer's ``StateNeeded``); the joiner builds its core with
+        :meth:`joining`."""
+        self._dynamic_only()
+        ids = self._ids_for(members)
+        return JoinState(
+            members=tuple(
+                Member(id=i, name=name, addr=addr)
+                for i, (name, addr) in zip(ids, members, strict=True)
+            ),
+            next_id=max(self._next_id, max(ids) + 1),
+            latest=self._latest,
+        ).encode()
+
+    @classmethod
+    def joining(
+        cls, state: bytes, me: str, view_id: int, *, tracer: Tracer, rng: Random, **params: Any
+    ) -> IsisCore:
+        """The core of ``me``, a joiner of view ``view_id``, from the ``state`` a member
+        gave (:meth:`state_for_joiner`); ``params`` are ``IsisConfig``'s other fields. Its
+        proposals start above every final sequence of the views before: nothing it
+        proposes can order a new message before one already delivered. ``DecodeError``
+        for a state that is not one, ``ConfigError`` when ``me`` is not in it."""
+        join = JoinState.decode(state)
+        ids = [m.id for m in join.members if m.name == me]
+        if not ids:
+            raise ConfigError("the joiner is not in the view it joins", me=me)
+        core = cls(IsisConfig(me=ids[0], members=join.members, **params), tracer=tracer, rng=rng)
+        core._dynamic_only()
+        core._latest = join.latest
+        core._next_id = join.next_id
+        core.view_id = view_id
+        return core
+
+    def _dynamic_only(self) -> None:
+        if self._by_ip:
+            raise LocalProtocolError(
+                "dynamic membership needs the sealed wire (the original's group is static)"
+            )
+
+    def _ids_for(self, members: Sequence[tuple[str, Address]]) -> list[int]:
+        """The ids of ``members``: a known name keeps its id, the others take the next
+        unused ones in order."""
+        by_name = {m.name: m.id for m in self._members.values()}
+        ids, next_id = [], self._next_id
+        for name, _ in members:
+            if name in by_name:
+                ids.append(by_name[name])
+            else:
+                ids.append(next_id)
+                next_id += 1
+        return ids
+
+    def _admit(self, member: Member) -> None:
+        self._members[member.id] = member
+        self._names[member.id] = member.name
+        # A restarted process may come back at its old address: the address is its now.
+        self._by_addr[member.addr[0] if self._by_ip else member.addr] = member.id
+        bisect.insort(self._view, member.id)
+        self._peers.add(member.id)
+        self._live_addrs[member.id] = member.addr
+
+    def _withdraw(self, out: _Outgoing, now: float) -> None:
+        """Discard our message ``out``, which has no final (we lack an Ack), at every member,
+        and hold its data for the next view under a new id."""
+        self.counters.withdrawn += 1
+        self._tx.cancel(("data", out.msg_id))
+        out.state = SendState.SEQUENCING
+        out.awaiting = set(self._view)
+        msg = wire.SeqMessage(
+            sender=self._me, msg_id=out.msg_id, final_seq=0, final_seq_proposer=self._me
+        )
+        self._tx.start(
+            ("seq", out.msg_id),
+            wire.encode(msg),
+            self._others(),
+            now,
+            label="SeqMsg",
+            msg=self._msg_name(self._me, out.msg_id),
+        )
+        self._loopback.append(msg)
+        self._held.append((self._new_msg_id(), out.data))
+
+    def _note_flushed(self) -> None:
+        """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
+        here; from then on Data never seen waits for the next view."""
+        if not self._reported and self.flushed:
+            assert self._changing is not None
+            self._reported = True
+            self._frozen = True
+            self._trace(self._now, LAYER, "flushed", attrs={"view": str(self.view_id)})
+            self._events.append(ViewFlushed(members=self._changing))
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -753,6 +953,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             dispatch(msg, src, now, size)
             if loopback:
                 self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
 
     @staticmethod
     def _original_only(messages: list[wire.IsisMessage]) -> None:
@@ -770,6 +972,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             self._emit(payload, addr)
         self._tx.due(now)
         self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
         if self._batch_due is not None and self._batch_due <= now:
             self._flush_batches()
 
@@ -842,7 +1046,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _on_data(self, msg: wire.DataMessage, src: int, now: float) -> None:
         key = (msg.sender, msg.msg_id)
-        _, action = step(RECEIVER, self._recv_state(key), RecvInput.DATA)
+        state = self._recv_state(key)
+        if self._frozen and state is RecvState.UNKNOWN:
+            # Flushed: the set of this view's messages is closed here. A message of the
+            # ending view is withdrawn by its sender; one of the next view is taken then.
+            self.counters.deferred += 1
+            self._deferred[key] = (msg, src)
+            return
+        _, action = step(RECEIVER, state, RecvInput.DATA)
         if action is RecvAction.PROPOSE:
             self._latest += 1
             self._queue.add(
