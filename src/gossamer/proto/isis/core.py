@@ -838,14 +838,26 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     @classmethod
     def joining(
-        cls, state: bytes, me: str, view_id: int, *, tracer: Tracer, rng: Random, **params: Any
+        cls,
+        state: bytes,
+        me: str,
+        view_id: int,
+        members: Sequence[tuple[str, Address]],
+        *,
+        tracer: Tracer,
+        rng: Random,
+        **params: Any,
     ) -> IsisCore:
-        """The core of ``me``, a joiner of view ``view_id``, from the ``state`` a member
-        gave (:meth:`state_for_joiner`); ``params`` are ``IsisConfig``'s other fields. Its
+        """The core of ``me``, a joiner of view ``view_id`` of ``members`` (as
+        ``install_view`` takes them), from the ``state`` a member gave for that view
+        (:meth:`state_for_joiner`); ``params`` are ``IsisConfig``'s other fields. Its
         proposals start above every final sequence of the views before: nothing it
         proposes can order a new message before one already delivered. ``DecodeError``
-        for a state that is not one, ``ConfigError`` when ``me`` is not in it."""
+        for a state that is not one or is for other members, ``ConfigError`` when ``me``
+        is not in it."""
         join = JoinState.decode(state)
+        if [m.name for m in join.members] != [name for name, _ in members]:
+            raise DecodeError("the join state is for another view", view=view_id)
         ids = [m.id for m in join.members if m.name == me]
         if not ids:
             raise ConfigError("the joiner is not in the view it joins", me=me)
@@ -855,6 +867,13 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         core._next_id = join.next_id
         core.view_id = view_id
         return core
+
+    def id_of(self, name: str) -> int | None:
+        """The id of the member called ``name``, removed or not; ``None`` if unknown."""
+        for member in self._members.values():
+            if member.name == name:
+                return member.id
+        return None
 
     def _dynamic_only(self) -> None:
         if self._by_ip:
