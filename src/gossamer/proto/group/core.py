@@ -7,9 +7,9 @@ and the asyncio driver run the same glue:
 ============================ =========================================================
 from                         the composition does
 ============================ =========================================================
-``suspect(name)``            ``views.suspect`` and ``isis.remove_member`` (a crash: the
-                             flush settles its messages; a member of the next view
-                             that crashes must not block the flush)
+``suspect(name)``            ``views.suspect`` only (a suspicion can be withdrawn, an
+                             ISIS removal cannot: ISIS removes what a view change
+                             leaves out)
 ``join_request(member)``     ``views.join_request``
 views ``FlushRequired``      ``isis.begin_view_change`` with the ids the next view keeps
 isis ``ViewFlushed``         ``views.flush_done`` for the latest ``FlushRequired``
@@ -149,19 +149,9 @@ class GroupCore(DatagramOutputs[GroupEvent]):
         return msg_id
 
     def suspect(self, name: str, now: float, *, incarnation: int | None = None) -> None:
-        """The membership layer's ``peer_down``: views suspects it, ISIS removes it."""
+        """The membership layer's ``peer_down``: views suspects it. ISIS removes it only
+        when a view change leaves it out: a suspicion can be withdrawn, a removal not."""
         self.views.suspect(name, now, incarnation=incarnation)
-        view = self.views.view
-        member = view.member(name) if view is not None else None
-        if (
-            self.isis is not None
-            and member is not None
-            and member.key != self.me.key
-            and incarnation in (None, member.incarnation)
-        ):
-            member_id = self.isis.id_of(isis_name(member))
-            if member_id is not None:
-                self.isis.remove_member(member_id, now)
         self._pump(now)
 
     def join_request(self, member: Member, now: float) -> None:

@@ -556,6 +556,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
         self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
         self._reported = False  # ViewFlushed emitted for the change under way
+        self._asks: set[MsgKey] = set()  # undecided messages asked about in the change
         self._tx: Transmitter | RttTransmitter
         if self._by_ip:  # the original wire: the spec's schedule
             self._tx = Transmitter(config.schedule, self._send_payload, self._retransmitted)
@@ -760,25 +761,28 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._dynamic_only()
         keep_ids = set(keep)
         self._now = now
-        for member in list(self._view):
-            if member != self._me and member not in keep_ids:
-                self.remove_member(member, now)
-        self._changing = tuple(self._view)
-        self._reported = False
+        # Withdraw first: no final may be fixed without the Ack of a member the change
+        # removes, since a later proposal may keep it after all.
         for out in list(self._outgoing.values()):
             if out.state is SendState.COLLECTING:
                 self._withdraw(out, now)
+        self._changing = tuple(m for m in self._view if m == self._me or m in keep_ids)
+        self._reported = False
+        for member in list(self._view):
+            if member not in self._changing:
+                self.remove_member(member, now)
         self._drain(now)
         self._note_flushed()
 
     @property
     def flushed(self) -> bool:
         """A view change is under way and settled here: every message of the ending view
-        this member proposed for is delivered or discarded, and every one it multicast is
-        finished (final or withdrawal acknowledged) at every member the change keeps."""
+        this member proposed for is delivered or discarded, and none it multicast is still
+        collecting Acks (each has its final, or was withdrawn). Its Seqs may still be on
+        their way: the members that lack one are not settled either."""
         return (
             self._changing is not None
-            and not self._outgoing
+            and all(out.state is not SendState.COLLECTING for out in self._outgoing.values())
             and not self._queue
             and not self._flushes
             and not self._loopback
@@ -810,6 +814,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self.view_id = view_id
         self._changing = None
         self._frozen = False
+        for key in self._asks:
+            self._tx.cancel(("ask", key))
+        self._asks.clear()
         deferred, self._deferred = self._deferred, {}
         for msg, src in deferred.values():
             if src in self._peers:
@@ -926,7 +933,32 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _note_flushed(self) -> None:
         """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
-        here; from then on Data never seen waits for the next view."""
+        here; from then on Data never seen waits for the next view. Until then, ask the
+        members the change keeps about each message still undecided here whose sender
+        was not removed (the removal flush settles the others): one that flushed knows
+        its outcome for good (``_on_flush_ack``), as a crashed sender cannot tell it."""
+        if self._changing is not None and not self._reported and self._queue:
+            targets = set(self._changing) - {self._me}
+            for entry in self._queue.ordered():
+                key = entry.key
+                if entry.deliverable or key in self._asks or entry.sender in self._removed:
+                    continue
+                # Not the sender: an Ack to the sender is an answer to its Data there.
+                asked = targets - {entry.sender}
+                if entry.sender == self._me or not asked:
+                    continue
+                self._asks.add(key)
+                query = wire.AckMessage(
+                    sender=key[0], msg_id=key[1], proposed_seq=0, proposer=self._me
+                )
+                self._tx.start(
+                    ("ask", key),
+                    wire.encode(query),
+                    asked,
+                    self._now,
+                    label="QueryAck",
+                    msg=self._msg_name(*key),
+                )
         if not self._reported and self.flushed:
             assert self._changing is not None
             self._reported = True
@@ -1334,6 +1366,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _flush_resolved(self, key: MsgKey, now: float) -> None:
         """``key`` got its outcome here: stop the flush and tell whoever asked."""
+        if key in self._asks:
+            self._asks.discard(key)
+            self._tx.cancel(("ask", key))
         flush = self._flushes.pop(key, None)
         if flush is None:
             return
@@ -1357,7 +1392,13 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         if state is RecvState.DELIVERED:
             return  # delivered but its final is no longer retained: cannot help
         if msg.sender not in self._removed:
-            # The crashed sender's Seq may still reach us; we must not speak for it
+            if self._frozen and msg.proposed_seq == 0 and state is RecvState.UNKNOWN:
+                # Flushed and never proposed for it: we take no Data of this view any
+                # more, so its sender can never fix a final. It is discarded, for good.
+                self._deferred.pop(key, None)
+                self._finish(key, None)
+                self._send_outcome(key, (0, self._me), src, now)
+            # Otherwise the sender's Seq may still reach us; we must not speak for it
             # before our own membership layer removes it (the asker retransmits).
             return
         if self._coordinator() == self._me:
