@@ -110,7 +110,7 @@ SWEEP_SEEDS = int(os.environ.get("GOSSAMER_ISIS_VIEWS_SEEDS", "200"))
 def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
     """Seed ``seed`` of the sweep, everything drawn from it: 3 to 6 nodes, up to two
     joiners, crashes (half of them restarted), a partition, loss up to 30 %, duplication,
-    reordering and delay, every member multicasting until second 8 of 12. In about 85 % of
+    reordering and delay, every member multicasting until second 8 of 25 (the rest is quiet, for the checks of a quiet end). In about 85 % of
     the seeds the faulty nodes are a minority of the founders and the run must converge
     (and every live member's messages reach every live member); in the rest only safety
     is checked. Returns the case and whether convergence is expected."""
@@ -123,7 +123,7 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
         "interval": rng.choice([0.1, 0.25]),
         "batch_delay": rng.choice([0.0, 0.0, 0.002]),
         "stop": 8,
-        "duration": 12,
+        "duration": 25,
     }
     joiners = rng.sample(names[1:], rng.choice([0, 0, 1, 2]) if n > 3 else 0)
     starts = {j: round(rng.uniform(0.5, 5), 2) for j in joiners}
