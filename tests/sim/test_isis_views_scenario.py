@@ -120,8 +120,9 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
     params: dict[str, Any] = {
         "retry": rng.choice([0.05, 0.1]),
         "detect": rng.choice([0.2, 0.5, 1.0]),
-        "interval": rng.choice([0.1, 0.25]),
+        "interval": rng.choice([0.2, 0.5]),
         "batch_delay": rng.choice([0.0, 0.0, 0.002]),
+        "retransmit_max": 1.0,
         "stop": 8,
         "duration": 25,
     }

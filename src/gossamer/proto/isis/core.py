@@ -935,13 +935,13 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
         here; from then on Data never seen waits for the next view. Until then, ask the
         members the change keeps about each message still undecided here whose sender
-        was not removed (the removal flush settles the others): one that flushed knows
-        its outcome for good (``_on_flush_ack``), as a crashed sender cannot tell it."""
+        may be gone (the removal flush settles a removed sender's too, but waits for every
+        survivor): one that flushed knows its outcome for good (``_on_flush_ack``)."""
         if self._changing is not None and not self._reported and self._queue:
             targets = set(self._changing) - {self._me}
             for entry in self._queue.ordered():
                 key = entry.key
-                if entry.deliverable or key in self._asks or entry.sender in self._removed:
+                if entry.deliverable or key in self._asks:
                     continue
                 # Not the sender: an Ack to the sender is an answer to its Data there.
                 asked = targets - {entry.sender}
@@ -1391,15 +1391,17 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         state = self._recv_state(key)
         if state is RecvState.DELIVERED:
             return  # delivered but its final is no longer retained: cannot help
+        if self._frozen and msg.proposed_seq == 0 and state is RecvState.UNKNOWN:
+            # Flushed and never proposed for it: we take no Data of this view any more
+            # and its sender never fixes a final without our Ack (a view change
+            # withdraws what lacks one). It is discarded, for good.
+            self._deferred.pop(key, None)
+            self._finish(key, None)
+            self._send_outcome(key, (0, self._me), src, now)
+            return
         if msg.sender not in self._removed:
-            if self._frozen and msg.proposed_seq == 0 and state is RecvState.UNKNOWN:
-                # Flushed and never proposed for it: we take no Data of this view any
-                # more, so its sender can never fix a final. It is discarded, for good.
-                self._deferred.pop(key, None)
-                self._finish(key, None)
-                self._send_outcome(key, (0, self._me), src, now)
-            # Otherwise the sender's Seq may still reach us; we must not speak for it
-            # before our own membership layer removes it (the asker retransmits).
+            # The sender's Seq may still reach us; we must not speak for it before our
+            # own membership layer removes it (the asker retransmits).
             return
         if self._coordinator() == self._me:
             flush = self._flushes.get(key)

@@ -201,8 +201,7 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
         raise ConfigError("the isis_views scenario needs a founder (not every node joins)")
     seeds = tuple(m.address for m in founders)
     tunables = {
-        "retransmit_initial": params["retransmit_initial"],
-        "batch_delay": params["batch_delay"],
+        name: params[name] for name in ("retransmit_initial", "retransmit_max", "batch_delay")
     }
 
     def factory(ctx: NodeContext) -> GroupCore:
@@ -253,6 +252,7 @@ SCENARIO = sc.register(
                 ("start", _SECONDS, 0.1, "seconds from a node's start to its first multicast"),
                 ("stop", _SECONDS, 15.0, "when every member stops multicasting"),
                 ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
+                ("retransmit_max", _SECONDS, 4.0, "ISIS: the largest retransmission interval"),
                 ("batch_delay", _SECONDS, 0.0, "ISIS: seconds a batch may wait (0: off)"),
             ),
             sc.Param(
