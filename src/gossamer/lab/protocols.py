@@ -74,8 +74,16 @@ PROTOCOLS: Final[Mapping[str, Protocol]] = {
         config=DiscoveryConfig,
         managed=frozenset(
             {
-                "address", "broadcast_address", "broadcast_port", "broadcast_targets",
-                "interface", "listen_port", "names", "node_id", "wire", "start",
+                "address",
+                "broadcast_address",
+                "broadcast_port",
+                "broadcast_targets",
+                "interface",
+                "listen_port",
+                "names",
+                "node_id",
+                "wire",
+                "start",
             }
         ),
         defaults={

@@ -15,9 +15,10 @@ Around the cores the scenario plays:
   chained over them (``gossamer.proto.group.checks.after``), handed to joiners;
 - a node told it is ``Excluded`` restarts as a new incarnation after ``rejoin`` seconds.
 
-The summary runs every check of ``gossamer.proto.group.checks`` and of
-``gossamer.proto.views.checks`` but its state check (``violations``) and reports the views, the messages
-multicast and delivered, withdrawn and held ones, and whether the live members converged.
+The summary runs every check of ``gossamer.proto.group.checks`` and those of
+``gossamer.proto.views.checks`` but the state check (``violations``), and reports the
+views, the messages multicast and delivered, withdrawn and deferred ones, and whether
+the live members converged.
 """
 
 from __future__ import annotations
