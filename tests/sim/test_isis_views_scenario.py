@@ -111,9 +111,9 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
     """Seed ``seed`` of the sweep, everything drawn from it: 3 to 6 nodes, up to two
     joiners, crashes (half of them restarted), a partition, loss up to 30 %, duplication,
     reordering and delay, every member multicasting until second 8 of 25 (then quiet, for
-    the checks of a quiet end). In about 85 % of the seeds the faulty nodes are a minority of the founders and the run must converge
-    (and every live member's messages reach every live member); in the rest only safety
-    is checked. Returns the case and whether convergence is expected."""
+    the checks of a quiet end). In about 85 % of the seeds the faulty nodes are a minority
+    of the founders and the run must converge (and every live member's messages reach
+    every live member); in the rest only safety is checked. Returns the case and whether convergence is expected."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
     names = [f"n{i}" for i in range(n)]
