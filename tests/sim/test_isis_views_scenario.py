@@ -113,7 +113,8 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
     reordering and delay, every member multicasting until second 8 of 25 (then quiet, for
     the checks of a quiet end). In about 85 % of the seeds the faulty nodes are a minority
     of the founders and the run must converge (and every live member's messages reach
-    every live member); in the rest only safety is checked. Returns the case and whether convergence is expected."""
+    every live member); in the rest only safety is checked. Returns the case and whether
+    convergence is expected."""
     rng = random.Random(seed)
     n = rng.randint(3, 6)
     names = [f"n{i}" for i in range(n)]
