@@ -28,7 +28,8 @@ The application sees ``Delivered`` and ``Discarded`` (ISIS), ``ViewInstalled``,
 delivered before ``ViewInstalled(v+1)`` belongs to view v.
 
 The two protocols share the address: every datagram starts with one byte naming its
-protocol (``V`` views, ``I`` ISIS); anything else is dropped and counted. ISIS knows a
+protocol (``V`` views, ``I`` ISIS); anything else is dropped, counted
+(``counters["unknown_protocol"]``) and traced as a views ``drop``. ISIS knows a
 member by ``<name>#<incarnation>`` (a restarted process is a new member, with a new id).
 """
 
@@ -182,7 +183,13 @@ class GroupCore(DatagramOutputs[GroupEvent]):
             self.isis.receive_datagram(body, addr, now)
         elif tag != ISIS_TAG:
             self.counters["unknown_protocol"] += 1
-            self._tracer(now, "group", "drop", size=len(data), attrs={"reason": "unknown protocol"})
+            self._tracer(
+                now,
+                "views",
+                "drop",
+                size=len(data),
+                attrs={"reason": "neither a views nor an ISIS datagram"},
+            )
             return
         self._pump(now)
 

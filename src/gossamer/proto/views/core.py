@@ -443,7 +443,19 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self.counters["stale"] += 1
             return
         proposal.promises[member.name] = (accepted, value)
-        if proposal.value is not None or not view.is_majority(len(proposal.promises)):
+        self._maybe_choose(now)
+
+    def _maybe_choose(self, now: float) -> None:
+        """Choose the value and propose it once a majority promised and every member not
+        suspected did: the fewer are silent, the fewer values "could have been chosen"
+        and bind us to keep a member that has died since. (A suspicion may be what it
+        waits for: ``_drive`` calls this too.)"""
+        proposal, view = self._proposal, self._view
+        if proposal is None or view is None or proposal.value is not None:
+            return
+        if not view.is_majority(len(proposal.promises)) or any(
+            m.name not in proposal.promises and m.key not in self._suspects for m in view.members
+        ):
             return
         # Bound by Paxos, else our own change, else (an unfinished change that was never
         # chosen, and nothing left to change) the same members again: a change started
@@ -451,6 +463,7 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         bound = self._bound_value(view, proposal)
         chosen = bound or self._own_value() or view.members
         proposal.value, proposal.free = chosen, bound is None
+        ballot = proposal.ballot
         self._trace(now, LAYER, "propose", seq=ballot.round, attrs={"members": _names(chosen)})
         for m in view.members:
             if self._proposal is not proposal:
@@ -727,12 +740,14 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 # suspicions that block us are withdrawn.
                 self._proposal = None
             elif self._proposal is not None:
-                self._maybe_decide(now)  # a suspicion may be what it waited for
+                self._maybe_choose(now)  # a suspicion may be what it waited for
+                self._maybe_decide(now)
                 if self._stale_proposal(view):
-                    # Nobody accepted our own value yet and a member it keeps is now
-                    # suspected: its layer may be unable to flush for it (ISIS waits for
-                    # a dead member's messages), so start over (a new ballot is always
-                    # safe; the value it finds bound, if any, is kept).
+                    # No member our own value keeps accepted it yet, and one it keeps is
+                    # now suspected: their layer may be unable to flush for it (ISIS
+                    # waits for a dead member's messages, and only members that stay
+                    # answer its questions), so start over (a new ballot is always safe;
+                    # the value it finds bound, if any, is kept).
                     self._proposal = None
                     self._start_proposal(now)
             elif (
@@ -750,8 +765,8 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             proposal is not None
             and proposal.free
             and not proposal.decided
-            and not proposal.accepted
             and proposal.value is not None
+            and not proposal.accepted & {m.name for m in proposal.value}
             and any(view.has(m.key) and m.key in self._suspects for m in proposal.value)
         )
 
