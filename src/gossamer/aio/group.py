@@ -1,0 +1,232 @@
+"""A group member on a real UDP socket, sealed: agreed views with ISIS total order flushed
+through them (``gossamer.proto.group``, ``docs/cluster.md`` "ISIS on the views").
+
+The protocol and the glue between views and ISIS are entirely in ``GroupCore``; this module
+resolves the addresses, binds one socket for both protocols, seals the datagrams and turns
+the calls into ``driver.call``::
+
+    me = Member(name="d", incarnation=1, address=("127.0.0.1", 0))
+    async with gossamer.open_group(ViewsConfig(me, seeds=(seed,)), wire=wire) as group:
+        async for event in group.events():      # Delivered, ViewInstalled, StateNeeded, ...
+            if isinstance(event, StateNeeded):
+                group.provide_state(event.view_id, application_state())
+        await group.send(b"job")                 # total order, in the current view
+
+``close()`` is a crash to the others (no goodbye), which remove the member once their
+membership layer suspects it (``suspect``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
+
+from gossamer._types import Address
+from gossamer.aio._pump import now
+from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.faults import FaultInjector
+from gossamer.aio.inbox import Inbox
+from gossamer.aio.opening import Opening
+from gossamer.aio.sealing import rejected_by, seal_core
+from gossamer.aio.sockets import udp_socket
+from gossamer.aio.views import _bound, _resolved
+from gossamer.errors import ClosedError, ConfigError, NetworkError
+from gossamer.proto.group import GroupCore, GroupEvent
+from gossamer.proto.isis import payload
+from gossamer.proto.views import LAYER, Member, View, ViewsConfig
+from gossamer.trace.sink import NullSink, Tracer
+from gossamer.wire.mode import Wire, WireMode
+
+__all__ = ["GroupService", "open_group"]
+
+
+def open_group(
+    config: ViewsConfig,
+    *,
+    wire: Wire,
+    isis: Mapping[str, Any] | None = None,
+    tracer: Tracer | None = None,
+    rng: random.Random | None = None,
+    faults: FaultInjector | None = None,
+    sock: socket.socket | None = None,
+) -> Opening[GroupService]:
+    """Open this member of the group: ``await`` it for the started service, or use it
+    with ``async with`` to close it on the way out (``docs/api.md``).
+
+    ``config`` is the views' (``me``, founders' ``initial`` or a joiner's ``seeds``,
+    ``retry``): as for ``open_views``, ``me.address`` is bound (port 0: any, for a
+    joiner) and names are resolved once. ``isis`` holds ``IsisConfig``'s tunables
+    (``retransmit_initial=``, ``batch_delay=``...). ``wire`` carries the group key: the
+    group runs on the sealed wire only. ``tracer`` receives the ``views`` and ``isis``
+    events; ``faults`` injects network faults around the socket.
+
+    Raises ``ConfigError`` for a wire that is not sealed and ``NetworkError`` (its cause
+    the ``OSError``) when a name does not resolve or the address cannot be bound.
+    """
+    if not isinstance(wire, Wire) or not wire.sealed:
+        raise ConfigError(
+            "a group runs on the sealed wire only: give wire=Wire(key=...) (no default key)"
+        )
+    return Opening(
+        lambda: _start(
+            config, wire=wire, isis=isis, tracer=tracer, rng=rng, faults=faults, sock=sock
+        )
+    )
+
+
+class GroupService:
+    """One running member of a group (from :func:`open_group`). Use it from one loop.
+
+    Inputs, run on the core at once: ``send`` (a multicast in total order), ``suspect``
+    and ``join_request`` (the membership layer), ``provide_state`` (after
+    ``StateNeeded``). Outputs, in order, from ``events()`` or ``next_event()``:
+    ``Delivered`` and ``Discarded`` (ISIS), ``ViewInstalled`` (a joiner's first with the
+    application's state), ``StateNeeded``, ``Blocked``, ``Unblocked``, ``Excluded``; what
+    is delivered before ``ViewInstalled(v+1)`` belongs to view v.
+    """
+
+    def __init__(
+        self, driver: DatagramDriver[Any], core: GroupCore, events: Inbox[GroupEvent]
+    ) -> None:
+        self.driver = driver
+        self.core = core
+        self._events = events
+        self._closing = False
+        self._close_task: asyncio.Task[None] | None = None
+        self._watch = asyncio.get_running_loop().create_task(self._watch_driver())
+
+    @property
+    def member(self) -> Member:
+        return self.core.me
+
+    @property
+    def address(self) -> Address:
+        return self.driver.local_address
+
+    @property
+    def view(self) -> View | None:
+        """The current view; ``None`` for a joiner not yet admitted."""
+        return self.core.view
+
+    @property
+    def blocked(self) -> bool:
+        return self.core.blocked
+
+    @property
+    def excluded(self) -> bool:
+        """True once this member learned it was removed: open a higher incarnation."""
+        return self.core.excluded
+
+    @property
+    def closed(self) -> bool:
+        return self._closing or self.driver.closed
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams refused, by reason: by the envelope (not sealed with the group key,
+        replayed...) and by the group (``unknown_protocol``)."""
+        refused = rejected_by(self.driver.core)
+        refused.update({k: v for k, v in self.core.counters.items() if v})
+        return refused
+
+    async def send(self, data: bytes | int) -> int:
+        """Multicast ``data`` (bytes up to 512) in total order; returns its ISIS ``msg_id``.
+        During a view change it is held and goes out in the next view.
+        ``LocalProtocolError`` for a payload that does not fit or before this member is
+        admitted; ``ClosedError`` once closed."""
+        payload(data, WireMode.SEALED)  # refused here, not inside the driver
+        driver = self._require_open()
+        return driver.call(lambda t: self.core.multicast(data, t))
+
+    def suspect(self, name: str, *, incarnation: int | None = None) -> None:
+        """The membership layer believes member ``name`` failed (``peer_down``)."""
+        self._require_open().call(lambda t: self.core.suspect(name, t, incarnation=incarnation))
+
+    def join_request(self, member: Member) -> None:
+        """The membership layer saw ``member`` (``peer_up``)."""
+        self._require_open().call(lambda t: self.core.join_request(member, t))
+
+    def provide_state(self, view_id: int, state: bytes) -> None:
+        """The application's state for the joiners of view ``view_id``, as of the end of
+        the flushed view (after ``StateNeeded``). ``LocalProtocolError`` when it and the
+        ISIS part exceed what a view's INSTALL carries (``wire.views.MAX_STATE``)."""
+        self._require_open().call(lambda t: self.core.provide_state(view_id, state, t))
+
+    def events(self) -> AsyncIterator[GroupEvent]:
+        """Every event in order until the service closes."""
+        return self._events
+
+    async def next_event(self, timeout: float | None = None) -> GroupEvent:
+        """The next event; ``TimedOutError`` after ``timeout`` seconds, ``ClosedError``
+        once closed and the events already made are read."""
+        return await self._events.get(timeout)
+
+    async def close(self) -> None:
+        """Stop (the group sees a crash). Idempotent; ``events()`` ends after the events
+        already made."""
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        self._closing = True
+        self.driver.close()
+        await self._watch
+
+    async def _watch_driver(self) -> None:
+        failure: BaseException | None = None
+        try:
+            await self.driver.wait_closed()
+        except Exception as exc:  # readers get it as the ClosedError's cause
+            failure = exc
+        self._closing = True
+        self._events.end(failure)
+
+    def _require_open(self) -> DatagramDriver[Any]:
+        if self.closed:
+            raise ClosedError("the group member is closed")
+        return self.driver
+
+
+async def _start(
+    config: ViewsConfig,
+    *,
+    wire: Wire,
+    isis: Mapping[str, Any] | None,
+    tracer: Tracer | None,
+    rng: random.Random | None,
+    faults: FaultInjector | None,
+    sock: socket.socket | None,
+) -> GroupService:
+    config = await _resolved(config)
+    if sock is None:
+        host, port = config.me.address
+        try:
+            sock = udp_socket(host, port)
+        except OSError as exc:
+            raise NetworkError(
+                f"cannot bind UDP {host}:{port}: {exc.strerror or exc}", host=host, port=port
+            ) from exc
+    try:
+        config = _bound(config, int(sock.getsockname()[1]))
+        me = config.me
+        if tracer is None:
+            tracer = Tracer(NullSink(), run="group", node=me.name)
+        core = GroupCore(config, isis=isis, tracer=tracer, rng=rng or random.Random(), now=now())
+    except BaseException:
+        sock.close()
+        raise
+    events: Inbox[GroupEvent] = Inbox("the group member")
+    driver = await open_datagram(
+        seal_core(core, wire, sender=me.name, tracer=tracer, layer=LAYER),
+        sock,
+        on_event=lambda event: events.put(cast(GroupEvent, event)),
+        event_queue=False,
+        faults=faults,
+        tracer=tracer,
+    )
+    return GroupService(driver, core, events)
