@@ -16,9 +16,10 @@ isis ``ViewFlushed``         ``views.flush_done`` for the latest ``FlushRequired
 views ``StateNeeded``        passed on: the application answers ``provide_state``, which
                              hands views the ISIS join state and the application's
 views ``ViewInstalled``      ``isis.install_view`` (a joiner: ``IsisCore.joining`` from
-                             the state); passed on with the application's state only;
-                             a member of the view that ISIS removed here is suspected
-                             again, so that the next view removes it
+                             the state); passed on with the application's state only
+a proposal keeping a member  no ``flush_done`` for it, and the member is suspected
+ISIS removed here            (also when reported up again): it must rejoin as a new
+                             incarnation
 views ``Excluded``           passed on; the ISIS core stops (the process rejoins as a
                              new incarnation)
 ============================ =========================================================
@@ -121,6 +122,7 @@ class GroupCore(DatagramOutputs[GroupEvent]):
             self.isis.view_id = 1
         self._flush_view = 0  # the view of the latest FlushRequired
         self._proposals: list[tuple[Member, ...]] = []  # its next members, latest last
+        self._refused = False  # the latest proposal keeps a member ISIS removed here
         self._pump(now)
 
     # -- properties --------------------------------------------------------------
@@ -156,8 +158,12 @@ class GroupCore(DatagramOutputs[GroupEvent]):
         self._pump(now)
 
     def join_request(self, member: Member, now: float) -> None:
-        """The membership layer's ``peer_up``."""
-        self.views.join_request(member, now)
+        """The membership layer's ``peer_up``; but a member that ISIS here removed stays
+        suspected (it cannot come back: it must rejoin as a new incarnation)."""
+        if self._removed_here(member):
+            self.views.suspect(member.name, now, incarnation=member.incarnation)
+        else:
+            self.views.join_request(member, now)
         self._pump(now)
 
     def provide_state(self, view_id: int, state: bytes, now: float) -> None:
@@ -220,7 +226,7 @@ class GroupCore(DatagramOutputs[GroupEvent]):
             for event in views_events:
                 self._on_views(event, now)
             for told in isis_events:
-                if isinstance(told, ViewFlushed):
+                if isinstance(told, ViewFlushed) and not self._refused:
                     self.views.flush_done(self._flush_view, now)
                 elif isinstance(told, Delivered | Discarded):
                     self._events.append(told)
@@ -234,6 +240,13 @@ class GroupCore(DatagramOutputs[GroupEvent]):
                 self._proposals = []
             self._flush_view = event.view_id
             self._proposals.append(event.next_members)
+            # A proposal that keeps a member ISIS here removed (an earlier proposal left
+            # it out) cannot be flushed for: suspect it, so the coordinator proposes
+            # without it, and confirm only a proposal that does not keep it.
+            removed = [m for m in event.next_members if self._removed_here(m)]
+            for m in removed:
+                self.views.suspect(m.name, now, incarnation=m.incarnation)
+            self._refused = bool(removed)
             if self.isis is not None:
                 keep = [self.isis.id_of(isis_name(m)) for m in event.next_members]
                 self.isis.begin_view_change([i for i in keep if i is not None], now)
@@ -264,13 +277,13 @@ class GroupCore(DatagramOutputs[GroupEvent]):
             )
         elif view.id > 1:
             self.isis.install_view(view.id, members, now)
-            for m in view.members:
-                member_id = self.isis.id_of(isis_name(m))
-                if member_id is not None and self.isis.is_removed(member_id):
-                    # Crashed, as far as ISIS here knows (it cannot come back): the next
-                    # view must not keep it.
-                    self.views.suspect(m.name, now, incarnation=m.incarnation)
         self._events.append(dataclasses.replace(event, state=app_state))
+
+    def _removed_here(self, member: Member) -> bool:
+        if self.isis is None:
+            return False
+        member_id = self.isis.id_of(isis_name(member))
+        return member_id is not None and self.isis.is_removed(member_id)
 
     def _proposal_for(self, view_id: int) -> Sequence[Member] | None:
         """The next view's members as proposed for ``view_id`` (the latest proposal
