@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gossamer.errors import ConfigError, LocalProtocolError
+from gossamer.errors import LocalProtocolError
 from gossamer.proto.group import GroupCore
 from gossamer.proto.group.checks import MemberLog, check_all, decode_state, encode_state
 from gossamer.proto.isis import Delivered
-from gossamer.proto.views import Excluded, Member, StateNeeded, ViewInstalled, ViewsConfig
+from gossamer.proto.views import Excluded, StateNeeded, ViewInstalled, ViewsConfig
 from gossamer.proto.views.checks import (
     Installed,
     check_agreement,
@@ -41,27 +41,22 @@ from gossamer.proto.views.checks import (
 from gossamer.proto.views.model import MemberKey
 from gossamer.sim import scenarios as sc
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
+from gossamer.sim.scenarios.views import ViewsRun, add_members
 
 PORT = 7400
 
 
-class GroupRun:
-    """The scenario's bookkeeping: each incarnation's log, and the layers around it."""
+class GroupRun(ViewsRun):
+    """The scenario's bookkeeping: each incarnation's log, and the layers around it (the
+    failure detector is scenario ``views``'s)."""
 
     def __init__(self, sim: Simulator, params: Mapping[str, Any]) -> None:
-        self.sim = sim
-        self.params = params
+        super().__init__(sim, params)
         self.logs: dict[MemberKey, MemberLog] = {}
-        self.installs: dict[MemberKey, list[Installed]] = {}
-        self.excluded = 0
         self.refused = 0  # multicasts asked of a node not (yet) in the group
-        self.last_install = 0.0
 
     def log(self, node: SimNode) -> MemberLog:
         return self.logs.setdefault((node.node_id, node.incarnation), MemberLog())
-
-    def me(self, node: SimNode) -> Member:
-        return Member(name=node.node_id, incarnation=node.incarnation, address=node.address)
 
     def on_event(self, node: SimNode, event: object) -> None:
         log = self.log(node)
@@ -110,37 +105,6 @@ class GroupRun:
             self.sim.local(node_id, send, when=t)
             t += self.params["interval"]
 
-    # -- the failure detector (as scenario ``views``) -----------------------------------
-
-    def suspect_later(self, observers: list[str], suspects: list[str], when: float) -> None:
-        def capture() -> None:
-            keys = [(n, self.sim.nodes[n].incarnation) for n in suspects]
-            for observer in observers:
-                for name, incarnation in keys:
-                    if observer == name:
-                        continue
-
-                    def suspect(
-                        core: Any, now: float, name: str = name, incarnation: int = incarnation
-                    ) -> None:
-                        core.suspect(name, now, incarnation=incarnation)
-
-                    self.sim.local(observer, suspect, when=self.sim.now + self.params["detect"])
-
-        self.sim.at(when, capture)
-
-    def announce(self, node_id: str, when: float) -> None:
-        def report() -> None:
-            subject = self.sim.nodes[node_id]
-            if not subject.alive:
-                return
-            member = self.me(subject)
-            for other in self.sim.nodes:
-                if other != node_id:
-                    self.sim.local(other, lambda core, now: core.join_request(member, now))
-
-        self.sim.at(when + self.params["detect"], report)
-
     # -- summary ---------------------------------------------------------------------
 
     def live(self) -> list[MemberKey]:
@@ -187,53 +151,16 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
     run = GroupRun(sim, params)
     sim.on_event = run.on_event
     sim.keep_events = False
-    hosts = [sim.network.add_host(f"h{i}") for i in range(nodes)]
-    names = [f"n{i}" for i in range(nodes)]
-    late = dict(params["join"])
-    for name in late:
-        if name not in names:
-            raise ConfigError(f"join names unknown node {name!r} (nodes are n0..n{nodes - 1})")
-    founders = tuple(
-        Member(name=n, incarnation=1, address=(h.ip, PORT))
-        for n, h in zip(names, hosts, strict=True)
-        if n not in late
-    )
-    if not founders:
-        raise ConfigError("the isis_views scenario needs a founder (not every node joins)")
-    seeds = tuple(m.address for m in founders)
     tunables = {
         name: params[name] for name in ("retransmit_initial", "retransmit_max", "batch_delay")
     }
 
-    def factory(ctx: NodeContext) -> GroupCore:
-        me = Member(name=ctx.node_id, incarnation=ctx.incarnation, address=(ctx.host.ip, PORT))
-        founding = ctx.incarnation == 1 and ctx.node_id not in late
-        config = ViewsConfig(
-            me=me, initial=founders if founding else (), seeds=seeds, retry=params["retry"]
-        )
+    def core(config: ViewsConfig, ctx: NodeContext) -> GroupCore:
         return GroupCore(config, isis=tunables, tracer=ctx.tracer, rng=ctx.rng, now=ctx.now)
 
-    for name, host in zip(names, hosts, strict=True):
-        sim.add_node(name, host, PORT, factory, start=late.get(name, 0.0))
+    late = add_members(sim, run, nodes, params, port=PORT, core=core, scenario="isis_views")
+    for name in sim.nodes:
         run.send(name, late.get(name, 0.0) + params["start"])
-    for name, when in late.items():
-        run.announce(name, when)
-
-    def crash(node_id: str, when: float) -> None:
-        run.suspect_later([n for n in names if n != node_id], [node_id], when)
-        sim.crash(node_id, when)
-
-    sc.schedule_faults(sim, params, crash=crash)
-    for name, when in params["restart"]:
-        run.announce(name, when)
-    if params["partition"] is not None:
-        isolated, start, end = params["partition"]
-        rest = [n for n in names if n not in isolated]
-        run.suspect_later(isolated, rest, start)
-        run.suspect_later(rest, isolated, start)
-        if end is not None:
-            for name in names:
-                run.announce(name, end)
     return run.summary
 
 
