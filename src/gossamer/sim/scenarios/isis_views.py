@@ -41,7 +41,7 @@ from gossamer.proto.views.checks import (
 from gossamer.proto.views.model import MemberKey
 from gossamer.sim import scenarios as sc
 from gossamer.sim.engine import NodeContext, SimNode, Simulator
-from gossamer.sim.scenarios.views import ViewsRun, add_members
+from gossamer.sim.scenarios.views import ViewsRun, add_members, membership_params
 
 PORT = 7400
 
@@ -171,26 +171,13 @@ SCENARIO = sc.register(
         name="isis_views",
         description="ISIS on agreed views: virtual synchrony under crashes, joins, restarts",
         default_duration=30.0,
-        params=(
-            *sc.param_table(
-                ("retry", _SECONDS, 0.1, "seconds between views retransmissions"),
-                ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
-                ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
-                ("interval", _SECONDS, 0.05, "seconds between one member's multicasts"),
-                ("start", _SECONDS, 0.1, "seconds from a node's start to its first multicast"),
-                ("stop", _SECONDS, 15.0, "when every member stops multicasting"),
-                ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
-                ("retransmit_max", _SECONDS, 4.0, "ISIS: the largest retransmission interval"),
-                ("batch_delay", _SECONDS, 0.0, "ISIS: seconds a batch may wait (0: off)"),
-            ),
-            sc.Param(
-                name="join",
-                parse=sc.node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: nodes that start late and join",
-            ),
-            *sc.fault_params(),
+        params=membership_params(
+            ("interval", _SECONDS, 0.05, "seconds between one member's multicasts"),
+            ("start", _SECONDS, 0.1, "seconds from a node's start to its first multicast"),
+            ("stop", _SECONDS, 15.0, "when every member stops multicasting"),
+            ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
+            ("retransmit_max", _SECONDS, 4.0, "ISIS: the largest retransmission interval"),
+            ("batch_delay", _SECONDS, 0.0, "ISIS: seconds a batch may wait (0: off)"),
         ),
         setup=_setup,
     )

@@ -238,26 +238,35 @@ def add_members(
 
 _SECONDS = sc.non_negative_float
 
+
+def membership_params(*rows: tuple[str, Callable[[str], Any], Any, str]) -> tuple[sc.Param, ...]:
+    """The parameters of a scenario built on ``add_members``: ``retry``, ``detect``,
+    ``rejoin``, the scenario's own ``rows`` (``sc.param_table``), ``join`` and the faults."""
+    return (
+        *sc.param_table(
+            ("retry", _SECONDS, 0.1, "seconds between views retransmissions"),
+            ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
+            ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
+            *rows,
+        ),
+        sc.Param(
+            name="join",
+            parse=sc.node_at_list,
+            default=[],
+            shown="none",
+            help="NODE@SECONDS[,...]: nodes that start late and join",
+        ),
+        *sc.fault_params(),
+    )
+
+
 SCENARIO = sc.register(
     sc.Scenario(
         name="views",
         description="agreed group membership: crashes, joins, restarts, partitions, checked",
         default_duration=60.0,
-        params=(
-            *sc.param_table(
-                ("retry", _SECONDS, 0.1, "seconds between retransmissions"),
-                ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
-                ("flush", _SECONDS, 0.01, "seconds the layer above takes to flush or give state"),
-                ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
-            ),
-            sc.Param(
-                name="join",
-                parse=sc.node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: nodes that start late and join",
-            ),
-            *sc.fault_params(),
+        params=membership_params(
+            ("flush", _SECONDS, 0.01, "seconds the layer above takes to flush or give state"),
         ),
         setup=_setup,
     )
