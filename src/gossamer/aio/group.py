@@ -18,26 +18,24 @@ membership layer suspects it (``suspect``).
 
 from __future__ import annotations
 
-import asyncio
 import random
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, cast
 
-from gossamer._types import Address
 from gossamer.aio._pump import now
-from gossamer.aio.datagram import DatagramDriver, open_datagram
+from gossamer.aio.datagram import open_datagram
 from gossamer.aio.faults import FaultInjector
 from gossamer.aio.inbox import Inbox
 from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
-from gossamer.aio.views import _bound, _resolved
-from gossamer.errors import ClosedError, ConfigError, NetworkError
+from gossamer.aio.views import MemberService, _bound, _resolved
+from gossamer.errors import ConfigError, NetworkError
 from gossamer.proto.group import GroupCore, GroupEvent
 from gossamer.proto.isis import payload
-from gossamer.proto.views import LAYER, Member, View, ViewsConfig
+from gossamer.proto.views import LAYER, ViewsConfig
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire, WireMode
 
@@ -78,52 +76,17 @@ def open_group(
     )
 
 
-class GroupService:
+class GroupService(MemberService[GroupCore, GroupEvent]):
     """One running member of a group (from :func:`open_group`). Use it from one loop.
 
     Inputs, run on the core at once: ``send`` (a multicast in total order), ``suspect``
-    and ``join_request`` (the membership layer), ``provide_state`` (after
-    ``StateNeeded``). Outputs, in order, from ``events()`` or ``next_event()``:
-    ``Delivered`` and ``Discarded`` (ISIS), ``ViewInstalled`` (a joiner's first with the
-    application's state), ``StateNeeded``, ``Blocked``, ``Unblocked``, ``Excluded``; what
-    is delivered before ``ViewInstalled(v+1)`` belongs to view v.
+    and ``join_request`` (the membership layer), ``provide_state`` (the application's
+    state, after ``StateNeeded``). Outputs, in order, from ``events()`` or
+    ``next_event()``: ``Delivered`` and ``Discarded`` (ISIS), ``ViewInstalled`` (a
+    joiner's first with the application's state), ``StateNeeded``, ``Blocked``,
+    ``Unblocked``, ``Excluded``; what is delivered before ``ViewInstalled(v+1)`` belongs
+    to view v. ``view``, ``blocked`` and ``excluded`` say the same at any time.
     """
-
-    def __init__(
-        self, driver: DatagramDriver[Any], core: GroupCore, events: Inbox[GroupEvent]
-    ) -> None:
-        self.driver = driver
-        self.core = core
-        self._events = events
-        self._closing = False
-        self._close_task: asyncio.Task[None] | None = None
-        self._watch = asyncio.get_running_loop().create_task(self._watch_driver())
-
-    @property
-    def member(self) -> Member:
-        return self.core.me
-
-    @property
-    def address(self) -> Address:
-        return self.driver.local_address
-
-    @property
-    def view(self) -> View | None:
-        """The current view; ``None`` for a joiner not yet admitted."""
-        return self.core.view
-
-    @property
-    def blocked(self) -> bool:
-        return self.core.blocked
-
-    @property
-    def excluded(self) -> bool:
-        """True once this member learned it was removed: open a higher incarnation."""
-        return self.core.excluded
-
-    @property
-    def closed(self) -> bool:
-        return self._closing or self.driver.closed
 
     @property
     def rejected(self) -> Counter[str]:
@@ -141,55 +104,6 @@ class GroupService:
         payload(data, WireMode.SEALED)  # refused here, not inside the driver
         driver = self._require_open()
         return driver.call(lambda t: self.core.multicast(data, t))
-
-    def suspect(self, name: str, *, incarnation: int | None = None) -> None:
-        """The membership layer believes member ``name`` failed (``peer_down``)."""
-        self._require_open().call(lambda t: self.core.suspect(name, t, incarnation=incarnation))
-
-    def join_request(self, member: Member) -> None:
-        """The membership layer saw ``member`` (``peer_up``)."""
-        self._require_open().call(lambda t: self.core.join_request(member, t))
-
-    def provide_state(self, view_id: int, state: bytes) -> None:
-        """The application's state for the joiners of view ``view_id``, as of the end of
-        the flushed view (after ``StateNeeded``). ``LocalProtocolError`` when it and the
-        ISIS part exceed what a view's INSTALL carries (``wire.views.MAX_STATE``)."""
-        self._require_open().call(lambda t: self.core.provide_state(view_id, state, t))
-
-    def events(self) -> AsyncIterator[GroupEvent]:
-        """Every event in order until the service closes."""
-        return self._events
-
-    async def next_event(self, timeout: float | None = None) -> GroupEvent:
-        """The next event; ``TimedOutError`` after ``timeout`` seconds, ``ClosedError``
-        once closed and the events already made are read."""
-        return await self._events.get(timeout)
-
-    async def close(self) -> None:
-        """Stop (the group sees a crash). Idempotent; ``events()`` ends after the events
-        already made."""
-        if self._close_task is None:
-            self._close_task = asyncio.get_running_loop().create_task(self._close())
-        await asyncio.shield(self._close_task)
-
-    async def _close(self) -> None:
-        self._closing = True
-        self.driver.close()
-        await self._watch
-
-    async def _watch_driver(self) -> None:
-        failure: BaseException | None = None
-        try:
-            await self.driver.wait_closed()
-        except Exception as exc:  # readers get it as the ClosedError's cause
-            failure = exc
-        self._closing = True
-        self._events.end(failure)
-
-    def _require_open(self) -> DatagramDriver[Any]:
-        if self.closed:
-            raise ClosedError("the group member is closed")
-        return self.driver
 
 
 async def _start(
