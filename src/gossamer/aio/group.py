@@ -22,21 +22,18 @@ import random
 import socket
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from gossamer.aio._pump import now
-from gossamer.aio.datagram import open_datagram
 from gossamer.aio.faults import FaultInjector
-from gossamer.aio.inbox import Inbox
 from gossamer.aio.opening import Opening
-from gossamer.aio.sealing import rejected_by, seal_core
-from gossamer.aio.sockets import udp_socket
-from gossamer.aio.views import MemberService, _bound, _resolved
-from gossamer.errors import ConfigError, NetworkError
+from gossamer.aio.sealing import rejected_by
+from gossamer.aio.views import MemberService, start_member
+from gossamer.errors import ConfigError
 from gossamer.proto.group import GroupCore, GroupEvent
 from gossamer.proto.isis import payload
-from gossamer.proto.views import LAYER, ViewsConfig
-from gossamer.trace.sink import NullSink, Tracer
+from gossamer.proto.views import ViewsConfig
+from gossamer.trace.sink import Tracer
 from gossamer.wire.mode import Wire, WireMode
 
 __all__ = ["GroupService", "open_group"]
@@ -116,31 +113,9 @@ async def _start(
     faults: FaultInjector | None,
     sock: socket.socket | None,
 ) -> GroupService:
-    config = await _resolved(config)
-    if sock is None:
-        host, port = config.me.address
-        try:
-            sock = udp_socket(host, port)
-        except OSError as exc:
-            raise NetworkError(
-                f"cannot bind UDP {host}:{port}: {exc.strerror or exc}", host=host, port=port
-            ) from exc
-    try:
-        config = _bound(config, int(sock.getsockname()[1]))
-        me = config.me
-        if tracer is None:
-            tracer = Tracer(NullSink(), run="group", node=me.name)
-        core = GroupCore(config, isis=isis, tracer=tracer, rng=rng or random.Random(), now=now())
-    except BaseException:
-        sock.close()
-        raise
-    events: Inbox[GroupEvent] = Inbox("the group member")
-    driver = await open_datagram(
-        seal_core(core, wire, sender=me.name, tracer=tracer, layer=LAYER),
-        sock,
-        on_event=lambda event: events.put(cast(GroupEvent, event)),
-        event_queue=False,
-        faults=faults,
-        tracer=tracer,
+    def core(config: ViewsConfig, tracer: Tracer) -> GroupCore:
+        return GroupCore(config, isis=isis, tracer=tracer, rng=rng or random.Random(), now=now())
+
+    return await start_member(
+        config, core, GroupService, wire=wire, tracer=tracer, faults=faults, sock=sock
     )
-    return GroupService(driver, core, events)

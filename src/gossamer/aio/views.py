@@ -25,7 +25,7 @@ import dataclasses
 import random
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from gossamer._types import Address
@@ -38,6 +38,7 @@ from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ClosedError, ConfigError, NetworkError
+from gossamer.proto.core import DatagramCore
 from gossamer.proto.views import LAYER, Member, View, ViewsConfig, ViewsCore, ViewsEvent
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
@@ -45,7 +46,7 @@ from gossamer.wire.mode import Wire
 __all__ = ["MemberService", "ViewsService", "open_views"]
 
 
-class _MemberCore(Protocol):
+class _MemberCore(DatagramCore, Protocol):
     """What ``MemberService`` asks of its core (``ViewsCore`` and ``GroupCore`` have it)."""
 
     @property
@@ -63,6 +64,7 @@ class _MemberCore(Protocol):
 
 C = TypeVar("C", bound=_MemberCore)
 E = TypeVar("E")
+S = TypeVar("S")
 
 #: What the core refuses from the network (``ViewsCore.counters``), beside the envelope's.
 _REFUSED = ("malformed", "spoofed", "unknown_sender")
@@ -268,6 +270,26 @@ async def _start(
     faults: FaultInjector | None,
     sock: socket.socket | None,
 ) -> ViewsService:
+    def core(config: ViewsConfig, tracer: Tracer) -> ViewsCore:
+        return ViewsCore(config, tracer=tracer, rng=rng or random.Random(), now=now())
+
+    return await start_member(
+        config, core, ViewsService, wire=wire, tracer=tracer, faults=faults, sock=sock
+    )
+
+
+async def start_member(
+    config: ViewsConfig,
+    core: Callable[[ViewsConfig, Tracer], C],
+    service: Callable[[DatagramDriver[Any], C, Inbox[E]], S],
+    *,
+    wire: Wire,
+    tracer: Tracer | None,
+    faults: FaultInjector | None,
+    sock: socket.socket | None,
+) -> S:
+    """Resolve ``config``, bind ``me`` (or take ``sock``), make the ``core`` for the port
+    bound, and run it sealed on the socket as ``service`` (``MemberService``)."""
     config = await _resolved(config)
     if sock is None:
         host, port = config.me.address
@@ -282,19 +304,19 @@ async def _start(
         me = config.me
         if tracer is None:
             tracer = Tracer(NullSink(), run="views", node=me.name)
-        core = ViewsCore(config, tracer=tracer, rng=rng or random.Random(), now=now())
+        made = core(config, tracer)
     except BaseException:
         sock.close()
         raise
     # The inbox exists before the driver: a founder's core has its first ViewInstalled
     # ready, and the driver's first pump hands it over.
-    events: Inbox[ViewsEvent] = Inbox("the views member")
+    events: Inbox[E] = Inbox("the group member")
     driver = await open_datagram(
-        seal_core(core, wire, sender=me.name, tracer=tracer, layer=LAYER),
+        seal_core(made, wire, sender=me.name, tracer=tracer, layer=LAYER),
         sock,
-        on_event=lambda event: events.put(cast(ViewsEvent, event)),
+        on_event=lambda event: events.put(cast(E, event)),
         event_queue=False,
         faults=faults,
         tracer=tracer,
     )
-    return ViewsService(driver, core, events)
+    return service(driver, made, events)
