@@ -1391,13 +1391,15 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         state = self._recv_state(key)
         if state is RecvState.DELIVERED:
             return  # delivered but its final is no longer retained: cannot help
-        if self._frozen and msg.proposed_seq == 0 and state is RecvState.UNKNOWN:
+        if self._frozen and state is RecvState.UNKNOWN:
             # Flushed and never proposed for it: we take no Data of this view any more
             # and its sender never fixes a final without our Ack (a view change
-            # withdraws what lacks one). It is discarded, for good.
+            # withdraws what lacks one). It is discarded, for good: tell the asker (a
+            # query or a statement) and whoever else waits for us.
             self._deferred.pop(key, None)
             self._finish(key, None)
             self._send_outcome(key, (0, self._me), src, now)
+            self._flush_resolved(key, now)
             return
         if msg.sender not in self._removed:
             # The sender's Seq may still reach us; we must not speak for it before our
