@@ -447,6 +447,7 @@ class _Outgoing:
     state: SendState
     awaiting: set[int]  # Acks while COLLECTING, SeqAcks while SEQUENCING (we are included)
     proposals: dict[int, int] = field(default_factory=dict)
+    withdrawn: bool = False  # discarded by a view change (docs/cluster.md)
 
 
 class _DoneLog:
@@ -459,8 +460,8 @@ class _DoneLog:
 
     __slots__ = ("above", "discarded", "finals", "kept", "retain", "watermark")
 
-    def __init__(self, retain: int) -> None:
-        self.watermark = 0
+    def __init__(self, retain: int, *, watermark: int = 0) -> None:
+        self.watermark = watermark
         self.above: set[int] = set()
         self.discarded: set[int] = set()
         self.finals: dict[int, tuple[int, int]] = {}
@@ -472,6 +473,11 @@ class _DoneLog:
 
     def __contains__(self, msg_id: int) -> bool:
         return msg_id <= self.watermark or msg_id in self.above
+
+    @property
+    def highest(self) -> int:
+        """The highest message id finished (0: none)."""
+        return max(self.watermark, max(self.above, default=0))
 
     def add(self, msg_id: int, final: tuple[int, int] | None) -> None:
         if final is None:
@@ -841,6 +847,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             ),
             next_id=max(self._next_id, max(ids) + 1),
             latest=self._latest,
+            seen=tuple((i, self._done[i].highest) for i in sorted(set(ids)) if i in self._done),
         ).encode()
 
     @classmethod
@@ -872,6 +879,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         core._dynamic_only()
         core._latest = join.latest
         core._next_id = join.next_id
+        for member_id, highest in join.seen:
+            core._done[member_id] = _DoneLog(core.config.retain_finals, watermark=highest)
         core.view_id = view_id
         return core
 
@@ -916,6 +925,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self.counters.withdrawn += 1
         self._tx.cancel(("data", out.msg_id))
         out.state = SendState.SEQUENCING
+        out.withdrawn = True
         out.awaiting = set(self._view)
         msg = wire.SeqMessage(
             sender=self._me, msg_id=out.msg_id, final_seq=0, final_seq_proposer=self._me
@@ -1215,10 +1225,32 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     # -- sender side (SENDER table) -----------------------------------------------------
 
     def _on_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        if self.view_id and src != self._me:
+            self._repair_stale_ack(msg, src, now)
         out = self._first_answer(msg, src, now, SendInput.ACK, SendAction.RECORD_PROPOSAL)
         if out is not None:
             out.proposals[src] = msg.proposed_seq
             self._answered(out, src, "data", now)
+
+    def _repair_stale_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        """With agreed views: an Ack for a message of ours that ``src`` must never order (a
+        late copy of a view's Data reached a member admitted since, or the message was
+        withdrawn) gets the discard, so that it leaves ``src``'s hold-back queue. (A member
+        that has the message's final ignores the discard: an outcome never changes.)"""
+        out = self._outgoing.get(msg.msg_id)
+        if out is None:
+            stale = 1 <= msg.msg_id <= self._msg_counter and all(
+                msg.msg_id != held for held, _ in self._held
+            )
+        else:
+            stale = out.withdrawn or (
+                out.state is SendState.SEQUENCING and src not in out.proposals
+            )
+        if stale:
+            discard = wire.SeqMessage(
+                sender=self._me, msg_id=msg.msg_id, final_seq=0, final_seq_proposer=self._me
+            )
+            self._send(discard, src, now)
 
     def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
         out = self._first_answer(msg, src, now, SendInput.SEQ_ACK, SendAction.STOP_SEQ)

@@ -31,18 +31,24 @@ class Member:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JoinState:
-    """The next view's members with their ids, the first unused id, and ``latest``: the
-    largest sequence number the giver has seen, at least every final delivered before."""
+    """The next view's members with their ids, the first unused id, ``latest``: the
+    largest sequence number the giver has seen, at least every final delivered before,
+    and ``seen``: per member id, the highest of its message ids the giver finished
+    (delivered or discarded). A message id at most that is of an earlier view: the joiner
+    ignores a late copy of its Data (a higher one of an earlier view never had a final,
+    since the giver never Acked it)."""
 
     members: tuple[Member, ...]
     next_id: int
     latest: int
+    seen: tuple[tuple[int, int], ...] = ()
 
     def encode(self) -> bytes:
         body = {
             "members": [[m.id, m.name, m.addr[0], m.addr[1]] for m in self.members],
             "next_id": self.next_id,
             "latest": self.latest,
+            "seen": [list(pair) for pair in self.seen],
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -55,7 +61,13 @@ class JoinState:
                 Member(id=_int(i), name=_str(name), addr=(_str(host), _int(port)))
                 for i, name, host, port in body["members"]
             )
-            return cls(members=members, next_id=_int(body["next_id"]), latest=_int(body["latest"]))
+            seen = tuple((_int(member), _int(top)) for member, top in body.get("seen", []))
+            return cls(
+                members=members,
+                next_id=_int(body["next_id"]),
+                latest=_int(body["latest"]),
+                seen=seen,
+            )
         except (ValueError, TypeError, KeyError) as exc:
             raise DecodeError("not an ISIS join state") from exc
 
