@@ -237,3 +237,26 @@ def test_bad_join_states_and_views_are_refused() -> None:
     with pytest.raises(DecodeError, match="another view"):
         net.join("n2", state, 2, view(["n0", "n2"]))
     assert JoinState.decode(state).members[2] == Member(id=3, name="n2", addr=addr_of("n2"))
+
+
+def test_a_joiner_ignores_late_data_of_the_views_before_it() -> None:
+    """A copy of view 1's Data that reaches the joiner after it joined is not ordered
+    there: the join state says it is old."""
+    net = Net(["n0", "n1", "n2"])
+    net.call("n0", "multicast", b"old")
+    net.settle()
+    assert net.wire == []  # nothing in flight: make a late copy by hand
+    data = wire.encode(wire.DataMessage(sender=1, msg_id=1, data=b"old"))
+    for name in list(net.cores):
+        net.call(name, "begin_view_change", [1, 2, 3])
+    net.settle()
+    members = view(["n0", "n1", "n2", "n3"])
+    state = net.cores["n1"].state_for_joiner(members)
+    for name in ("n0", "n1", "n2"):
+        net.call(name, "install_view", 2, members)
+    net.join("n3", state, 2, members)
+    net.wire.append(("n0", "n3", data))  # the late copy
+    net.call("n2", "multicast", b"new")
+    net.settle()
+    assert net.delivered("n3") == [b"new"]
+    assert net.cores["n3"].counters.late_data == 1 and net.cores["n3"].pending == 0
