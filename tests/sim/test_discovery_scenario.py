@@ -34,15 +34,8 @@ def simulate(
     faults: FaultPlan | None = None,
     **params: object,
 ) -> tuple[RunResult, dict[str, Any], str]:
-    result = runs.simulate(
-        "discovery",
-        tmp_path / "run",
-        nodes=nodes,
-        seed=seed,
-        faults=faults,
-        duration=duration,
-        **params,
-    )
+    result = runs.simulate("discovery", tmp_path / "run", nodes=nodes, seed=seed, faults=faults,
+                           duration=duration, **params)
     return result, result.summary, f"replay: {replay_command(result.request)}"
 
 

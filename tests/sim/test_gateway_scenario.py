@@ -32,13 +32,11 @@ GOLDEN = {
 }
 
 
-def simulate(
-    out: Path, *, nodes: int = 5, seed: int = 1, duration: float | None = None, **params: str
-) -> RunResult:
+def simulate(out: Path, *, nodes: int = 5, seed: int = 1, duration: float | None = None,
+             **params: str) -> RunResult:
     return run_simulation(
-        SimRequest(
-            scenario="gateway", nodes=nodes, seed=seed, out=out, duration=duration, params=params
-        )
+        SimRequest(scenario="gateway", nodes=nodes, seed=seed, out=out, duration=duration,
+                   params=params)
     )
 
 
@@ -99,13 +97,8 @@ def test_bad_parameters(tmp_path: Path) -> None:
 
 
 def test_golden_trace(tmp_path: Path) -> None:
-    simulate(
-        tmp_path,
-        nodes=GOLDEN["nodes"],
-        seed=GOLDEN["seed"],  # type: ignore[arg-type]
-        duration=GOLDEN["duration"],
-        **GOLDEN["params"],
-    )  # type: ignore[arg-type]
+    simulate(tmp_path, nodes=GOLDEN["nodes"], seed=GOLDEN["seed"],  # type: ignore[arg-type]
+             duration=GOLDEN["duration"], **GOLDEN["params"])  # type: ignore[arg-type]
     produced = trace_bytes(tmp_path)
     if os.environ.get("GOSSAMER_REGENERATE_GOLDEN"):
         GOLDEN_FILE.parent.mkdir(parents=True, exist_ok=True)

@@ -35,12 +35,8 @@ def gateway_at(sim: Simulator, streams: StreamNetwork) -> dict[str, GatewayConne
 
 def make_sim() -> tuple[Simulator, StreamNetwork, MemorySink]:
     sink = MemorySink()
-    sim = Simulator(
-        seed=3,
-        run="t",
-        network=Network(links=LinkModel(lan=0.001, jitter=0.0)),
-        sink_for=lambda _n: sink,
-    )
+    sim = Simulator(seed=3, run="t", network=Network(links=LinkModel(lan=0.001, jitter=0.0)),
+                    sink_for=lambda _n: sink)
     return sim, StreamNetwork(sim), sink
 
 
@@ -150,35 +146,19 @@ def test_clients_identify_exchange_and_reconnect_after_a_reset() -> None:
     for name in ("a", "b"):
 
         def factory(ctx: NodeContext, name: str = name) -> ClientConnections:
-            core = ClientCore(
-                ClientConfig(
-                    application_id="app",
-                    client_id=name,
-                    encoding="msgpack" if name == "b" else "json",
-                ),
-                rng=random.Random(1),
-                metadata={"name": name},
-            )
+            core = ClientCore(ClientConfig(application_id="app", client_id=name,
+                                           encoding="msgpack" if name == "b" else "json"),
+                              rng=random.Random(1), metadata={"name": name})
             clients[name] = ClientConnections(core, sim.node("gw").address)
             return clients[name]
 
         streams.add_node(name, sim.network.add_host(name), 1, factory, listen=False)
     target = {"application": "app", "ops": [{"path": "/name", "op": "$eq", "to": {"value": "b"}}]}
-    streams.local(
-        "a",
-        lambda c, now: c.core.dispatch(
-            "SEND", {"target": target, "nonce": 1, "payload": "hi"}, now
-        ),
-        when=1.0,
-    )
+    streams.local("a", lambda c, now: c.core.dispatch(
+        "SEND", {"target": target, "nonce": 1, "payload": "hi"}, now), when=1.0)
     streams.reset("b", "gw", 2.0)
-    streams.local(
-        "a",
-        lambda c, now: c.core.dispatch(
-            "SEND", {"target": target, "nonce": 2, "payload": "again"}, now
-        ),
-        when=5.0,
-    )
+    streams.local("a", lambda c, now: c.core.dispatch(
+        "SEND", {"target": target, "nonce": 2, "payload": "again"}, now), when=5.0)
     sim.run(6.0)
     readies = [(n, e.reconnect) for n, e in events if isinstance(e, Ready)]
     assert sorted(readies) == [("a", False), ("b", False), ("b", True)]

@@ -34,9 +34,8 @@ from . import runs
 def simulate(
     out: Path, nodes: int, seed: int, faults: FaultPlan | None = None, **params: Any
 ) -> RunResult:
-    return runs.simulate(
-        "isis", out, nodes=nodes, seed=seed, faults=faults, duration=600.0, **params
-    )
+    return runs.simulate("isis", out, nodes=nodes, seed=seed, faults=faults, duration=600.0,
+                         **params)
 
 
 def assert_correct(result: RunResult, *, expected: int) -> None:

@@ -33,9 +33,8 @@ def simulate(
     duration: float = 60.0,
     **params: Any,
 ) -> RunResult:
-    return runs.simulate(
-        "link", out, nodes=nodes, seed=seed, faults=faults, duration=duration, **params
-    )
+    return runs.simulate("link", out, nodes=nodes, seed=seed, faults=faults, duration=duration,
+                         **params)
 
 
 def expected_deliveries(result: RunResult) -> int:
@@ -87,9 +86,8 @@ def test_every_pattern_delivers_exactly_once_over_the_simulators_tcp_streams(
 ) -> None:
     # Datagram faults do not touch streams (TCP hides loss): the links ride the
     # simulator's connections, one per sender, dialled by the sender.
-    result = simulate(
-        tmp_path, 4, 7, LOSSY, pattern=pattern, transport="tcp", messages=60, capacity=8
-    )
+    result = simulate(tmp_path, 4, 7, LOSSY, pattern=pattern, transport="tcp",
+                      messages=60, capacity=8)
     assert_exactly_once(result)
     assert result.metadata["fault_counts"] == {}
     assert result.metadata["network"]["stream_segments"] > 0
@@ -110,20 +108,14 @@ def test_every_pattern_delivers_exactly_once_over_the_simulators_tcp_streams(
     pattern=st.sampled_from(["push", "reqrep", "pubsub"]),
 )
 def test_exactly_once_per_incarnation_under_random_faults(
-    *, seed: int, nodes: int, drop: float, dup: float, reorder: float, capacity: int, pattern: str
+    *,
+    seed: int, nodes: int, drop: float, dup: float, reorder: float, capacity: int,
+    pattern: str
 ) -> None:
     faults = FaultPlan(drop=drop, duplicate=dup, reorder=reorder)
     with tempfile.TemporaryDirectory() as out:
-        result = simulate(
-            Path(out),
-            nodes,
-            seed,
-            faults,
-            duration=120.0,
-            messages=30,
-            capacity=capacity,
-            pattern=pattern,
-        )
+        result = simulate(Path(out), nodes, seed, faults, duration=120.0, messages=30,
+                          capacity=capacity, pattern=pattern)
         assert_exactly_once(result)
         assert_faults_injected(result, "drop")
 
@@ -139,33 +131,16 @@ def test_exactly_once_over_tcp_streams_for_any_seed_and_capacity(
     *, seed: int, nodes: int, capacity: int, pattern: str
 ) -> None:
     with tempfile.TemporaryDirectory() as out:
-        result = simulate(
-            Path(out),
-            nodes,
-            seed,
-            duration=120.0,
-            messages=30,
-            capacity=capacity,
-            pattern=pattern,
-            transport="tcp",
-        )
+        result = simulate(Path(out), nodes, seed, duration=120.0, messages=30,
+                          capacity=capacity, pattern=pattern, transport="tcp")
         assert_exactly_once(result)
 
 
 def test_a_crashed_hub_resets_its_tcp_connections_and_the_senders_link_again(
     tmp_path: Path,
 ) -> None:
-    result = simulate(
-        tmp_path,
-        3,
-        2,
-        messages=400,
-        capacity=5,
-        consume=300,
-        transport="tcp",
-        crash="n0@0.3",
-        restart="n0@1.0",
-    )
+    result = simulate(tmp_path, 3, 2, messages=400, capacity=5, consume=300,
+                      transport="tcp", crash="n0@0.3", restart="n0@1.0")
     assert_faults_injected(result, "crash", "restart")
     summary = result.summary
     replay = replay_command(result.request)
@@ -175,15 +150,10 @@ def test_a_crashed_hub_resets_its_tcp_connections_and_the_senders_link_again(
     assert summary["link_downs"] == {"transport_lost": 4}, f"{summary}\n{replay}"
     events, _ = read_run(tmp_path)
     for sender in ("n1", "n2"):
-        net = [
-            (e.kind, e.attrs.get("reason")) for e in events if e.layer == "net" and e.node == sender
-        ]
-        assert net == [
-            ("connect", None),
-            ("close", "reset"),
-            ("close", "refused"),
-            ("connect", None),
-        ], f"{sender}: {net}\n{replay}"
+        net = [(e.kind, e.attrs.get("reason")) for e in events
+               if e.layer == "net" and e.node == sender]
+        assert net == [("connect", None), ("close", "reset"), ("close", "refused"),
+                       ("connect", None)], f"{sender}: {net}\n{replay}"
     ups = [e for e in events if e.node == "n1" and e.kind == "link_up"]
     assert len(ups) == 2 and ups[0].attrs["link"] != ups[1].attrs["link"]
     # The restarted hub took what the senders sent after relinking, each once.
@@ -193,17 +163,8 @@ def test_a_crashed_hub_resets_its_tcp_connections_and_the_senders_link_again(
 def test_a_slow_consumer_with_many_senders_stays_within_the_memory_bound(
     tmp_path: Path,
 ) -> None:
-    result = simulate(
-        tmp_path,
-        13,
-        5,
-        FaultPlan(drop=0.05),
-        senders=12,
-        messages=40,
-        capacity=6,
-        size=300,
-        consume=400,
-    )
+    result = simulate(tmp_path, 13, 5, FaultPlan(drop=0.05), senders=12, messages=40,
+                      capacity=6, size=300, consume=400)
     assert_exactly_once(result)
     summary = result.summary
     assert summary["memory_bound_bytes"] == 12 * 6 * 300
@@ -212,17 +173,8 @@ def test_a_slow_consumer_with_many_senders_stays_within_the_memory_bound(
 
 
 def test_a_crashed_and_restarted_sender_is_a_new_incarnation(tmp_path: Path) -> None:
-    result = simulate(
-        tmp_path,
-        3,
-        2,
-        FaultPlan(drop=0.05),
-        messages=400,
-        capacity=5,
-        consume=300,
-        crash="n1@0.3",
-        restart="n1@1.0",
-    )
+    result = simulate(tmp_path, 3, 2, FaultPlan(drop=0.05), messages=400, capacity=5,
+                      consume=300, crash="n1@0.3", restart="n1@1.0")
     assert_faults_injected(result, "crash", "restart")
     summary = result.summary
     replay = replay_command(result.request)
@@ -241,17 +193,8 @@ def test_a_partition_takes_links_down_with_a_reason_and_they_come_back(
     tmp_path: Path,
 ) -> None:
     # Longer than ChannelConfig.dead_after (30 s): the peers give up on each other.
-    result = simulate(
-        tmp_path,
-        3,
-        4,
-        messages=300,
-        capacity=5,
-        consume=100,
-        partition="n1@0.5-40",
-        relink=1.0,
-        duration=120.0,
-    )
+    result = simulate(tmp_path, 3, 4, messages=300, capacity=5, consume=100,
+                      partition="n1@0.5-40", relink=1.0, duration=120.0)
     assert_faults_injected(result, "partition", "heal")
     summary = result.summary
     assert summary["duplicates"] == 0
@@ -267,26 +210,10 @@ def test_a_partition_takes_links_down_with_a_reason_and_they_come_back(
 
 @pytest.mark.parametrize("transport", ["udp", "tcp"])
 def test_runs_are_reproducible(tmp_path: Path, transport: str) -> None:
-    a = simulate(
-        tmp_path / "a",
-        3,
-        9,
-        LOSSY,
-        messages=40,
-        transport=transport,
-        crash="n2@0.05",
-        restart="n2@0.5",
-    )
-    b = simulate(
-        tmp_path / "b",
-        3,
-        9,
-        LOSSY,
-        messages=40,
-        transport=transport,
-        crash="n2@0.05",
-        restart="n2@0.5",
-    )
+    a = simulate(tmp_path / "a", 3, 9, LOSSY, messages=40, transport=transport,
+                 crash="n2@0.05", restart="n2@0.5")
+    b = simulate(tmp_path / "b", 3, 9, LOSSY, messages=40, transport=transport,
+                 crash="n2@0.05", restart="n2@0.5")
     assert a.summary == b.summary
     for name in ("n0.jsonl", "n1.jsonl", "n2.jsonl"):
         assert (a.run_dir / name).read_bytes() == (b.run_dir / name).read_bytes()

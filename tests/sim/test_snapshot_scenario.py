@@ -21,9 +21,8 @@ from . import runs
 def simulate(
     out: Path, nodes: int, seed: int, faults: FaultPlan | None = None, **params: Any
 ) -> RunResult:
-    return runs.simulate(
-        "snapshot", out, nodes=nodes, seed=seed, faults=faults, duration=600.0, **params
-    )
+    return runs.simulate("snapshot", out, nodes=nodes, seed=seed, faults=faults, duration=600.0,
+                         **params)
 
 
 def assert_snapshots_good(result: RunResult) -> None:

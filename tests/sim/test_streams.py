@@ -39,7 +39,8 @@ def build(
         return make
 
     net.add_node("server", sim.network.add_host("h0"), 9000, factory("server", True))
-    net.add_node("client", sim.network.add_host("h1"), 9001, factory("client", False), listen=False)
+    net.add_node("client", sim.network.add_host("h1"), 9001, factory("client", False),
+                 listen=False)
     return sim, net, cores, sink
 
 
@@ -186,15 +187,10 @@ def test_runs_are_deterministic() -> None:
 
 
 def test_gossip_runs_on_streams_and_replans_a_crashed_hop_when_refused(tmp_path: Path) -> None:
-    result = run_simulation(
-        SimRequest(
-            scenario="gossip",
-            nodes=32,
-            seed=4,
-            out=tmp_path,
-            params={"multicast": "off", "crashed": "0.2", "broadcasts": "3"},
-        )
-    )
+    result = run_simulation(SimRequest(
+        scenario="gossip", nodes=32, seed=4, out=tmp_path,
+        params={"multicast": "off", "crashed": "0.2", "broadcasts": "3"},
+    ))
     summary = result.summary
     assert summary["violations"] == [] and summary["coverage_min"] == 1.0
     assert result.stats["stream_segments"] > 0 and "datagrams_sent" not in result.stats

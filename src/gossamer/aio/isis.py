@@ -278,6 +278,8 @@ class _MarkersFirst(DatagramLayer[OriginalSnapshotNode]):
         self.inner.receive_datagram(data, addr, now)
 
 
+
+
 class IsisService:
     """One running member of an ISIS group. Open it with :func:`open_isis`.
 

@@ -192,11 +192,8 @@ class Node:
         except OSError as exc:
             if isinstance(exc, NetworkError):
                 raise
-            raise NetworkError(
-                f"cannot listen on {format_address((host, port))}: {exc.strerror}",
-                host=host,
-                port=port,
-            ) from exc
+            raise NetworkError(f"cannot listen on {format_address((host, port))}: {exc.strerror}",
+                               host=host, port=port) from exc
         if self.transport is Transport.TCP:
             self._server = server
             core = self._core = make_core(server.address)
@@ -342,13 +339,8 @@ class Node:
         endpoint: StreamEndpoint | None = None
         try:
             endpoint = self.core.stream_endpoint(peer)
-            driver = await connect(
-                self._sealed(endpoint, peer),
-                peer[0],
-                peer[1],
-                on_event=self._on_event,
-                event_queue=False,
-            )
+            driver = await connect(self._sealed(endpoint, peer), peer[0], peer[1],
+                                   on_event=self._on_event, event_queue=False)
             self._drivers[endpoint] = driver
         except (OSError, TimeoutError) as exc:
             if endpoint is not None:
@@ -440,23 +432,23 @@ class Socket:
         after the retry limit (``gave_up:...``) or when the transport failed, and
         ``TimedOutError`` after ``timeout`` seconds (the link request goes on).
         """
-        peer, peer_tag, waiter = await self._request(
-            address, tag, self.core.link, LinkState.ESTABLISHED
-        )
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.link,
+                                                     LinkState.ESTABLISHED)
         if waiter is None:
             return
         async with deadline(timeout, f"the link with {format_address(peer)}"):
             result = await waiter
         if isinstance(result, LinkDown):
-            raise LinkError(
-                f"link with {format_address(peer)}/{peer_tag} failed: {result.reason}",
-                cause=result.reason,
-            )
+            raise LinkError(f"link with {format_address(peer)}/{peer_tag} failed: "
+                            f"{result.reason}", cause=result.reason)
 
-    async def unlink(self, address: AddressLike, tag: Tag, *, timeout: float | None = None) -> None:
+    async def unlink(
+        self, address: AddressLike, tag: Tag, *, timeout: float | None = None
+    ) -> None:
         """Unlink; returns once every message sent either way was delivered and the
         link closed (or the cancelled link request ended)."""
-        peer, peer_tag, waiter = await self._request(address, tag, self.core.unlink, LinkState.IDLE)
+        peer, peer_tag, waiter = await self._request(address, tag, self.core.unlink,
+                                                     LinkState.IDLE)
         async with deadline(timeout, f"the unlink from {format_address(peer)}"):
             while waiter is not None:
                 result = await waiter

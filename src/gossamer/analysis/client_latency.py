@@ -62,14 +62,12 @@ def client_latencies(events: DataFrame) -> DataFrame:
     first_receipts = message_events(events, LAYER, CLIENT_RECV).where(
         F.coalesce(attr("attempt"), F.lit("1")) == "1"
     )
-    return (
-        first_receipts.select("msg", "node", attr("client").alias("client"), F.col("t").alias("t1"))
-        .join(unique_sends(events), "msg")
-        .select(
-            F.col("type").alias("layer"),
-            "node",
-            "msg",
-            "client",
-            (F.col("t1") - F.col("t0")).alias("latency"),
-        )
+    return first_receipts.select(
+        "msg", "node", attr("client").alias("client"), F.col("t").alias("t1")
+    ).join(unique_sends(events), "msg").select(
+        F.col("type").alias("layer"),
+        "node",
+        "msg",
+        "client",
+        (F.col("t1") - F.col("t0")).alias("latency"),
     )

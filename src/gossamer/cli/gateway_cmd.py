@@ -70,19 +70,10 @@ def configure(p: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="heartbeat interval sent in hello (default 45000)",
     )
-    p.add_argument(
-        "--ack-timeout",
-        type=float,
-        default=15.0,
-        metavar="SECONDS",
-        help="queue ack timeout before redelivery (default 15)",
-    )
-    p.add_argument(
-        "--max-attempts",
-        type=int,
-        default=5,
-        help="deliveries before a queued message is dead-lettered (default 5)",
-    )
+    p.add_argument("--ack-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="queue ack timeout before redelivery (default 15)")
+    p.add_argument("--max-attempts", type=int, default=5,
+                   help="deliveries before a queued message is dead-lettered (default 5)")
     p.add_argument("--tls-cert", type=Path, help="PEM certificate (chain) for TLS")
     p.add_argument("--tls-key", type=Path, help="PEM private key for TLS")
     p.add_argument("--trace", type=Path, help="write layer=gateway trace events to DIR")

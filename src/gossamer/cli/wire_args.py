@@ -32,7 +32,6 @@ from gossamer.wire.mode import (
 
 __all__ = ["KEY_ENV", "add_wire_arguments", "read_key_file", "wire_from_args"]
 
-
 def add_wire_arguments(parser: Any) -> None:
     """Add ``--wire``, ``--key-file`` and ``--cluster`` to ``parser``."""
     parser.add_argument(

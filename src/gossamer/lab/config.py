@@ -253,33 +253,20 @@ class NodeConfig:
         w = self.gateway
         document = {
             "node": {
-                "id": n.id,
-                "run": n.run,
-                "trace": str(n.trace),
-                "address": n.address,
-                "seed": n.seed,
-                "start_at": n.start_at,
-                "duration": n.duration,
-                "linger": n.linger,
-                "exit_when_done": n.exit_when_done,
-                "wire": n.wire.value,
+                "id": n.id, "run": n.run, "trace": str(n.trace), "address": n.address,
+                "seed": n.seed, "start_at": n.start_at, "duration": n.duration,
+                "linger": n.linger, "exit_when_done": n.exit_when_done, "wire": n.wire.value,
                 "key_file": None if n.key_file is None else str(n.key_file),
                 "cluster": n.cluster,
             },
             "ports": self.ports.as_dict(),
-            "peers": [
-                {"id": p.id, "address": p.address, "ports": p.ports.as_dict(), "subnet": p.subnet}
-                for p in self.peers
-            ],
+            "peers": [{"id": p.id, "address": p.address, "ports": p.ports.as_dict(),
+                       "subnet": p.subnet} for p in self.peers],
             "faults": {
-                "drop": f.drop,
-                "delay_ms": f.delay_ms,
-                "delay_rate": f.delay_rate,
+                "drop": f.drop, "delay_ms": f.delay_ms, "delay_rate": f.delay_rate,
                 "duplicate": f.duplicate,
-                "partition": [
-                    {"peers": list(part.peers), "from": part.start, "to": part.end}
-                    for part in f.partitions
-                ],
+                "partition": [{"peers": list(part.peers), "from": part.start, "to": part.end}
+                              for part in f.partitions],
             },
             "discovery": _fields(self.discovery),
             "gossip": _fields(self.gossip),
@@ -354,13 +341,8 @@ class _Table:
         return value
 
     def number(
-        self,
-        name: str,
-        default: Any = _REQUIRED,
-        *,
-        low: float | None = 0.0,
-        high: float | None = None,
-        above: float | None = None,
+        self, name: str, default: Any = _REQUIRED, *, low: float | None = 0.0,
+        high: float | None = None, above: float | None = None,
     ) -> Any:
         value = self.raw(name, default)
         if value is None and default is None:
@@ -436,21 +418,16 @@ def _num(value: float) -> str:
 
 
 def _kind(value: Any) -> str:
-    names = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "a table",
-    }
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+             list: "an array", dict: "a table"}
     return names.get(type(value), type(value).__name__)
 
 
 def _ports(table: _Table) -> Ports:
-    ports = Ports(
-        **{name: table.integer(name, DEFAULT_PORTS[name], low=1, high=65535) for name in PORT_NAMES}
-    )
+    ports = Ports(**{
+        name: table.integer(name, DEFAULT_PORTS[name], low=1, high=65535)
+        for name in PORT_NAMES
+    })
     table.finish()
     return ports
 
@@ -581,7 +558,8 @@ def parse_config(
         raise _fail("gateway.db", "is required when the gateway is enabled")
     t.finish()
 
-    top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link", "gateway"})
+    top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link",
+                     "gateway"})
     top.finish()
     # Every protocol seals with the key (the node builds its wire whatever runs: a
     # gateway-only node needs it too); Chatter's original wire encrypts with it too.
@@ -591,15 +569,8 @@ def parse_config(
     ):
         node = replace(node, key=_key(node.key_file, env))
     return NodeConfig(
-        node=node,
-        ports=ports,
-        peers=peers,
-        faults=faults,
-        discovery=discovery,
-        gossip=gossip,
-        isis=isis,
-        link=link,
-        gateway=gateway,
+        node=node, ports=ports, peers=peers, faults=faults, discovery=discovery,
+        gossip=gossip, isis=isis, link=link, gateway=gateway,
     )
 
 
@@ -616,14 +587,12 @@ def _peers(raw: Any, node_id: str) -> tuple[PeerConfig, ...]:
         if peer_id in seen:
             raise _fail(t.key("id"), f"{peer_id!r} is listed twice")
         seen.add(peer_id)
-        peers.append(
-            PeerConfig(
-                id=peer_id,
-                address=t.string("address"),
-                ports=_ports(_Table(t.raw("ports", {}), t.key("ports"))),
-                subnet=t.integer("subnet", None),
-            )
-        )
+        peers.append(PeerConfig(
+            id=peer_id,
+            address=t.string("address"),
+            ports=_ports(_Table(t.raw("ports", {}), t.key("ports"))),
+            subnet=t.integer("subnet", None),
+        ))
         t.finish()
     return tuple(peers)
 
@@ -693,7 +662,7 @@ def _apply_env(data: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any
     for name in sorted(env):
         if not name.startswith(_ENV_PREFIX):
             continue
-        parts = name[len(_ENV_PREFIX) :].lower().split("__")
+        parts = name[len(_ENV_PREFIX):].lower().split("__")
         if len(parts) != 2 or not all(parts):
             raise _fail(name, "must be GOSSAMER__<SECTION>__<KEY>")
         section, key = parts
@@ -724,4 +693,6 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> NodeC
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", path=str(path)) from None
-    return parse_config(data, base=path.resolve().parent, env=os.environ if env is None else env)
+    return parse_config(
+        data, base=path.resolve().parent, env=os.environ if env is None else env
+    )

@@ -301,10 +301,7 @@ class LabNode:
         if c.gossip.enabled:
             self.gossip = await open_gossip(
                 GossipConfig(my_addr=c.node.address, my_port=c.ports.gossip, **c.gossip.protocol),
-                wire=self.wire,
-                handlers=[text_handler()],
-                tracer=self.tracer,
-                rng=self.rng(3),
+                wire=self.wire, handlers=[text_handler()], tracer=self.tracer, rng=self.rng(3),
             )
             self.spawn(self._count_gossip(self.gossip))
         if c.link.enabled:
@@ -314,7 +311,9 @@ class LabNode:
 
     async def _start_discovery(self) -> None:
         c, d = self.config, self.config.discovery
-        names = {(p.address, p.ports.discovery): p.id for p in c.peers}
+        names = {
+            (p.address, p.ports.discovery): p.id for p in c.peers
+        }
         if d.broadcast_address is not None:
             # Namespace hosts: a real subnet broadcast to the shared broadcast port, and
             # a unicast copy to each seed behind the router (which forwards no broadcast).
@@ -327,20 +326,12 @@ class LabNode:
             broadcast = c.node.address
             targets = tuple((p.address, p.ports.discovery_broadcast) for p in c.peers)
         config = DiscoveryConfig(
-            address=(c.node.address, c.ports.discovery),
-            broadcast_address=broadcast,
-            broadcast_port=c.ports.discovery_broadcast,
-            broadcast_targets=targets,
-            names=names,
-            node_id=c.node.id,
-            **d.protocol,
+            address=(c.node.address, c.ports.discovery), broadcast_address=broadcast,
+            broadcast_port=c.ports.discovery_broadcast, broadcast_targets=targets,
+            names=names, node_id=c.node.id, **d.protocol,
         )
         self.discovery = await open_discovery(
-            config,
-            wire=self.wire,
-            tracer=self.tracer,
-            rng=self.rng(1),
-            faults=self.faults(11),
+            config, wire=self.wire, tracer=self.tracer, rng=self.rng(1), faults=self.faults(11),
         )
         self.spawn(self._follow_peers(self.discovery))
 
@@ -381,21 +372,17 @@ class LabNode:
         workload = None
         if c.isis.snapshots:
             self.bank = Bank(
-                me=me,
-                members=[m.id for m in members],
-                initial=INITIAL_BALANCE,
+                me=me, members=[m.id for m in members], initial=INITIAL_BALANCE,
                 rng=self.rng(2),
             )
             workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
         self.isis = await open_isis(
-            IsisConfig(me=me, members=members, wire=self.wire.mode, **c.isis.protocol),
-            tracer=self.tracer,
-            rng=self.rng(4),
-            faults=self.faults(12),
-            workload=workload,
-            on_event=self._on_isis,
-            snapshots=c.isis.snapshots,
-            wire=self.wire,
+            IsisConfig(
+                me=me, members=members, wire=self.wire.mode, **c.isis.protocol
+            ),
+            tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
+            workload=workload, on_event=self._on_isis,
+            snapshots=c.isis.snapshots, wire=self.wire,
         )
 
     def _on_isis(self, event: object) -> None:
@@ -419,11 +406,7 @@ class LabNode:
         options = dict(c.link.protocol)
         options["transport"] = options["transport"].value
         self.link_node = await open_node(
-            c.node.address,
-            c.ports.link,
-            tracer=self.tracer,
-            seed=c.node.seed,
-            wire=self.wire,
+            c.node.address, c.ports.link, tracer=self.tracer, seed=c.node.seed, wire=self.wire,
             **options,
         )
         self.pull = self.link_node.socket("pull", tag=LINK_TAG, capacity=c.link.credit)
@@ -458,26 +441,17 @@ class LabNode:
         assert c.gateway.db is not None
         self.store = SqliteQueueStore(c.gateway.db)
         self.gateway = await open_gateway_server(
-            GatewayConfig(node_id=c.node.id, **c.gateway.protocol),
-            host=c.node.address,
+            GatewayConfig(node_id=c.node.id, **c.gateway.protocol), host=c.node.address,
             port=c.ports.gateway,
-            store=self.store,
-            tracer=self.tracer,
-            rng=self.rng(5),
+            store=self.store, tracer=self.tracer, rng=self.rng(5),
         )
         dsn = f"singyeong://{APPLICATION}@{format_address(self.gateway.address)}"
         for index in range(c.gateway.clients):
             client = await open_gateway_client(
-                dsn,
-                client_id=f"{c.node.id}-c{index}",
-                metadata={
-                    "host": c.node.id,
-                    "index": index,
-                    "region": "eu" if index % 2 == 0 else "us",
-                },
-                rng=self.rng(100 + index),
-                open_timeout=5.0,
-                tracer=self.tracer,
+                dsn, client_id=f"{c.node.id}-c{index}",
+                metadata={"host": c.node.id, "index": index,
+                          "region": "eu" if index % 2 == 0 else "us"},
+                rng=self.rng(100 + index), open_timeout=5.0, tracer=self.tracer,
             )
             self.clients.append(client)
             self.spawn(self._consume(client))
@@ -577,13 +551,9 @@ class LabNode:
             await asyncio.sleep(1.0 if time.monotonic() < end else SETTLE_REPORT)
             pending = self.in_flight()
             self.status(
-                "progress",
-                sent=self.counts.sent,
-                delivered=self.counts.delivered,
+                "progress", sent=self.counts.sent, delivered=self.counts.delivered,
                 faults=sum(i.injected for i in self.injectors),
-                peers=len(self.peer_ids()),
-                pending=pending,
-                idle=pending == 0,
+                peers=len(self.peer_ids()), pending=pending, idle=pending == 0,
             )
 
     def in_flight(self) -> int:
@@ -618,12 +588,8 @@ class LabNode:
         )
         for at, fault, part in edges:
             await asyncio.sleep(max(0.0, at - time.monotonic()))
-            self.tracer(
-                time.monotonic(),
-                "net",
-                "fault",
-                attrs={"fault": fault, "peers": ",".join(part.peers)},
-            )
+            self.tracer(time.monotonic(), "net", "fault",
+                        attrs={"fault": fault, "peers": ",".join(part.peers)})
 
     # -- shutdown --------------------------------------------------------------
 
@@ -672,16 +638,10 @@ class LabNode:
         outstanding = [
             f"{me}/{out['msg_id']}" for out in state["outgoing"] if out["phase"] != "done"
         ]
-        self.tracer(
-            time.monotonic(),
-            "isis",
-            "stop",
-            attrs={
-                "held": ",".join(held),
-                "outstanding": ",".join(outstanding),
-                "view": ",".join(state["view"]),
-            },
-        )
+        self.tracer(time.monotonic(), "isis", "stop", attrs={
+            "held": ",".join(held), "outstanding": ",".join(outstanding),
+            "view": ",".join(state["view"]),
+        })
 
     async def _drain_queues(self, seconds: float) -> None:
         # Give queued gateway messages a moment to be consumed and acked, so that a
@@ -706,7 +666,9 @@ class LabNode:
             await self.gateway.close()
 
 
-async def _every(rate: float, until: float, action: Callable[[int], Awaitable[None]]) -> None:
+async def _every(
+    rate: float, until: float, action: Callable[[int], Awaitable[None]]
+) -> None:
     """Call ``action(k)`` ``rate`` times per second (on a fixed schedule that does not
     drift) until ``until`` (``time.monotonic()``)."""
     if rate <= 0:

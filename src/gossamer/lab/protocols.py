@@ -74,16 +74,8 @@ PROTOCOLS: Final[Mapping[str, Protocol]] = {
         config=DiscoveryConfig,
         managed=frozenset(
             {
-                "address",
-                "broadcast_address",
-                "broadcast_port",
-                "broadcast_targets",
-                "interface",
-                "listen_port",
-                "names",
-                "node_id",
-                "wire",
-                "start",
+                "address", "broadcast_address", "broadcast_port", "broadcast_targets",
+                "interface", "listen_port", "names", "node_id", "wire", "start",
             }
         ),
         defaults={

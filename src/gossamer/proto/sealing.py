@@ -282,5 +282,7 @@ class SealedStream(Generic[E]):
         self._broken = True
         seals = self.seals
         seals.rejected[kind] += 1
-        seals.trace(now, seals.layer, "drop", peer=self.peer, attrs={"reason": f"envelope: {kind}"})
+        seals.trace(
+            now, seals.layer, "drop", peer=self.peer, attrs={"reason": f"envelope: {kind}"}
+        )
         self.inner.abort(f"envelope: {kind}", now)

@@ -141,7 +141,9 @@ class Simulator:
         so this costs no memory; the previous thresholds are restored on return."""
         queue = self._queue
         thresholds = gc.get_threshold()
-        gc.set_threshold(max(thresholds[0], self.YOUNG_PER_NODE * len(self.nodes)), *thresholds[1:])
+        gc.set_threshold(
+            max(thresholds[0], self.YOUNG_PER_NODE * len(self.nodes)), *thresholds[1:]
+        )
         try:
             while queue and queue[0][0] <= until:
                 when, _, action, args = heapq.heappop(queue)

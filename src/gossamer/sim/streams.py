@@ -138,7 +138,9 @@ class _Connection:
 class StreamPort(Layer[ConnectionsCore]):
     """The engine's ``DatagramCore`` for a node whose core is a ``ConnectionsCore``."""
 
-    def __init__(self, net: StreamNetwork, node: SimNode, inner: ConnectionsCore) -> None:
+    def __init__(
+        self, net: StreamNetwork, node: SimNode, inner: ConnectionsCore
+    ) -> None:
         super().__init__(inner)
         self.net, self.node = net, node
         self.ends: dict[int, _End] = {}
@@ -308,7 +310,9 @@ class StreamNetwork:
         sim = self.sim
         listener = self._listeners.get(peer)
         host = sim.network.host_by_ip(peer[0])
-        if listener is None and host is not None and sim.network.connected(port.node.host, host):
+        if listener is None and host is not None and sim.network.connected(
+            port.node.host, host
+        ):
             # A host with nothing listening on that port answers with a reset.
             rtt = 2 * sim.network.latency(port.node.host, host, self.rng)
             sim.at(sim.now + rtt, lambda: self._give_up(end, "refused"))
@@ -349,7 +353,8 @@ class StreamNetwork:
                 pipe.backlog = []
                 pipe.stalled_since = sim.now
                 pipe.rto = self.config.backoff[0]
-                sim.at(sim.now + pipe.rto, lambda: self._retransmit(pipe, connection, to_acceptor))
+                sim.at(sim.now + pipe.rto,
+                       lambda: self._retransmit(pipe, connection, to_acceptor))
             pipe.backlog.append((kind, data))
             return
         now = sim.now
@@ -358,7 +363,8 @@ class StreamNetwork:
         if bandwidth and data:
             depart = max(now, pipe.busy_until) + len(data) / bandwidth
             pipe.busy_until = depart
-        arrival = max(depart + sim.network.latency(src_host, dst_host, self.rng), pipe.last_arrival)
+        arrival = max(depart + sim.network.latency(src_host, dst_host, self.rng),
+                      pipe.last_arrival)
         pipe.last_arrival = arrival
         sim.at(arrival, lambda: self._arrive(connection, kind, data, to_acceptor))
 
@@ -381,7 +387,9 @@ class StreamNetwork:
         pipe.rto = min(pipe.rto * 2, self.config.backoff[1])
         sim.at(sim.now + pipe.rto, lambda: self._retransmit(pipe, connection, to_acceptor))
 
-    def _arrive(self, connection: _Connection, kind: _Kind, data: bytes, to_acceptor: bool) -> None:
+    def _arrive(
+        self, connection: _Connection, kind: _Kind, data: bytes, to_acceptor: bool
+    ) -> None:
         if kind is _Kind.SYN:
             self._accept(connection)
             return
@@ -478,10 +486,5 @@ class StreamNetwork:
 
     def _fault(self, end: _End, fault: str, other: _End) -> None:
         self.sim.fault_counts[fault] += 1
-        end.port.node.tracer(
-            self.sim.now,
-            "net",
-            "fault",
-            peer=other.port.node.node_id,
-            attrs={"fault": fault, "conn": str(end.conn)},
-        )
+        end.port.node.tracer(self.sim.now, "net", "fault", peer=other.port.node.node_id,
+                             attrs={"fault": fault, "conn": str(end.conn)})

@@ -144,10 +144,9 @@ def cluster(
     *,
     wire: Wire | None = None,
     host: str = "127.0.0.1",
-) -> (
-    contextlib.AbstractAsyncContextManager[Cluster[M]]
-    | contextlib.AbstractAsyncContextManager[Cluster[link.Node]]
-):
+) -> contextlib.AbstractAsyncContextManager[Cluster[M]] | contextlib.AbstractAsyncContextManager[
+    Cluster[link.Node]
+]:
     """``n`` members opened by ``open_member(seat)`` (default: link nodes) on ``host``.
 
     An async context manager (see the module docstring); ``wire`` defaults to a sealed

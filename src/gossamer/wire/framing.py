@@ -92,12 +92,8 @@ def pull_frame(buf: Buffer, *, max_size: int = DEFAULT_MAX_FRAME) -> bytes:
     start = buf.position
     length = buf.pull_uint32("frame length")
     if length > max_size:
-        raise DecodeError(
-            f"frame of {length} bytes exceeds the bound {max_size}",
-            offset=start,
-            length=length,
-            max_size=max_size,
-        )
+        raise DecodeError(f"frame of {length} bytes exceeds the bound {max_size}",
+                          offset=start, length=length, max_size=max_size)
     return buf.pull_bytes(length, "frame payload")
 
 
@@ -137,9 +133,8 @@ class FrameDecoder:
     def feed(self, chunk: bytes | bytearray | memoryview) -> list[bytes]:
         """Add ``chunk``; return every payload it completes."""
         if self._failed is not None:
-            raise DecodeError(
-                "the stream lost its framing at an earlier error", offset=self._failed.offset
-            )
+            raise DecodeError("the stream lost its framing at an earlier error",
+                              offset=self._failed.offset)
         buffer = self._buffer
         buffer += chunk
         frames: list[bytes] = []
@@ -153,9 +148,7 @@ class FrameDecoder:
             if length > self.max_size:
                 self._failed = DecodeError(
                     f"frame of {length} bytes exceeds the bound {self.max_size}",
-                    offset=self.consumed + position,
-                    length=length,
-                    max_size=self.max_size,
+                    offset=self.consumed + position, length=length, max_size=self.max_size,
                 )
                 self.consumed += position
                 del buffer[:]
@@ -177,9 +170,8 @@ class FrameDecoder:
     def close(self) -> None:
         """The stream ended: raise ``DecodeError`` if it ended inside a frame."""
         if self._failed is not None:
-            raise DecodeError(
-                "the stream lost its framing at an earlier error", offset=self._failed.offset
-            )
+            raise DecodeError("the stream lost its framing at an earlier error",
+                              offset=self._failed.offset)
         if self._buffer:
             self._failed = DecodeError(
                 f"stream ended inside a frame ({len(self._buffer)} bytes of it received)",

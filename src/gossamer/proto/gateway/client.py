@@ -574,12 +574,8 @@ class ClientCore(EventOutputs[ClientEvent]):
             reconnect=self.counters.readies > 1,
         )
         if self._trace is not None:
-            self._trace(
-                now,
-                LAYER,
-                CLIENT_READY,
-                attrs={"client": self.label, "reconnect": str(ready.reconnect).lower()},
-            )
+            self._trace(now, LAYER, CLIENT_READY,
+                        attrs={"client": self.label, "reconnect": str(ready.reconnect).lower()})
         self._events.append(ready)
         self._heartbeat(now)
         while self._buffer:
@@ -591,3 +587,4 @@ class ClientCore(EventOutputs[ClientEvent]):
         self._acked = False
         self._next_heartbeat = now + self._interval
         self._write(Packet(op=Op.HEARTBEAT, d={"client_id": self.config.client_id}))
+

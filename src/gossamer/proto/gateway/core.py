@@ -378,7 +378,9 @@ class GatewayCore:
         """A websocket opened: send hello and start the identify deadline."""
         self._conns[conn] = _Conn(id=conn, host=host, encoding=encoding)
         self._liveness[conn] = now + self.config.liveness_timeout
-        self._send(conn, Op.HELLO, {"heartbeat_interval": self.config.heartbeat_interval_ms}, now)
+        self._send(
+            conn, Op.HELLO, {"heartbeat_interval": self.config.heartbeat_interval_ms}, now
+        )
 
     def disconnect(self, conn: int, now: float) -> None:
         """The transport ended (whoever closed it)."""
@@ -400,7 +402,9 @@ class GatewayCore:
             op, t, d, ts = fast
         else:
             try:
-                packet = decode_packet(data, state.encoding, max_size=self.config.max_frame_size)
+                packet = decode_packet(
+                    data, state.encoding, max_size=self.config.max_frame_size
+                )
             except DecodeError as exc:
                 code = (
                     CloseCode.INVALID_OP
@@ -699,13 +703,8 @@ class GatewayCore:
         if not targets:
             if query.droppable:
                 if self._trace is not None:
-                    self._trace(
-                        now,
-                        LAYER,
-                        "drop",
-                        peer=client.trace_id,
-                        attrs={"reason": "no_route", "type": t},
-                    )
+                    self._trace(now, LAYER, "drop", peer=client.trace_id,
+                                attrs={"reason": "no_route", "type": t})
                 return
             # One well-formed no_route whatever the query (#241; the reference crashes
             # the socket when the query has ops, §7).
@@ -745,11 +744,12 @@ class GatewayCore:
                 attrs["nonce"] = label
             self._trace(now, LAYER, "route", msg=msg_id, peer=client.trace_id, attrs=attrs)
             for target in targets:
-                self._trace(
-                    now, LAYER, "deliver", msg=msg_id, peer=target.trace_id, attrs={"type": t}
-                )
+                self._trace(now, LAYER, "deliver", msg=msg_id, peer=target.trace_id,
+                            attrs={"type": t})
 
-    def _on_query_nodes(self, state: _Conn, client: Client, d: dict[str, Any], now: float) -> None:
+    def _on_query_nodes(
+        self, state: _Conn, client: Client, d: dict[str, Any], now: float
+    ) -> None:
         # The reference takes the query itself as d (and crashes, §6.3); a
         # {"target": query, "nonce": n} wrapper, like SEND's, is accepted as well.
         raw = d["target"] if isinstance(d.get("target"), dict) else d
@@ -823,14 +823,9 @@ class GatewayCore:
         )
         if self._trace is not None:
             label = nonce_label(nonce)
-            self._trace(
-                now,
-                LAYER,
-                "enqueue",
-                msg=message_id,
-                peer=client.trace_id,
-                attrs={"queue": queue} if label is None else {"queue": queue, "nonce": label},
-            )
+            self._trace(now, LAYER, "enqueue", msg=message_id, peer=client.trace_id,
+                        attrs={"queue": queue} if label is None else
+                        {"queue": queue, "nonce": label})
         # The driver commits store_ops() before sending this (module docstring).
         self._dispatch_to(
             (state.id,), "QUEUE_CONFIRM", {"queue": queue, "id": message_id, "nonce": nonce}, now
@@ -862,14 +857,8 @@ class GatewayCore:
             outcome = self.queues.ack(queue, message_id, client)
             if outcome is AckOutcome.ACKED:
                 if self._trace is not None:
-                    self._trace(
-                        now,
-                        LAYER,
-                        "ack",
-                        msg=message_id,
-                        peer=client.trace_id,
-                        attrs={"queue": queue},
-                    )
+                    self._trace(now, LAYER, "ack", msg=message_id, peer=client.trace_id,
+                                attrs={"queue": queue})
             else:
                 self._invalid(state.id, outcome.value, {"queue": queue, "id": message_id}, now)
 
@@ -900,13 +889,8 @@ class GatewayCore:
     def _after_returns(self, dead: list[QueuedMessage], touched: list[str], now: float) -> None:
         if self._trace is not None:
             for message in dead:
-                self._trace(
-                    now,
-                    LAYER,
-                    "dead_letter",
-                    msg=message.id,
-                    attrs={"queue": message.queue, "reason": message.reason or ""},
-                )
+                self._trace(now, LAYER, "dead_letter", msg=message.id,
+                            attrs={"queue": message.queue, "reason": message.reason or ""})
         for queue in touched:
             self._deliver_queue(queue, now)
 
@@ -919,9 +903,8 @@ class GatewayCore:
         replayed = self.queues.replay(queue, ids)
         if self._trace is not None:
             for message in replayed:
-                self._trace(
-                    now, LAYER, "enqueue", msg=message.id, attrs={"queue": queue, "replay": "true"}
-                )
+                self._trace(now, LAYER, "enqueue", msg=message.id,
+                            attrs={"queue": queue, "replay": "true"})
         self._deliver_queue(queue, now)
         return replayed
 
@@ -967,7 +950,9 @@ class GatewayCore:
         pending.changes.update(changes)
         if not pending.scheduled:
             pending.scheduled = True
-            heapq.heappush(self._metadata_due, (pending.bucket.when_available(now), client.handle))
+            heapq.heappush(
+                self._metadata_due, (pending.bucket.when_available(now), client.handle)
+            )
 
     def _apply_due_metadata(self, handle: int, now: float) -> None:
         pending = self._metadata.get(handle)
@@ -1026,7 +1011,9 @@ class GatewayCore:
             Transmit(conns=conns, packet=Packet(op=Op.DISPATCH, t=t, d=d, ts=self.timestamp(now)))
         )
 
-    def _invalid(self, conn: int, error: str, extra: Any, now: float, *, nonce: Any = None) -> None:
+    def _invalid(
+        self, conn: int, error: str, extra: Any, now: float, *, nonce: Any = None
+    ) -> None:
         d: dict[str, Any] = {"error": error, "extra_info": extra}
         if nonce is not None:
             d["nonce"] = nonce
@@ -1078,3 +1065,4 @@ class GatewayCore:
         )
         if self._trace is not None:
             self._trace(now, LAYER, "peer_down", peer=client.trace_id, attrs={"reason": why})
+

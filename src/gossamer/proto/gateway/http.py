@@ -272,9 +272,9 @@ def response_bytes(response: HttpResponse) -> bytes:
     )
 
 
-def handle(
-    core: GatewayCore, request: HttpRequest, *, peer: str, now: float
-) -> HttpResponse | ProxyRequest:
+def handle(core: GatewayCore, request: HttpRequest, *, peer: str, now: float) -> (
+    HttpResponse | ProxyRequest
+):
     """Answer one API request (see the module docstring)."""
     method, path = request.method, request.path.rstrip("/") or "/"
     if path == "/api/version":

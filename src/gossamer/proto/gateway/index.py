@@ -126,10 +126,7 @@ class SortedKeyList:
         return start, stop
 
     def count(
-        self,
-        low: Any = None,
-        low_inclusive: bool = True,
-        high: Any = None,
+        self, low: Any = None, low_inclusive: bool = True, high: Any = None,
         high_inclusive: bool = True,
     ) -> int:
         """How many pairs have a key in the range (None = unbounded on that side)."""
@@ -144,10 +141,7 @@ class SortedKeyList:
         return total
 
     def handles(
-        self,
-        low: Any = None,
-        low_inclusive: bool = True,
-        high: Any = None,
+        self, low: Any = None, low_inclusive: bool = True, high: Any = None,
         high_inclusive: bool = True,
     ) -> Iterator[int]:
         """The handles whose key is in the range, in key order."""
@@ -169,11 +163,7 @@ class SortedKeyList:
                 yield handle
 
     def collect(
-        self,
-        into: set[int],
-        low: Any = None,
-        low_inclusive: bool = True,
-        high: Any = None,
+        self, into: set[int], low: Any = None, low_inclusive: bool = True, high: Any = None,
         high_inclusive: bool = True,
     ) -> None:
         """Add the handles of ``handles(...)`` to ``into``, a chunk slice at a time (the

@@ -343,7 +343,9 @@ def _compile_compare(node: Compare) -> Predicate:
         return lambda values: (
             negated if (v := values.get(key, MISSING)) is MISSING else test(v) != negated
         )
-    return lambda values: negated if (v := resolve(values, path)) is MISSING else test(v) != negated
+    return lambda values: (
+        negated if (v := resolve(values, path)) is MISSING else test(v) != negated
+    )
 
 
 _CMP: Final = {"$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
@@ -471,14 +473,18 @@ class _Parser:
             to_path = self.path(to["path"], f"{where}.to.path")
             if op in ("$in", "$nin") and "default" in to and not isinstance(to["default"], list):
                 raise QueryError(f"{op} needs a list", where=where)
-            return Compare(path=path, op=op, to_path=to_path, default=to.get("default", MISSING))
+            return Compare(
+                path=path, op=op, to_path=to_path, default=to.get("default", MISSING)
+            )
         if "value" not in to:
             raise QueryError("'to' must be an object with 'value' or 'path'", where=where)
         return self.compare(path, op, to["value"], where)
 
     # -- spec format ---------------------------------------------------------
 
-    def logical(self, op: str, arg: Any, where: str, build: Callable[[Any, str], Node]) -> Logical:
+    def logical(
+        self, op: str, arg: Any, where: str, build: Callable[[Any, str], Node]
+    ) -> Logical:
         """``$and``/``$or``/``$nor`` over a list: each element built by ``build(element,
         where)``; counted towards the query's size."""
         if not isinstance(arg, list):

@@ -274,7 +274,9 @@ class Directory:
             return matches
         path = selector.path
         values = self.index.values
-        scored = [(v, c) for c in matches if _number(v := resolve(values(c.handle), path))]
+        scored = [
+            (v, c) for c in matches if _number(v := resolve(values(c.handle), path))
+        ]
         if not scored:
             return []
         if selector.kind == "$min":

@@ -93,11 +93,8 @@ class SocketOptions:
         try:
             backoff = Backoff(base=self.retry_base, maximum=self.retry_max, spread=AROUND)
         except ConfigError as exc:
-            raise ConfigError(
-                "need 0 < retry_base <= retry_max",
-                retry_base=self.retry_base,
-                retry_max=self.retry_max,
-            ) from exc
+            raise ConfigError("need 0 < retry_base <= retry_max", retry_base=self.retry_base,
+                              retry_max=self.retry_max) from exc
         object.__setattr__(self, "retry_backoff", backoff)
         if not -(1 << 31) <= self.capacity < 1 << 31:
             raise ConfigError("capacity must fit in a signed 32-bit integer")

@@ -75,11 +75,8 @@ class LinkConnections(Layer[LinkNode]):
 
     def data_to_send(self) -> list[tuple[int, bytes]]:
         self._pull()
-        out = [
-            (conn, data)
-            for conn, endpoint in self._endpoints.items()
-            if (data := endpoint.data_to_send())
-        ]
+        out = [(conn, data) for conn, endpoint in self._endpoints.items()
+               if (data := endpoint.data_to_send())]
         self.inner.dirty_endpoints()  # their output was taken above: forget it
         return out
 

@@ -32,16 +32,8 @@ class NodeServices(Protocol):
     def peer(self, address: Address) -> Peer:
         """The record of ``address``, made when first met."""
 
-    def trace(
-        self,
-        now: float,
-        kind: str,
-        *,
-        msg: str | None = None,
-        peer: str | None = None,
-        size: int | None = None,
-        attrs: Mapping[str, str] | None = None,
-    ) -> None:
+    def trace(self, now: float, kind: str, *, msg: str | None = None, peer: str | None = None,
+              size: int | None = None, attrs: Mapping[str, str] | None = None) -> None:
         """One trace event of the link layer."""
 
 

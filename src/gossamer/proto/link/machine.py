@@ -309,9 +309,8 @@ def _table() -> dict[tuple[LinkState, LinkInput], Transition]:
             I.VIOLATION: _t(S.RETRY_WAIT, A.IGNORE),
             # The peer links to us while we wait: it has none of our metadata (our
             # refused attempt was another incarnation), so we send it.
-            I.LINK_ACCEPT: _t(
-                S.DECIDED, A.CANCEL_RETRY, A.NEW_CLOCK, A.STORE_META, A.SEND_ACK_META
-            ),
+            I.LINK_ACCEPT: _t(S.DECIDED, A.CANCEL_RETRY, A.NEW_CLOCK, A.STORE_META,
+                              A.SEND_ACK_META),
             I.LINK_REFUSE_FATAL: _t(S.IDLE, A.CANCEL_RETRY, A.SEND_ACK_META, A.CLOSE),
             I.LINK_REFUSE_TRANSIENT: _t(S.RETRY_WAIT, A.SEND_ACK_META),
             I.LINK_AGAIN: _t(S.RETRY_WAIT, A.REJECT),

@@ -227,15 +227,10 @@ class LinkNode:
         sock.closing = True
         for link in list(sock.links.values()):
             if link.peer_clock is not None:
-                self._send(
-                    link.peer,
-                    SocketMessage(
-                        src_tag=tag,
-                        dst_tag=link.peer_tag,
-                        clock=NO_CLOCK,
-                        body=ErrorBody(code=ErrorCode.SOCKET_NOT_FOUND, dest_clock=link.peer_clock),
-                    ),
-                )
+                self._send(link.peer, SocketMessage(
+                    src_tag=tag, dst_tag=link.peer_tag, clock=NO_CLOCK,
+                    body=ErrorBody(code=ErrorCode.SOCKET_NOT_FOUND, dest_clock=link.peer_clock),
+                ))
             self._close(link, "socket_closed", now)
         sock.closed = True
         self.sockets.pop(tag, None)
@@ -252,11 +247,8 @@ class LinkNode:
 
     def handle_timer(self, now: float) -> None:
         self._now = now
-        for link in [
-            link
-            for link in self._retrying.values()
-            if link.retry_at is not None and link.retry_at <= now
-        ]:
+        for link in [link for link in self._retrying.values() if link.retry_at is not None
+                     and link.retry_at <= now]:
             link.retry_at = None
             del self._retrying[id(link)]
             self.input(link, LinkInput.RETRY_TIMER, Context(), now)
@@ -338,23 +330,13 @@ class LinkNode:
                 self._handle(peer, decoded, item.size, now)
             else:
                 self.counters["malformed"] += 1
-                self.trace(
-                    now,
-                    "drop",
-                    peer=peer.name,
-                    size=item.size,
-                    attrs={"reason": f"malformed: {decoded.reason}"},
-                )
+                self.trace(now, "drop", peer=peer.name, size=item.size,
+                           attrs={"reason": f"malformed: {decoded.reason}"})
         lost = scanner.lost
         if lost is not None:
             self.counters["malformed"] += 1
-            self.trace(
-                now,
-                "drop",
-                peer=peer.name,
-                size=scanner.unread,
-                attrs={"reason": f"framing lost: {lost.reason}"},
-            )
+            self.trace(now, "drop", peer=peer.name, size=scanner.unread,
+                       attrs={"reason": f"framing lost: {lost.reason}"})
             scanner.reset()
             return False
         self.counters["frames_in"] += frames
@@ -388,40 +370,23 @@ class LinkNode:
         link.sent += 1
         sock = link.socket
         sock.sent += 1
-        header = _PACK_DATA_HEADER(
-            VERSION,
-            _SOCKETS,
-            _DATA,
-            EXTENDED_HEADER_SIZE + len(payload),
-            sock.tag,
-            link.peer_tag,
-            link.clock,
-        )
+        header = _PACK_DATA_HEADER(VERSION, _SOCKETS, _DATA, EXTENDED_HEADER_SIZE + len(payload),
+                                   sock.tag, link.peer_tag, link.clock)
         peer = link.peer
         self._send_data_out(peer, header, payload)
         self.dirty[peer.address] = peer
         if cookie is not None:
             link.cookies.append((index, cookie))
         if self.trace_data:
-            self.trace(
-                now,
-                "send",
-                msg=f"{self.name}/{sock.tag}#{link.clock}/{index}",
-                peer=peer.name,
-                size=len(header) + len(payload),
-                attrs={"link": link.id},
-            )
+            self.trace(now, "send", msg=f"{self.name}/{sock.tag}#{link.clock}/{index}",
+                       peer=peer.name, size=len(header) + len(payload),
+                       attrs={"link": link.id})
 
     def taken(self, link: Link, index: int, now: float, trace: bool = True) -> None:
         """The application took (or the pattern discarded) message ``index`` of ``link``."""
         if trace and self.trace_data:
-            self.trace(
-                now,
-                "deliver",
-                msg=self._msg_id(link, index),
-                peer=link.peer.name,
-                attrs={"link": link.id},
-            )
+            self.trace(now, "deliver", msg=self._msg_id(link, index), peer=link.peer.name,
+                       attrs={"link": link.id})
         link.taken += 1
         if link.state is not LinkState.ESTABLISHED:
             return  # an ending link needs no credit back
@@ -438,27 +403,14 @@ class LinkNode:
         # Credits waited for by a sender must not wait behind the receiving
         # application's loop: the driver writes them at once.
         self.urgent = True
-        self._send(
-            link.peer,
-            SocketMessage(
-                src_tag=link.socket.tag,
-                dst_tag=link.peer_tag,
-                clock=link.clock,
-                body=FlowBody(credits=variation),
-            ),
-        )
+        self._send(link.peer, SocketMessage(src_tag=link.socket.tag, dst_tag=link.peer_tag,
+                                            clock=link.clock, body=FlowBody(credits=variation)))
 
     def send_control(self, link: Link, kind: int, payload: bytes) -> None:
         """A custom control message of type ``kind`` on ``link`` (no credit spent)."""
-        self._send(
-            link.peer,
-            SocketMessage(
-                src_tag=link.socket.tag,
-                dst_tag=link.peer_tag,
-                clock=link.clock,
-                body=ControlBody(kind=kind, payload=payload),
-            ),
-        )
+        self._send(link.peer, SocketMessage(src_tag=link.socket.tag, dst_tag=link.peer_tag,
+                                            clock=link.clock,
+                                            body=ControlBody(kind=kind, payload=payload)))
 
     def trace(
         self,
@@ -495,8 +447,8 @@ class LinkNode:
                 first = inflow.received
                 room = inflow.granted_max - first
                 if room > 0:
-                    batch = (
-                        payloads if done == 0 and count <= room else (payloads[done : done + room])
+                    batch = payloads if done == 0 and count <= room else (
+                        payloads[done : done + room]
                     )
                     inflow.received = first + len(batch)
                     if link.socket.queue_run(link, batch, first):
@@ -516,15 +468,10 @@ class LinkNode:
             if not isinstance(body, ErrorBody):
                 # Notes "Socket Not Found": sent as if by the missing socket.
                 self.counters["not_found_sent"] += 1
-                self._send(
-                    peer,
-                    SocketMessage(
-                        src_tag=msg.dst_tag,
-                        dst_tag=msg.src_tag,
-                        clock=NO_CLOCK,
-                        body=ErrorBody(code=ErrorCode.SOCKET_NOT_FOUND, dest_clock=msg.clock),
-                    ),
-                )
+                self._send(peer, SocketMessage(
+                    src_tag=msg.dst_tag, dst_tag=msg.src_tag, clock=NO_CLOCK,
+                    body=ErrorBody(code=ErrorCode.SOCKET_NOT_FOUND, dest_clock=msg.clock),
+                ))
             else:
                 self._stale(now, peer, "error for an unknown socket")
             return
@@ -649,7 +596,9 @@ class LinkNode:
         if transition.next is LinkState.IDLE and Action.CLOSE not in transition.actions:
             self._forget(link)
 
-    def _act(self, action: Action, link: Link, event: LinkInput, ctx: Context, now: float) -> None:
+    def _act(
+        self, action: Action, link: Link, event: LinkInput, ctx: Context, now: float
+    ) -> None:
         sock = link.socket
         peer = link.peer
         if action is Action.NEW_CLOCK:
@@ -658,24 +607,14 @@ class LinkNode:
             link.peer_meta = None
         elif action is Action.SEND_LINK:
             link.inflow = InFlow(sock.capacity, sock.batch)
-            self._send(
-                peer,
-                SocketMessage(
-                    src_tag=sock.tag,
-                    dst_tag=link.peer_tag,
-                    clock=link.clock,
-                    body=LinkBody(metadata=sock.metadata()),
-                ),
-            )
+            self._send(peer, SocketMessage(src_tag=sock.tag, dst_tag=link.peer_tag,
+                                           clock=link.clock,
+                                           body=LinkBody(metadata=sock.metadata())))
         elif action is Action.STORE_META:
             link.peer_meta = ctx.meta
             link.peer_clock = ctx.clock
-        elif action in (
-            Action.SEND_ACK,
-            Action.SEND_ACK_META,
-            Action.SEND_ACK_CANCELED,
-            Action.SEND_ACK_EXISTS,
-        ):
+        elif action in (Action.SEND_ACK, Action.SEND_ACK_META, Action.SEND_ACK_CANCELED,
+                        Action.SEND_ACK_EXISTS):
             self._send_ack(link, action, ctx)
         elif action is Action.STASH_ACK:
             link.peer_clock = ctx.clock
@@ -692,15 +631,8 @@ class LinkNode:
             assert ctx.msg is not None and isinstance(ctx.msg.body, FlowBody)
             self._credit(link, ctx.msg.body.credits, now)
         elif action is Action.SEND_UNLINK:
-            self._send(
-                peer,
-                SocketMessage(
-                    src_tag=sock.tag,
-                    dst_tag=link.peer_tag,
-                    clock=link.clock,
-                    body=UnlinkBody(sent=link.sent),
-                ),
-            )
+            self._send(peer, SocketMessage(src_tag=sock.tag, dst_tag=link.peer_tag,
+                                           clock=link.clock, body=UnlinkBody(sent=link.sent)))
         elif action is Action.RECORD_PEER_SENT:
             assert ctx.msg is not None and isinstance(ctx.msg.body, UnlinkBody)
             link.peer_sent = ctx.msg.body.sent
@@ -710,27 +642,15 @@ class LinkNode:
         elif action is Action.SEND_NOT_LINKED:
             self.counters["not_linked_sent"] += 1
             clock = ctx.clock if ctx.clock is not None else NO_CLOCK
-            self._send(
-                peer,
-                SocketMessage(
-                    src_tag=sock.tag,
-                    dst_tag=link.peer_tag,
-                    clock=NO_CLOCK,
-                    body=ErrorBody(code=ErrorCode.SOCKET_NOT_LINKED, dest_clock=clock),
-                ),
-            )
+            self._send(peer, SocketMessage(
+                src_tag=sock.tag, dst_tag=link.peer_tag, clock=NO_CLOCK,
+                body=ErrorBody(code=ErrorCode.SOCKET_NOT_LINKED, dest_clock=clock),
+            ))
         elif action is Action.IGNORE:
             self.counters["ignored"] += 1
-            self.trace(
-                now,
-                "drop",
-                peer=peer.name,
-                size=ctx.size,
-                attrs={
-                    "reason": f"{event.value} ignored in {link.state.value}",
-                    "tag": str(sock.tag),
-                },
-            )
+            self.trace(now, "drop", peer=peer.name, size=ctx.size,
+                       attrs={"reason": f"{event.value} ignored in {link.state.value}",
+                              "tag": str(sock.tag)})
         elif action is Action.CLOSE:
             reason = ctx.reason or event.value
             if event is LinkInput.GIVE_UP:
@@ -749,23 +669,15 @@ class LinkNode:
         elif action is Action.SEND_ACK_EXISTS:
             decision = LinkDecision.LINK_EXISTS
         dest = ctx.clock if ctx.clock is not None else NO_CLOCK
-        clock = (
-            link.clock
-            if link.state is not LinkState.IDLE or decision is LinkDecision.SUCCESS
+        clock = link.clock if link.state is not LinkState.IDLE or decision is LinkDecision.SUCCESS \
             else NO_CLOCK
-        )
         if action is Action.SEND_ACK_EXISTS:
             metadata = sock.metadata()
             clock = NO_CLOCK  # the new incarnation is refused: there is no clock for it
-        self._send(
-            link.peer,
-            SocketMessage(
-                src_tag=sock.tag,
-                dst_tag=link.peer_tag,
-                clock=clock,
-                body=LinkAckBody(decision=decision, dest_clock=dest, metadata=metadata),
-            ),
-        )
+        self._send(link.peer, SocketMessage(
+            src_tag=sock.tag, dst_tag=link.peer_tag, clock=clock,
+            body=LinkAckBody(decision=decision, dest_clock=dest, metadata=metadata),
+        ))
 
     def _establish(self, link: Link, now: float) -> None:
         sock = link.socket
@@ -779,26 +691,11 @@ class LinkNode:
         link.data_tail = SOCKET_HEADER.pack(sock.tag, link.peer_tag, link.clock)
         link.up = True
         sock.link_up(link)
-        self._events.append(
-            LinkUp(
-                tag=sock.tag,
-                peer=link.peer.address,
-                peer_tag=link.peer_tag,
-                credits=link.credits,
-                link=link.id,
-            )
-        )
-        self.trace(
-            now,
-            "link_up",
-            peer=link.peer.name,
-            attrs={
-                "link": link.id,
-                "credits": str(link.credits),
-                "tag": str(sock.tag),
-                "peer_tag": str(link.peer_tag),
-            },
-        )
+        self._events.append(LinkUp(tag=sock.tag, peer=link.peer.address,
+                                   peer_tag=link.peer_tag, credits=link.credits, link=link.id))
+        self.trace(now, "link_up", peer=link.peer.name,
+                   attrs={"link": link.id, "credits": str(link.credits), "tag": str(sock.tag),
+                          "peer_tag": str(link.peer_tag)})
         if link.credits > 0:
             self._writable[sock.tag] = None
         # The capacity advertised in our metadata may have changed while linking.
@@ -842,24 +739,13 @@ class LinkNode:
         if link.cookies:
             # Nothing is dropped silently: receipts of messages whose fate is unknown.
             for _, cookie in link.cookies:
-                self._receipt(
-                    sock,
-                    Receipt(
-                        cookie=cookie, peer=link.peer.address, peer_tag=link.peer_tag, taken=False
-                    ),
-                )
+                self._receipt(sock, Receipt(cookie=cookie, peer=link.peer.address,
+                                            peer_tag=link.peer_tag, taken=False))
             link.cookies.clear()
         if sock.link_lost(link, reason):
             self._events.append(RequestFailed(tag=sock.tag, reason=reason))
-        self._events.append(
-            LinkDown(
-                tag=sock.tag,
-                peer=link.peer.address,
-                peer_tag=link.peer_tag,
-                reason=reason,
-                established=was_up,
-            )
-        )
+        self._events.append(LinkDown(tag=sock.tag, peer=link.peer.address,
+                                     peer_tag=link.peer_tag, reason=reason, established=was_up))
         attrs = {"reason": reason, "tag": str(sock.tag), "peer_tag": str(link.peer_tag)}
         if link.id:
             attrs["link"] = link.id
@@ -874,33 +760,19 @@ class LinkNode:
         if not inflow.arrived():
             self.counters["violations"] += 1
             link.socket.dropped += 1
-            self.trace(
-                now,
-                "drop",
-                peer=link.peer.name,
-                size=len(payload),
-                attrs={"reason": "credit_violation", "link": link.id},
-            )
-            self.input(
-                link,
-                LinkInput.VIOLATION,
-                Context(clock=link.peer_clock, reason="credit_violation"),
-                now,
-            )
+            self.trace(now, "drop", peer=link.peer.name, size=len(payload),
+                       attrs={"reason": "credit_violation", "link": link.id})
+            self.input(link, LinkInput.VIOLATION,
+                       Context(clock=link.peer_clock, reason="credit_violation"), now)
             return
         sock = link.socket
         sock.received += 1
         index = inflow.received - 1
         if sock.is_req and not sock.expects_reply(link, payload):
             sock.dropped += 1
-            self.trace(
-                now,
-                "drop",
-                peer=link.peer.name,
-                size=len(payload),
-                msg=self._msg_id(link, index),
-                attrs={"reason": "stale_reply", "link": link.id},
-            )
+            self.trace(now, "drop", peer=link.peer.name, size=len(payload),
+                       msg=self._msg_id(link, index),
+                       attrs={"reason": "stale_reply", "link": link.id})
             # Discarding is taking: the sender gets its credit back.
             self.taken(link, index, now, False)
             return
@@ -928,20 +800,12 @@ class LinkNode:
             cookies = link.cookies
             while cookies and cookies[0][0] < taken:
                 _, cookie = cookies.popleft()
-                self._receipt(
-                    sock,
-                    Receipt(
-                        cookie=cookie, peer=link.peer.address, peer_tag=link.peer_tag, taken=True
-                    ),
-                )
+                self._receipt(sock, Receipt(cookie=cookie, peer=link.peer.address,
+                                            peer_tag=link.peer_tag, taken=True))
         else:
             sock.dropped += 1
-            self.trace(
-                now,
-                "drop",
-                peer=link.peer.name,
-                attrs={"reason": f"unknown control {body.kind:#x}", "link": link.id},
-            )
+            self.trace(now, "drop", peer=link.peer.name,
+                       attrs={"reason": f"unknown control {body.kind:#x}", "link": link.id})
 
     def _receipt(self, sock: LinkSocket, receipt: Receipt) -> None:
         if sock.queue_receipt(receipt):
@@ -953,12 +817,9 @@ class LinkNode:
     def _credit(self, link: Link, variation: int, now: float) -> None:
         before = link.credits
         link.credits = before + variation
-        self.trace(
-            now,
-            "credit",
-            peer=link.peer.name,
-            attrs={"amount": str(variation), "link": link.id, "credits": str(link.credits)},
-        )
+        self.trace(now, "credit", peer=link.peer.name,
+                   attrs={"amount": str(variation), "link": link.id,
+                          "credits": str(link.credits)})
         if before <= 0 < link.credits:
             self._writable[link.socket.tag] = None
 

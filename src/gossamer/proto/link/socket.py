@@ -276,9 +276,8 @@ class LinkSocket:
             raise LocalProtocolError("a ROUTER send needs to=<routing id>")
         link = self._routes.get(to)
         if link is None or link.state is not LinkState.ESTABLISHED:
-            raise LinkError(
-                f"no established link with routing id {to}", cause="no_route", routing_id=to
-            )
+            raise LinkError(f"no established link with routing id {to}", cause="no_route",
+                            routing_id=to)
         if link.credits <= 0:
             self.would_block += 1
             return False
@@ -397,13 +396,8 @@ class LinkSocket:
                 ids, body = pull_envelope(payload)
             except DecodeError as exc:
                 self.dropped += 1
-                node.trace(
-                    now,
-                    "drop",
-                    peer=link.peer.name,
-                    size=len(payload),
-                    attrs={"reason": f"malformed envelope: {exc.reason}"},
-                )
+                node.trace(now, "drop", peer=link.peer.name, size=len(payload),
+                           attrs={"reason": f"malformed envelope: {exc.reason}"})
                 continue
             name = self.pattern.name
             if name == "req":

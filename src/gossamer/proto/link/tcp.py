@@ -103,7 +103,9 @@ class StreamEndpoint:
     endpoint has no deadline of its own.
     """
 
-    def __init__(self, node: TransportHost, transport: TcpTransport, peer: Address | None) -> None:
+    def __init__(
+        self, node: TransportHost, transport: TcpTransport, peer: Address | None
+    ) -> None:
         self.node = node
         self.transport = transport
         self.peer: Peer | None = None
@@ -113,14 +115,10 @@ class StreamEndpoint:
         self._greeting = b""
         if peer is not None:
             host, port = node.address
-            self._greeting = exon.encode(
-                SocketMessage(
-                    src_tag=0,
-                    dst_tag=0,
-                    clock=NO_CLOCK,
-                    body=ControlBody(kind=CONTROL_HELLO, payload=f"{host}:{port}".encode()),
-                )
-            )
+            self._greeting = exon.encode(SocketMessage(
+                src_tag=0, dst_tag=0, clock=NO_CLOCK,
+                body=ControlBody(kind=CONTROL_HELLO, payload=f"{host}:{port}".encode()),
+            ))
             self.peer = transport.attach(self, peer)
 
     def receive_data(self, data: bytes, now: float) -> None:
@@ -149,9 +147,8 @@ class StreamEndpoint:
                 return b""
             msg = exon.decode(bytes(self._hello_buf[:length]))
             body = msg.body
-            if not (
-                isinstance(body, ControlBody) and body.kind == CONTROL_HELLO and msg.dst_tag == 0
-            ):
+            if not (isinstance(body, ControlBody) and body.kind == CONTROL_HELLO
+                    and msg.dst_tag == 0):
                 raise DecodeError("the first frame of a connection must be HELLO")
             host, _, port = body.payload.decode().rpartition(":")
             address = (host, int(port))

@@ -78,13 +78,8 @@ class UdpTransport(LinkTransport):
             header, offset = pull_header(data)
         except DecodeError as exc:
             node.counters["malformed"] += 1
-            node.trace(
-                now,
-                "drop",
-                peer=node.config.peer_name(addr),
-                size=len(data),
-                attrs={"reason": f"malformed datagram: {exc.reason}"},
-            )
+            node.trace(now, "drop", peer=node.config.peer_name(addr), size=len(data),
+                       attrs={"reason": f"malformed datagram: {exc.reason}"})
             return
         peer = node.peer(addr)
         channel = peer.channel

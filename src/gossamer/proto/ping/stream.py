@@ -133,11 +133,8 @@ class StreamPingCore:
             seq = self._next_seq
             self._next_seq += 1
             self._pending[seq] = now
-            self._send(
-                wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
-                now,
-                msg_id=f"{cfg.node_id}/{seq}",
-            )
+            self._send(wire.PingMessage(type=wire.PingType.PING, seq=seq, sender=cfg.node_id),
+                       now, msg_id=f"{cfg.node_id}/{seq}")
             self._next_ping = self._next_ping + cfg.interval if self._next_seq < cfg.count else None
         for seq, sent in list(self._pending.items()):
             if now >= sent + cfg.timeout:
@@ -194,50 +191,24 @@ class StreamPingCore:
         self._peer = msg.sender
         if msg.type is wire.PingType.PING:
             msg_id = f"{msg.sender}/{msg.seq}"
-            self._trace(
-                now,
-                LAYER,
-                "recv",
-                msg=msg_id,
-                peer=msg.sender,
-                seq=msg.seq,
-                size=size,
-                attrs={"type": "ping"},
-            )
+            self._trace(now, LAYER, "recv", msg=msg_id, peer=msg.sender, seq=msg.seq,
+                        size=size, attrs={"type": "ping"})
             if self._closing:
                 # Our half of the stream has ended: the PONG can no longer be sent.
                 self.counters.unanswered += 1
                 return
-            self._send(
-                wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq, sender=self.config.node_id),
-                now,
-                msg_id=msg_id,
-            )
+            self._send(wire.PingMessage(type=wire.PingType.PONG, seq=msg.seq,
+                                        sender=self.config.node_id), now, msg_id=msg_id)
             return
         own_id = f"{self.config.node_id}/{msg.seq}"
-        self._trace(
-            now,
-            LAYER,
-            "recv",
-            msg=own_id,
-            peer=msg.sender,
-            seq=msg.seq,
-            size=size,
-            attrs={"type": "pong"},
-        )
+        self._trace(now, LAYER, "recv", msg=own_id, peer=msg.sender, seq=msg.seq,
+                    size=size, attrs={"type": "pong"})
         sent = answered(self._pending, self._completed, msg.seq, self.counters)
         if sent is None:
             return
         rtt = now - sent
-        self._trace(
-            now,
-            LAYER,
-            "deliver",
-            msg=own_id,
-            peer=msg.sender,
-            seq=msg.seq,
-            attrs={"rtt": f"{rtt:.6f}"},
-        )
+        self._trace(now, LAYER, "deliver", msg=own_id, peer=msg.sender, seq=msg.seq,
+                    attrs={"rtt": f"{rtt:.6f}"})
         self._events.append(PongReceived(peer=msg.sender, seq=msg.seq, rtt=rtt))
         self._maybe_close(now)
 
@@ -260,13 +231,8 @@ class StreamPingCore:
 
     def _finish_peer(self, now: float, *, clean: bool, reason: str) -> None:
         self._peer_ended = True
-        self._trace(
-            now,
-            LAYER,
-            "close",
-            peer=self._peer,
-            attrs={"by": "peer", "clean": str(clean).lower(), "reason": reason},
-        )
+        self._trace(now, LAYER, "close", peer=self._peer,
+                    attrs={"by": "peer", "clean": str(clean).lower(), "reason": reason})
         self._events.append(StreamEnded(clean=clean, reason=reason))
         # No answer can arrive once the peer's half has ended.
         self._next_ping = None
@@ -277,9 +243,8 @@ class StreamPingCore:
     def _lose(self, seq: int, now: float) -> None:
         del self._pending[seq]
         self.counters.lost += 1
-        self._trace(
-            now, LAYER, "lost", msg=f"{self.config.node_id}/{seq}", peer=self._peer, seq=seq
-        )
+        self._trace(now, LAYER, "lost", msg=f"{self.config.node_id}/{seq}", peer=self._peer,
+                    seq=seq)
         # The peer id is empty only if the peer never identified itself.
         self._events.append(PingLost(peer=self._peer or "", seq=seq))
 
@@ -291,9 +256,8 @@ class StreamPingCore:
         if self._closing:
             return
         self._closing = True
-        self._trace(
-            now, LAYER, "close", peer=self._peer, attrs={"by": "local", "clean": str(clean).lower()}
-        )
+        self._trace(now, LAYER, "close", peer=self._peer,
+                    attrs={"by": "local", "clean": str(clean).lower()})
 
     def _send(self, msg: wire.PingMessage, now: float, *, msg_id: str) -> None:
         if self._closing:
@@ -302,13 +266,5 @@ class StreamPingCore:
         framing.push_frame(self._out, wire.encode(msg), max_size=wire.MAX_SIZE)
         size = len(self._out) - start
         self.counters.sent += 1
-        self._trace(
-            now,
-            LAYER,
-            "send",
-            msg=msg_id,
-            peer=self._peer,
-            seq=msg.seq,
-            size=size,
-            attrs={"type": msg.type.name.lower()},
-        )
+        self._trace(now, LAYER, "send", msg=msg_id, peer=self._peer, seq=msg.seq, size=size,
+                    attrs={"type": msg.type.name.lower()})

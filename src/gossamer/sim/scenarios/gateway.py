@@ -71,16 +71,8 @@ _WORKERS = {"application": APP, "ops": [{"path": "/role", "op": "$eq", "to": {"v
 
 #: What the summary always reports, even when it is zero.
 _COUNTS = (
-    "broadcast_received",
-    "broadcasts",
-    "disconnects",
-    "invalid",
-    "jobs",
-    "jobs_received",
-    "metadata_updates",
-    "readies",
-    "send_received",
-    "sends",
+    "broadcast_received", "broadcasts", "disconnects", "invalid", "jobs", "jobs_received",
+    "metadata_updates", "readies", "send_received", "sends",
 )
 
 
@@ -118,9 +110,8 @@ class GatewayRun:
         gateway = self.sim.node(GATEWAY).address
 
         def factory(ctx: NodeContext) -> ClientConnections:
-            config = ClientConfig(
-                application_id=APP, client_id=ctx.node_id, reconnect_base=0.5, reconnect_max=4.0
-            )
+            config = ClientConfig(application_id=APP, client_id=ctx.node_id,
+                                  reconnect_base=0.5, reconnect_max=4.0)
             metadata = {"index": index, "role": _role(index), "load": 0}
             core = ClientCore(config, rng=ctx.rng, metadata=metadata, tracer=ctx.tracer)
             return ClientConnections(core, gateway)
@@ -150,33 +141,17 @@ class GatewayRun:
         connections.core.update_metadata({"load": load})
         self.counts["metadata_updates"] += 1
 
-    def _report(self, connections: ClientConnections, node_id: str, step: int, now: float) -> None:
+    def _report(
+        self, connections: ClientConnections, node_id: str, step: int, now: float
+    ) -> None:
         core = connections.core
         one = {**_WORKERS, "selector": {"$min": "load"}}
-        core.dispatch(
-            "SEND",
-            {"target": one, "nonce": f"{node_id}/s{step}", "payload": {"id": f"{node_id}/s{step}"}},
-            now,
-        )
-        core.dispatch(
-            "BROADCAST",
-            {
-                "target": _WORKERS,
-                "nonce": f"{node_id}/b{step}",
-                "payload": {"id": f"{node_id}/b{step}"},
-            },
-            now,
-        )
-        core.dispatch(
-            "QUEUE",
-            {
-                "queue": QUEUE,
-                "target": _WORKERS,
-                "nonce": f"{node_id}/q{step}",
-                "payload": {"id": f"{node_id}/q{step}"},
-            },
-            now,
-        )
+        core.dispatch("SEND", {"target": one, "nonce": f"{node_id}/s{step}",
+                               "payload": {"id": f"{node_id}/s{step}"}}, now)
+        core.dispatch("BROADCAST", {"target": _WORKERS, "nonce": f"{node_id}/b{step}",
+                                    "payload": {"id": f"{node_id}/b{step}"}}, now)
+        core.dispatch("QUEUE", {"queue": QUEUE, "target": _WORKERS, "nonce": f"{node_id}/q{step}",
+                                "payload": {"id": f"{node_id}/q{step}"}}, now)
         self.counts["sends"] += 1
         self.counts["broadcasts"] += 1
         self.counts["jobs"] += 1
@@ -192,12 +167,8 @@ class GatewayRun:
             self.counts["readies"] += 1
             if _role(int(node.node_id[1:])) == "worker":
                 credits = self.params["credits"]
-                self.streams.local(
-                    node.node_id,
-                    lambda c, t: c.core.dispatch(
-                        "QUEUE_REQUEST", {"queue": QUEUE, "count": credits}, t
-                    ),
-                )
+                self.streams.local(node.node_id, lambda c, t: c.core.dispatch(
+                    "QUEUE_REQUEST", {"queue": QUEUE, "count": credits}, t))
         elif isinstance(event, Dispatch):
             self._dispatch(node, event)
         elif isinstance(event, Invalid):

@@ -173,11 +173,8 @@ class LinkApp:
         return out
 
     def next_deadline(self) -> float | None:
-        times = [
-            t
-            for t in (self.node.next_deadline(), self._relink_at, self._take_at, self._publish_at)
-            if t is not None
-        ]
+        times = [t for t in (self.node.next_deadline(), self._relink_at, self._take_at,
+                             self._publish_at) if t is not None]
         return min(times, default=None)
 
     # -- the application -------------------------------------------------------------------
@@ -233,10 +230,8 @@ class LinkApp:
             while self.sent < self.messages and sock.send(self._payload(self.sent), now):
                 self.sent += 1
         elif self.pattern == "reqrep" and self.role == "sender":
-            if (
-                not self._req_outstanding
-                and self.sent < self.messages
-                and sock.send(self._payload(self.sent), now)
+            if not self._req_outstanding and self.sent < self.messages and sock.send(
+                self._payload(self.sent), now
             ):
                 self.sent += 1
                 self._req_outstanding = True
@@ -368,14 +363,10 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
     def factory_for(i: int) -> Any:
         def factory(ctx: NodeContext) -> LinkApp:
             node = LinkNode(
-                LinkConfig(
-                    address=(ctx.host.ip, ctx.port),
-                    node_id=ctx.node_id,
-                    transport=Transport.TCP if tcp else Transport.UDP,
-                    channel=channel,
-                    max_message=size,
-                    names=names,
-                ),
+                LinkConfig(address=(ctx.host.ip, ctx.port), node_id=ctx.node_id,
+                           transport=Transport.TCP if tcp else Transport.UDP,
+                           channel=channel, max_message=size,
+                           names=names),
                 tracer=ctx.tracer,
                 rng=ctx.rng,
             )
@@ -390,9 +381,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> Summarize:
                 size=size,
                 # The receivers consume at the given rate: the hub of push, the
                 # subscribers of pubsub (a REP answers as fast as it can).
-                consume=params["consume"]
-                if (pattern == "push") == (i == 0) and pattern != "reqrep"
-                else 0.0,
+                consume=params["consume"] if (pattern == "push") == (i == 0)
+                and pattern != "reqrep" else 0.0,
                 relink=params["relink"],
                 settle=params["settle"],
                 subscribers=senders,
@@ -471,42 +461,21 @@ SCENARIO = register(
         default_duration=30.0,
         params=(
             *param_table(("pattern", _choice(PATTERNS), "push", "push | reqrep | pubsub")),
-            Param(
-                name="senders",
-                parse=positive_int,
-                default=None,
-                shown="nodes-1",
-                help="sending nodes n1..nK (n0 is the hub)",
-            ),
+            Param(name="senders", parse=positive_int, default=None, shown="nodes-1",
+                  help="sending nodes n1..nK (n0 is the hub)"),
             *param_table(
                 ("messages", positive_int, 100, "messages per sender (pubsub: published by n0)"),
-                (
-                    "transport",
-                    _choice(("udp", "tcp")),
-                    "udp",
-                    "udp (reliable channel) | tcp (the simulator's streams)",
-                ),
+                ("transport", _choice(("udp", "tcp")), "udp",
+                 "udp (reliable channel) | tcp (the simulator's streams)"),
                 ("capacity", positive_int, 20, "credits each receiver grants per link"),
                 ("batch", _fraction, 0.25, "fraction of the capacity returned per FLOW"),
                 ("size", positive_int, 100, "message size in bytes"),
-                (
-                    "consume",
-                    non_negative_float,
-                    0.0,
-                    "messages a receiver takes per second (0: as they come)",
-                ),
-                (
-                    "relink",
-                    non_negative_float,
-                    0.5,
-                    "seconds before a sender links again after its link went down",
-                ),
-                (
-                    "settle",
-                    non_negative_float,
-                    0.2,
-                    "pubsub: seconds between the last subscriber linking and publishing",
-                ),
+                ("consume", non_negative_float, 0.0,
+                 "messages a receiver takes per second (0: as they come)"),
+                ("relink", non_negative_float, 0.5,
+                 "seconds before a sender links again after its link went down"),
+                ("settle", non_negative_float, 0.2,
+                 "pubsub: seconds between the last subscriber linking and publishing"),
             ),
             subnets_param(),
             *fault_params(),

@@ -200,12 +200,14 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
+
 def _varint_at(data: bytes, pos: int, what: str) -> tuple[int, int]:
     """Slow path of the decoder's inline VarInt read, with the field named in errors."""
     try:
         return decode_uint(data, pos, max_bytes=MAX_VARINT_BYTES)
     except DecodeError as exc:
         raise DecodeError(f"{what}: {exc.reason}", offset=pos) from None
+
 
 
 class ChatterCodec:
@@ -303,22 +305,26 @@ class ChatterCodec:
             del buf[start:]
             raise ValueError("encoded gossip is larger than max_gossip_size")
 
+
     def encode_gossip(self, g: Gossip, *, limits: Limits = DEFAULT_LIMITS) -> bytes:
         """The uncompressed gossip G of ``g``, exactly as Chatter's ``encode_gossip`` writes it."""
         buf = bytearray()
         self.push_gossip(buf, g, limits=limits)
         return bytes(buf)
 
+
     def pull_gossip(self, buf: Buffer, *, limits: Limits = DEFAULT_LIMITS) -> Gossip:
         """Read one gossip G from ``buf``. The user content runs to the end, so this consumes
         the rest of ``buf``. Raises only ``DecodeError``."""
         return self._decode_gossip(buf.pull_rest(), limits)
+
 
     def decode_gossip(
         self, data: bytes | bytearray | memoryview, *, limits: Limits = DEFAULT_LIMITS
     ) -> Gossip:
         """Decode an uncompressed gossip G. Raises only ``DecodeError``."""
         return self._decode_gossip(data if type(data) is bytes else bytes(data), limits)
+
 
     def _remember_table(
         self, raw: bytes, table: tuple[NetID, ...], entries: list[bytes]
@@ -331,6 +337,7 @@ class ChatterCodec:
             tables[raw] = cached
         return cached
 
+
     def _netid(self, packed: bytes) -> NetID:
         """The NetID of 6 trusted bytes, shared between messages."""
         netids = self._netids
@@ -341,6 +348,7 @@ class ChatterCodec:
                 netids.clear()
             netids[packed] = nid
         return nid
+
 
     def _decode_table(self, data: bytes, pos: int, count: int) -> tuple[NetID, ...]:
         """``count`` 6-byte entries from ``pos``, which the caller checked are present."""
@@ -355,6 +363,8 @@ class ChatterCodec:
         table = tuple(map(self._netid, entries))
         self._remember_table(raw, table, entries)
         return table
+
+
 
     def _decode_gossip(self, data: bytes, limits: Limits) -> Gossip:
         """Decode G from ``data`` (bytes). Raises only ``DecodeError``.
@@ -483,6 +493,7 @@ class ChatterCodec:
             table=table,
         )
 
+
     # -- messages --------------------------------------------------------------------
 
     def push_message(
@@ -501,6 +512,7 @@ class ChatterCodec:
         default it is random. Raises ``ValueError`` if the message would exceed ``limits``.
         """
         buf += self.encode_message(g, key, padding=padding, limits=limits)
+
 
     def encode_message(
         self,
@@ -538,11 +550,13 @@ class ChatterCodec:
             raise ValueError(f"padding must be {PADDING_SIZE} bytes")
         return header + state.xor(IV, padding + head + block)
 
+
     def pull_message(self, buf: Buffer, key: bytes, *, limits: Limits = DEFAULT_LIMITS) -> Gossip:
         """Read one message that fills the rest of ``buf`` (see ``decode_message``)."""
         state = self._keys.get(key) if type(key) is bytes else None
         state = state or self._key(key)
         return self._decode_message(buf.pull_rest(), state, limits)
+
 
     def decode_message(
         self, data: bytes | bytearray | memoryview, key: bytes, *, limits: Limits = DEFAULT_LIMITS
@@ -557,6 +571,7 @@ class ChatterCodec:
         state = self._keys.get(key) if type(key) is bytes else None
         state = state or self._key(key)
         return self._decode_message(data if type(data) is bytes else bytes(data), state, limits)
+
 
     def _key(self, key: bytes) -> KeyState:
         """A new key's state (``ConfigError`` for a missing or malformed key), kept for
