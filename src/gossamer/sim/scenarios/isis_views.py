@@ -12,10 +12,10 @@ Around the cores the scenario plays:
   (a crash suspected by every live node, a partition by each side of the other, a start or
   a heal reported with ``join_request``);
 - the **application**: its state is the count of the messages it delivered and a digest
-  chained over them (``gossamer.proto.group.checks.after``), handed to joiners;
+  chained over them (``gossamer.proto.isis.vsync.after``), handed to joiners;
 - a node told it is ``Excluded`` restarts as a new incarnation after ``rejoin`` seconds.
 
-The summary runs every check of ``gossamer.proto.group.checks`` and those of
+The summary runs every check of ``gossamer.proto.isis.vsync`` and those of
 ``gossamer.proto.views.checks`` but the state check (``violations``), and reports the
 views, the messages multicast and delivered, withdrawn and deferred ones, and whether
 the live members converged.
@@ -28,8 +28,8 @@ from typing import Any
 
 from gossamer.errors import LocalProtocolError
 from gossamer.proto.group import GroupCore
-from gossamer.proto.group.checks import MemberLog, check_all, decode_state, encode_state
 from gossamer.proto.isis import Delivered
+from gossamer.proto.isis.vsync import MemberLog, check_all, decode_state, encode_state
 from gossamer.proto.views import Excluded, StateNeeded, ViewInstalled, ViewsConfig
 from gossamer.proto.views.checks import (
     Installed,

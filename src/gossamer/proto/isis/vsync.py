@@ -1,4 +1,5 @@
-"""Checkers of virtual synchrony over what group members recorded (``docs/cluster.md``).
+"""Checkers of virtual synchrony: ISIS on agreed views, over what group members recorded
+(``docs/cluster.md``, "ISIS on the views").
 
 A run is recorded as one ``MemberLog`` per member incarnation: the views it installed,
 what it delivered in each, the application state it had when it installed each (a
@@ -28,8 +29,6 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gossamer.proto.views.model import MemberKey
-
 __all__ = [
     "AppState",
     "MemberLog",
@@ -41,6 +40,9 @@ __all__ = [
     "check_total_order",
     "check_validity",
 ]
+
+#: A member incarnation: ``(name, incarnation)``, as the views name it.
+MemberKey = tuple[str, int]
 
 #: An application's state in these checks: how many messages it delivered, and a
 #: digest chained over them in order.

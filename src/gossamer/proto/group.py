@@ -1,5 +1,9 @@
 """A group member: agreed views with ISIS total order flushed through them (sans-I/O).
 
+The one place where two protocol cores meet: a composition, not a protocol (the
+protocol subpackages stay independent of each other); ``gossamer.proto.isis.vsync`` has
+the checkers of what it guarantees.
+
 ``GroupCore`` composes one ``ViewsCore`` and one ``IsisCore`` on one address and wires
 them as ``docs/cluster.md`` ("Integrating it with ISIS") states, so that the simulator
 and the asyncio driver run the same glue:
