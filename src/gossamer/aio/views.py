@@ -25,8 +25,8 @@ import dataclasses
 import random
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from gossamer._types import Address
 from gossamer.aio._pump import now
@@ -38,11 +38,33 @@ from gossamer.aio.opening import Opening
 from gossamer.aio.sealing import rejected_by, seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ClosedError, ConfigError, NetworkError
+from gossamer.proto.core import DatagramCore
 from gossamer.proto.views import LAYER, Member, View, ViewsConfig, ViewsCore, ViewsEvent
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
-__all__ = ["ViewsService", "open_views"]
+__all__ = ["MemberService", "ViewsService", "open_views"]
+
+
+class _MemberCore(DatagramCore, Protocol):
+    """What ``MemberService`` asks of its core (``ViewsCore`` and ``GroupCore`` have it)."""
+
+    @property
+    def me(self) -> Member: ...
+    @property
+    def view(self) -> View | None: ...
+    @property
+    def blocked(self) -> bool: ...
+    @property
+    def excluded(self) -> bool: ...
+    def suspect(self, name: str, now: float, *, incarnation: int | None = None) -> None: ...
+    def join_request(self, member: Member, now: float) -> None: ...
+    def provide_state(self, view_id: int, state: bytes, now: float) -> None: ...
+
+
+C = TypeVar("C", bound=_MemberCore)
+E = TypeVar("E")
+S = TypeVar("S")
 
 #: What the core refuses from the network (``ViewsCore.counters``), beside the envelope's.
 _REFUSED = ("malformed", "spoofed", "unknown_sender")
@@ -81,20 +103,12 @@ def open_views(
     )
 
 
-class ViewsService:
-    """One running member of a views group (from :func:`open_views`). Use it from one
-    event loop.
+class MemberService(Generic[C, E]):
+    """What a running group member over one sealed socket is, whatever its core (a
+    ``ViewsCore``, or a ``GroupCore`` with ISIS on top): its names and state, its events,
+    and its close. Use it from one event loop."""
 
-    Inputs, each run on the core at once (``docs/cluster.md`` has what they mean):
-    ``suspect``, ``join_request``, ``flush_done``, ``provide_state``. Outputs: the events
-    (``FlushRequired``, ``StateNeeded``, ``ViewInstalled``, ``Blocked``, ``Unblocked``,
-    ``Excluded``) from ``events()`` or ``next_event()``, in the order the core made them;
-    ``view``, ``blocked`` and ``excluded`` say the same at any time.
-    """
-
-    def __init__(
-        self, driver: DatagramDriver[Any], core: ViewsCore, events: Inbox[ViewsEvent]
-    ) -> None:
+    def __init__(self, driver: DatagramDriver[Any], core: C, events: Inbox[E]) -> None:
         self.driver = driver
         self.core = core
         self._events = events
@@ -135,20 +149,6 @@ class ViewsService:
         """True once ``close()`` was called or the driver stopped."""
         return self._closing or self.driver.closed
 
-    @property
-    def counters(self) -> Counter[str]:
-        """The core's counters (``gossamer.proto.views.COUNTERS``)."""
-        return Counter(self.core.counters)
-
-    @property
-    def rejected(self) -> Counter[str]:
-        """Datagrams refused, by reason: by the envelope (forged, replayed, not sealed
-        with the group key: ``malformed``, ``forged``, ...) and by the core (``malformed``
-        messages, ``spoofed`` senders, ``unknown_sender``)."""
-        refused = rejected_by(self.driver.core)
-        refused.update({k: self.core.counters[k] for k in _REFUSED if self.core.counters[k]})
-        return refused
-
     # -- inputs -------------------------------------------------------------------------
 
     def suspect(self, name: str, *, incarnation: int | None = None) -> None:
@@ -161,10 +161,6 @@ class ViewsService:
         member that is alive after all (a suspicion of it is withdrawn)."""
         self._require_open().call(lambda t: self.core.join_request(member, t))
 
-    def flush_done(self, view_id: int) -> None:
-        """The layer above settled view ``view_id`` for the latest ``FlushRequired``."""
-        self._require_open().call(lambda t: self.core.flush_done(view_id, t))
-
     def provide_state(self, view_id: int, state: bytes) -> None:
         """The state the joiners of view ``view_id`` start from (after ``StateNeeded``).
         ``LocalProtocolError`` when it exceeds ``gossamer.wire.views.MAX_STATE``."""
@@ -172,12 +168,12 @@ class ViewsService:
 
     # -- outputs ------------------------------------------------------------------------
 
-    def events(self) -> AsyncIterator[ViewsEvent]:
+    def events(self) -> AsyncIterator[E]:
         """Every event in order until the service closes (one stream: a second reader
         shares it)."""
         return self._events
 
-    async def next_event(self, timeout: float | None = None) -> ViewsEvent:
+    async def next_event(self, timeout: float | None = None) -> E:
         """The next event. Raises ``TimedOutError`` when none comes within ``timeout``
         seconds, and ``ClosedError`` once closed and the events already made are read."""
         return await self._events.get(timeout)
@@ -208,8 +204,38 @@ class ViewsService:
 
     def _require_open(self) -> DatagramDriver[Any]:
         if self.closed:
-            raise ClosedError("the views member is closed")
+            raise ClosedError("the group member is closed")
         return self.driver
+
+
+class ViewsService(MemberService[ViewsCore, ViewsEvent]):
+    """One running member of a views group (from :func:`open_views`). Use it from one
+    event loop.
+
+    Inputs, each run on the core at once (``docs/cluster.md`` has what they mean):
+    ``suspect``, ``join_request``, ``flush_done``, ``provide_state``. Outputs: the events
+    (``FlushRequired``, ``StateNeeded``, ``ViewInstalled``, ``Blocked``, ``Unblocked``,
+    ``Excluded``) from ``events()`` or ``next_event()``, in the order the core made them;
+    ``view``, ``blocked`` and ``excluded`` say the same at any time.
+    """
+
+    @property
+    def counters(self) -> Counter[str]:
+        """The core's counters (``gossamer.proto.views.COUNTERS``)."""
+        return Counter(self.core.counters)
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams refused, by reason: by the envelope (forged, replayed, not sealed
+        with the group key: ``malformed``, ``forged``, ...) and by the core (``malformed``
+        messages, ``spoofed`` senders, ``unknown_sender``)."""
+        refused = rejected_by(self.driver.core)
+        refused.update({k: self.core.counters[k] for k in _REFUSED if self.core.counters[k]})
+        return refused
+
+    def flush_done(self, view_id: int) -> None:
+        """The layer above settled view ``view_id`` for the latest ``FlushRequired``."""
+        self._require_open().call(lambda t: self.core.flush_done(view_id, t))
 
 
 async def _resolved(config: ViewsConfig) -> ViewsConfig:
@@ -244,6 +270,26 @@ async def _start(
     faults: FaultInjector | None,
     sock: socket.socket | None,
 ) -> ViewsService:
+    def core(config: ViewsConfig, tracer: Tracer) -> ViewsCore:
+        return ViewsCore(config, tracer=tracer, rng=rng or random.Random(), now=now())
+
+    return await start_member(
+        config, core, ViewsService, wire=wire, tracer=tracer, faults=faults, sock=sock
+    )
+
+
+async def start_member(
+    config: ViewsConfig,
+    core: Callable[[ViewsConfig, Tracer], C],
+    service: Callable[[DatagramDriver[Any], C, Inbox[E]], S],
+    *,
+    wire: Wire,
+    tracer: Tracer | None,
+    faults: FaultInjector | None,
+    sock: socket.socket | None,
+) -> S:
+    """Resolve ``config``, bind ``me`` (or take ``sock``), make the ``core`` for the port
+    bound, and run it sealed on the socket as ``service`` (``MemberService``)."""
     config = await _resolved(config)
     if sock is None:
         host, port = config.me.address
@@ -258,19 +304,19 @@ async def _start(
         me = config.me
         if tracer is None:
             tracer = Tracer(NullSink(), run="views", node=me.name)
-        core = ViewsCore(config, tracer=tracer, rng=rng or random.Random(), now=now())
+        made = core(config, tracer)
     except BaseException:
         sock.close()
         raise
     # The inbox exists before the driver: a founder's core has its first ViewInstalled
     # ready, and the driver's first pump hands it over.
-    events: Inbox[ViewsEvent] = Inbox("the views member")
+    events: Inbox[E] = Inbox("the group member")
     driver = await open_datagram(
-        seal_core(core, wire, sender=me.name, tracer=tracer, layer=LAYER),
+        seal_core(made, wire, sender=me.name, tracer=tracer, layer=LAYER),
         sock,
-        on_event=lambda event: events.put(cast(ViewsEvent, event)),
+        on_event=lambda event: events.put(cast(E, event)),
         event_queue=False,
         faults=faults,
         tracer=tracer,
     )
-    return ViewsService(driver, core, events)
+    return service(driver, made, events)

@@ -53,10 +53,11 @@ per event whatever the payload.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,7 @@ from gossamer._types import Address
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError
 from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.isis.holdback import HoldBackQueue, MsgKey, PendingMsg
+from gossamer.proto.isis.join import JoinState, Member
 from gossamer.proto.isis.machine import (
     RECEIVER,
     SENDER,
@@ -99,6 +101,7 @@ __all__ = [
     "IsisCounters",
     "Member",
     "MemberRemoved",
+    "ViewFlushed",
     "payload",
     "payload_digest",
     "tunable_defaults",
@@ -161,16 +164,6 @@ TYPE_NAMES: dict[type[wire.IsisMessage], str] = {
 
 
 # -- configuration ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Member:
-    """A group member: its id (the original's 1-based hostfile line), its name (the
-    trace ``node``) and its UDP address."""
-
-    id: int
-    name: str
-    addr: Address
 
 
 #: An answer from a member that already answered (the SENDER table's duplicate inputs).
@@ -397,7 +390,17 @@ class MemberRemoved:
     view: tuple[int, ...]
 
 
-IsisEvent = Delivered | Discarded | MemberRemoved
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewFlushed:
+    """The view change begun by ``begin_view_change`` is settled here (``IsisCore.flushed``
+    says the same): the layer below may confirm its flush (``flush_done``). ``members``
+    are the ids the change keeps. From now on this member takes no new message of the
+    ending view: it holds back Data it never saw until ``install_view``."""
+
+    members: tuple[int, ...]
+
+
+IsisEvent = Delivered | Discarded | MemberRemoved | ViewFlushed
 
 
 @dataclass(slots=True)
@@ -426,6 +429,8 @@ class IsisCounters:
     injected_drops: int = 0
     delayed: int = 0
     discarded: int = 0
+    withdrawn: int = 0  # own messages discarded by a view change, to go out in the next view
+    deferred: int = 0  # Data held back after a flush, until the next view
     conflicts: int = 0
     flush_answers: int = 0
 
@@ -442,6 +447,7 @@ class _Outgoing:
     state: SendState
     awaiting: set[int]  # Acks while COLLECTING, SeqAcks while SEQUENCING (we are included)
     proposals: dict[int, int] = field(default_factory=dict)
+    withdrawn: bool = False  # discarded by a view change (docs/cluster.md)
 
 
 class _DoneLog:
@@ -454,8 +460,8 @@ class _DoneLog:
 
     __slots__ = ("above", "discarded", "finals", "kept", "retain", "watermark")
 
-    def __init__(self, retain: int) -> None:
-        self.watermark = 0
+    def __init__(self, retain: int, *, watermark: int = 0) -> None:
+        self.watermark = watermark
         self.above: set[int] = set()
         self.discarded: set[int] = set()
         self.finals: dict[int, tuple[int, int]] = {}
@@ -467,6 +473,11 @@ class _DoneLog:
 
     def __contains__(self, msg_id: int) -> bool:
         return msg_id <= self.watermark or msg_id in self.above
+
+    @property
+    def highest(self) -> int:
+        """The highest message id finished (0: none)."""
+        return max(self.watermark, max(self.above, default=0))
 
     def add(self, msg_id: int, final: tuple[int, int] | None) -> None:
         if final is None:
@@ -543,6 +554,15 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._batch_delay = config.batch_delay
         self._batch_bytes = config.batch_bytes
         self._now = 0.0
+        # Dynamic membership (``begin_view_change``, ``install_view``; docs/cluster.md).
+        self.view_id = 0  # the agreed view this member is in (0: static membership)
+        self._next_id = max(self._members) + 1  # ids are never reused
+        self._changing: tuple[int, ...] | None = None  # the ids the change under way keeps
+        self._frozen = False  # flushed: Data never seen is held back until the next view
+        self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
+        self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
+        self._reported = False  # ViewFlushed emitted for the change under way
+        self._asks: set[MsgKey] = set()  # undecided messages asked about in the change
         self._tx: Transmitter | RttTransmitter
         if self._by_ip:  # the original wire: the spec's schedule
             self._tx = Transmitter(config.schedule, self._send_payload, self._retransmitted)
@@ -649,18 +669,31 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     def multicast(self, data: bytes | int, now: float) -> int:
         """Multicast ``data`` to the group; returns its ``msg_id``. Non-blocking: the
         message is on its way when this returns and is delivered later, here too.
+        During a view change (``begin_view_change`` to ``install_view``) the message is
+        held and goes out, in order, when the next view is installed.
 
         ``data`` is checked by :func:`payload` (bytes up to ``wire.MAX_DATA_SIZE``; the
         original's uint32 on the original wire): ``LocalProtocolError`` before anything
         is sent when it does not fit."""
         data = payload(data, self.config.wire)
+        msg_id = self._new_msg_id()
+        self.counters.multicasts += 1
+        if self._changing is not None:
+            # A view change is under way: the message goes out in the next view.
+            self._held.append((msg_id, data))
+            return msg_id
+        self._send_data(msg_id, data, now)
+        return msg_id
+
+    def _new_msg_id(self) -> int:
         if self._msg_counter >= U32_MAX:
             # Reference (a), bug 9: the original wraps silently; we refuse.
             raise LocalProtocolError("message ids are exhausted (32 bits)")
-        self._now = now
         self._msg_counter += 1
-        msg_id = self._msg_counter
-        self.counters.multicasts += 1
+        return self._msg_counter
+
+    def _send_data(self, msg_id: int, data: bytes, now: float) -> None:
+        self._now = now
         self._outgoing[msg_id] = _Outgoing(
             msg_id=msg_id, data=data, state=SendState.COLLECTING, awaiting=set(self._view)
         )
@@ -676,7 +709,6 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         )
         self._loopback.append(msg)
         self._drain(now)
-        return msg_id
 
     def remove_member(self, member: int, now: float) -> None:
         """``member`` crashed (the membership layer's ``peer_down``): leave it out.
@@ -714,6 +746,235 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         for flush in list(self._flushes.values()):
             self._flush_role(flush, now)
         self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
+
+    # -- dynamic membership (docs/cluster.md, "Virtual synchrony") ------------------
+
+    def begin_view_change(self, keep: Iterable[int], now: float) -> None:
+        """The agreed view is ending and the next one keeps the members ``keep`` (ids;
+        joiners have none yet): the membership layer's ``FlushRequired``.
+
+        Every other member is removed (``remove_member``: its undecided messages are
+        settled by the flush, delivered by all survivors or by none); new multicasts are
+        held until ``install_view``; our own messages still collecting Acks are withdrawn
+        (discarded by everyone: none of them has a final) and held to go out again in
+        the next view. Once everything of this view is settled here (``flushed``) the
+        core emits ``ViewFlushed`` and takes no new message of the view any more. A
+        later call for the same view (the proposal changed) supersedes this one and is
+        answered by its own ``ViewFlushed``. Only on the sealed wire (the original's
+        membership is static): ``LocalProtocolError`` otherwise."""
+        self._dynamic_only()
+        keep_ids = set(keep)
+        self._now = now
+        # Withdraw first: no final may be fixed without the Ack of a member the change
+        # removes, since a later proposal may keep it after all.
+        for out in list(self._outgoing.values()):
+            if out.state is SendState.COLLECTING:
+                self._withdraw(out, now)
+        self._changing = tuple(m for m in self._view if m == self._me or m in keep_ids)
+        self._reported = False
+        for member in list(self._view):
+            if member not in self._changing:
+                self.remove_member(member, now)
+        self._drain(now)
+        self._note_flushed()
+
+    @property
+    def flushed(self) -> bool:
+        """A view change is under way and settled here: every message of the ending view
+        this member proposed for is delivered or discarded, and none it multicast is still
+        collecting Acks (each has its final, or was withdrawn). Its Seqs may still be on
+        their way: the members that lack one are not settled either."""
+        return (
+            self._changing is not None
+            and all(out.state is not SendState.COLLECTING for out in self._outgoing.values())
+            and not self._queue
+            and not self._flushes
+            and not self._loopback
+        )
+
+    def install_view(
+        self, view_id: int, members: Sequence[tuple[str, Address]], now: float
+    ) -> tuple[Member, ...]:
+        """The agreed view ``view_id`` is installed: ``members`` are its ``(name,
+        address)`` in seniority order (names unique per incarnation). Members not known
+        here are joiners and get the next unused ids in that order (every member assigns
+        the same ids: founders 1..n, then each view's joiners in turn; ids are never
+        reused); known members missing from it are removed. Held multicasts go out, in
+        order, and Data that arrived since the flush is taken. Returns the view's members
+        with their ids. ``LocalProtocolError`` if this member is not in it."""
+        self._dynamic_only()
+        names = [name for name, _ in members]
+        if self.name_of(self._me) not in names:
+            raise LocalProtocolError("this member is not in the view", view=view_id)
+        self._now = now
+        ids = self._ids_for(members)
+        for (name, addr), member_id in zip(members, ids, strict=True):
+            if member_id not in self._members:
+                self._admit(Member(id=member_id, name=name, addr=addr))
+        self._next_id = max(self._next_id, max(ids) + 1)
+        for member in list(self._view):
+            if member not in ids:
+                self.remove_member(member, now)
+        self.view_id = view_id
+        self._changing = None
+        self._frozen = False
+        for key in self._asks:
+            self._tx.cancel(("ask", key))
+        self._asks.clear()
+        deferred, self._deferred = self._deferred, {}
+        for msg, src in deferred.values():
+            if src in self._peers:
+                self._on_data(msg, src, now)
+        held, self._held = self._held, []
+        for msg_id, data in held:
+            self._send_data(msg_id, data, now)
+        self._drain(now)
+        return tuple(self._members[i] for i in ids)
+
+    def state_for_joiner(self, members: Sequence[tuple[str, Address]]) -> bytes:
+        """What the joiners of the next view, ``members`` (as ``install_view`` will get
+        them), start from: every member's id and the sequence numbers already used. Call
+        it once flushed (the views layer's ``StateNeeded``); the joiner builds its core with
+        :meth:`joining`."""
+        self._dynamic_only()
+        ids = self._ids_for(members)
+        return JoinState(
+            members=tuple(
+                Member(id=i, name=name, addr=addr)
+                for i, (name, addr) in zip(ids, members, strict=True)
+            ),
+            next_id=max(self._next_id, max(ids) + 1),
+            latest=self._latest,
+            seen=tuple((i, self._done[i].highest) for i in sorted(set(ids)) if i in self._done),
+        ).encode()
+
+    @classmethod
+    def joining(
+        cls,
+        state: bytes,
+        me: str,
+        view_id: int,
+        members: Sequence[tuple[str, Address]],
+        *,
+        tracer: Tracer,
+        rng: Random,
+        **params: Any,
+    ) -> IsisCore:
+        """The core of ``me``, a joiner of view ``view_id`` of ``members`` (as
+        ``install_view`` takes them), from the ``state`` a member gave for that view
+        (:meth:`state_for_joiner`); ``params`` are ``IsisConfig``'s other fields. Its
+        proposals start above every final sequence of the views before: nothing it
+        proposes can order a new message before one already delivered. ``DecodeError``
+        for a state that is not one or is for other members, ``ConfigError`` when ``me``
+        is not in it."""
+        join = JoinState.decode(state)
+        if [m.name for m in join.members] != [name for name, _ in members]:
+            raise DecodeError("the join state is for another view", view=view_id)
+        ids = [m.id for m in join.members if m.name == me]
+        if not ids:
+            raise ConfigError("the joiner is not in the view it joins", me=me)
+        core = cls(IsisConfig(me=ids[0], members=join.members, **params), tracer=tracer, rng=rng)
+        core._dynamic_only()
+        core._latest = join.latest
+        core._next_id = join.next_id
+        for member_id, highest in join.seen:
+            core._done[member_id] = _DoneLog(core.config.retain_finals, watermark=highest)
+        core.view_id = view_id
+        return core
+
+    def id_of(self, name: str) -> int | None:
+        """The id of the member called ``name``, removed or not; ``None`` if unknown."""
+        for member in self._members.values():
+            if member.name == name:
+                return member.id
+        return None
+
+    def _dynamic_only(self) -> None:
+        if self._by_ip:
+            raise LocalProtocolError(
+                "dynamic membership needs the sealed wire (the original's group is static)"
+            )
+
+    def _ids_for(self, members: Sequence[tuple[str, Address]]) -> list[int]:
+        """The ids of ``members``: a known name keeps its id, the others take the next
+        unused ones in order."""
+        by_name = {m.name: m.id for m in self._members.values()}
+        ids, next_id = [], self._next_id
+        for name, _ in members:
+            if name in by_name:
+                ids.append(by_name[name])
+            else:
+                ids.append(next_id)
+                next_id += 1
+        return ids
+
+    def _admit(self, member: Member) -> None:
+        self._members[member.id] = member
+        self._names[member.id] = member.name
+        # A restarted process may come back at its old address: the address is its now.
+        self._by_addr[member.addr[0] if self._by_ip else member.addr] = member.id
+        bisect.insort(self._view, member.id)
+        self._peers.add(member.id)
+        self._live_addrs[member.id] = member.addr
+
+    def _withdraw(self, out: _Outgoing, now: float) -> None:
+        """Discard our message ``out``, which has no final (we lack an Ack), at every member,
+        and hold its data for the next view under a new id."""
+        self.counters.withdrawn += 1
+        self._tx.cancel(("data", out.msg_id))
+        out.state = SendState.SEQUENCING
+        out.withdrawn = True
+        out.awaiting = set(self._view)
+        msg = wire.SeqMessage(
+            sender=self._me, msg_id=out.msg_id, final_seq=0, final_seq_proposer=self._me
+        )
+        self._tx.start(
+            ("seq", out.msg_id),
+            wire.encode(msg),
+            self._others(),
+            now,
+            label="SeqMsg",
+            msg=self._msg_name(self._me, out.msg_id),
+        )
+        self._loopback.append(msg)
+        self._held.append((self._new_msg_id(), out.data))
+
+    def _note_flushed(self) -> None:
+        """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
+        here; from then on Data never seen waits for the next view. Until then, ask the
+        members the change keeps about each message still undecided here whose sender
+        may be gone (the removal flush settles a removed sender's too, but waits for every
+        survivor): one that flushed knows its outcome for good (``_on_flush_ack``)."""
+        if self._changing is not None and not self._reported and self._queue:
+            targets = set(self._changing) - {self._me}
+            for entry in self._queue.ordered():
+                key = entry.key
+                if entry.deliverable or key in self._asks:
+                    continue
+                # Not the sender: an Ack to the sender is an answer to its Data there.
+                asked = targets - {entry.sender}
+                if entry.sender == self._me or not asked:
+                    continue
+                self._asks.add(key)
+                query = wire.AckMessage(
+                    sender=key[0], msg_id=key[1], proposed_seq=0, proposer=self._me
+                )
+                self._tx.start(
+                    ("ask", key),
+                    wire.encode(query),
+                    asked,
+                    self._now,
+                    label="QueryAck",
+                    msg=self._msg_name(*key),
+                )
+        if not self._reported and self.flushed:
+            assert self._changing is not None
+            self._reported = True
+            self._frozen = True
+            self._trace(self._now, LAYER, "flushed", attrs={"view": str(self.view_id)})
+            self._events.append(ViewFlushed(members=self._changing))
 
     # -- inputs ----------------------------------------------------------------------
 
@@ -753,6 +1014,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             dispatch(msg, src, now, size)
             if loopback:
                 self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
 
     @staticmethod
     def _original_only(messages: list[wire.IsisMessage]) -> None:
@@ -770,6 +1033,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             self._emit(payload, addr)
         self._tx.due(now)
         self._drain(now)
+        if self._changing is not None:
+            self._note_flushed()
         if self._batch_due is not None and self._batch_due <= now:
             self._flush_batches()
 
@@ -842,7 +1107,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _on_data(self, msg: wire.DataMessage, src: int, now: float) -> None:
         key = (msg.sender, msg.msg_id)
-        _, action = step(RECEIVER, self._recv_state(key), RecvInput.DATA)
+        state = self._recv_state(key)
+        if self._frozen and state is RecvState.UNKNOWN:
+            # Flushed: the set of this view's messages is closed here. A message of the
+            # ending view is withdrawn by its sender; one of the next view is taken then.
+            self.counters.deferred += 1
+            self._deferred[key] = (msg, src)
+            return
+        _, action = step(RECEIVER, state, RecvInput.DATA)
         if action is RecvAction.PROPOSE:
             self._latest += 1
             self._queue.add(
@@ -953,10 +1225,32 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     # -- sender side (SENDER table) -----------------------------------------------------
 
     def _on_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        if self.view_id and src != self._me:
+            self._repair_stale_ack(msg, src, now)
         out = self._first_answer(msg, src, now, SendInput.ACK, SendAction.RECORD_PROPOSAL)
         if out is not None:
             out.proposals[src] = msg.proposed_seq
             self._answered(out, src, "data", now)
+
+    def _repair_stale_ack(self, msg: wire.AckMessage, src: int, now: float) -> None:
+        """With agreed views: an Ack for a message of ours that ``src`` must never order (a
+        late copy of a view's Data reached a member admitted since, or the message was
+        withdrawn) gets the discard, so that it leaves ``src``'s hold-back queue. (A member
+        that has the message's final ignores the discard: an outcome never changes.)"""
+        out = self._outgoing.get(msg.msg_id)
+        if out is None:
+            stale = 1 <= msg.msg_id <= self._msg_counter and all(
+                msg.msg_id != held for held, _ in self._held
+            )
+        else:
+            stale = out.withdrawn or (
+                out.state is SendState.SEQUENCING and src not in out.proposals
+            )
+        if stale:
+            discard = wire.SeqMessage(
+                sender=self._me, msg_id=msg.msg_id, final_seq=0, final_seq_proposer=self._me
+            )
+            self._send(discard, src, now)
 
     def _on_seq_ack(self, msg: wire.SeqAckMessage, src: int, now: float) -> None:
         out = self._first_answer(msg, src, now, SendInput.SEQ_ACK, SendAction.STOP_SEQ)
@@ -1104,6 +1398,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _flush_resolved(self, key: MsgKey, now: float) -> None:
         """``key`` got its outcome here: stop the flush and tell whoever asked."""
+        if key in self._asks:
+            self._asks.discard(key)
+            self._tx.cancel(("ask", key))
         flush = self._flushes.pop(key, None)
         if flush is None:
             return
@@ -1126,9 +1423,19 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         state = self._recv_state(key)
         if state is RecvState.DELIVERED:
             return  # delivered but its final is no longer retained: cannot help
+        if self._frozen and state is RecvState.UNKNOWN:
+            # Flushed and never proposed for it: we take no Data of this view any more
+            # and its sender never fixes a final without our Ack (a view change
+            # withdraws what lacks one). It is discarded, for good: tell the asker (a
+            # query or a statement) and whoever else waits for us.
+            self._deferred.pop(key, None)
+            self._finish(key, None)
+            self._send_outcome(key, (0, self._me), src, now)
+            self._flush_resolved(key, now)
+            return
         if msg.sender not in self._removed:
-            # The crashed sender's Seq may still reach us; we must not speak for it
-            # before our own membership layer removes it (the asker retransmits).
+            # The sender's Seq may still reach us; we must not speak for it before our
+            # own membership layer removes it (the asker retransmits).
             return
         if self._coordinator() == self._me:
             flush = self._flushes.get(key)

@@ -120,6 +120,7 @@ class _Proposal:
     value: tuple[Member, ...] | None = None  # chosen once a majority promised
     accepted: set[str] = field(default_factory=set)
     decided: bool = False  # waiting for ``provide_state``
+    free: bool = False  # the value is our own choice (no earlier value bound it)
 
 
 class ViewsCore(DatagramOutputs[ViewsEvent]):
@@ -442,13 +443,27 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self.counters["stale"] += 1
             return
         proposal.promises[member.name] = (accepted, value)
-        if proposal.value is not None or not view.is_majority(len(proposal.promises)):
+        self._maybe_choose(now)
+
+    def _maybe_choose(self, now: float) -> None:
+        """Choose the value and propose it once a majority promised and every member not
+        suspected did: the fewer are silent, the fewer values "could have been chosen"
+        and bind us to keep a member that has died since. (A suspicion may be what it
+        waits for: ``_drive`` calls this too.)"""
+        proposal, view = self._proposal, self._view
+        if proposal is None or view is None or proposal.value is not None:
+            return
+        if not view.is_majority(len(proposal.promises)) or any(
+            m.name not in proposal.promises and m.key not in self._suspects for m in view.members
+        ):
             return
         # Bound by Paxos, else our own change, else (an unfinished change that was never
         # chosen, and nothing left to change) the same members again: a change started
         # must end in a view, or its acceptors would wait for it forever.
-        chosen = self._bound_value(view, proposal) or self._own_value() or view.members
-        proposal.value = chosen
+        bound = self._bound_value(view, proposal)
+        chosen = bound or self._own_value() or view.members
+        proposal.value, proposal.free = chosen, bound is None
+        ballot = proposal.ballot
         self._trace(now, LAYER, "propose", seq=ballot.round, attrs={"members": _names(chosen)})
         for m in view.members:
             if self._proposal is not proposal:
@@ -725,7 +740,16 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 # suspicions that block us are withdrawn.
                 self._proposal = None
             elif self._proposal is not None:
-                self._maybe_decide(now)  # a suspicion may be what it waited for
+                self._maybe_choose(now)  # a suspicion may be what it waited for
+                self._maybe_decide(now)
+                if self._stale_proposal(view):
+                    # No member our own value keeps accepted it yet, and one it keeps is
+                    # now suspected: their layer may be unable to flush for it (ISIS
+                    # waits for a dead member's messages, and only members that stay
+                    # answer its questions), so start over (a new ballot is always safe;
+                    # the value it finds bound, if any, is kept).
+                    self._proposal = None
+                    self._start_proposal(now)
             elif (
                 now >= self._wait_until
                 and not self.blocked
@@ -734,6 +758,17 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
                 self._start_proposal(now)
         if self._tick_at is None and self._has_work():
             self._tick_at = now + self.config.retry
+
+    def _stale_proposal(self, view: View) -> bool:
+        proposal = self._proposal
+        return (
+            proposal is not None
+            and proposal.free
+            and not proposal.decided
+            and proposal.value is not None
+            and not proposal.accepted & {m.name for m in proposal.value}
+            and any(view.has(m.key) and m.key in self._suspects for m in proposal.value)
+        )
 
     def _note_blocking(self, view: View, now: float) -> None:
         blocked = not view.is_majority(len(self._survivors()))

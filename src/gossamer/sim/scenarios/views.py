@@ -22,10 +22,11 @@ last view was installed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gossamer.errors import ConfigError
+from gossamer.proto.core import DatagramCore
 from gossamer.proto.views import (
     Blocked,
     Excluded,
@@ -160,36 +161,60 @@ class ViewsRun:
 def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summarize:
     run = ViewsRun(sim, params)
     sim.on_event = run.on_event
+    ViewsConfig(
+        me=Member(name="check", incarnation=1, address=("0.0.0.0", PORT)),
+        seeds=(("0.0.0.0", PORT),),
+        retry=params["retry"],
+    )
+
+    def core(config: ViewsConfig, ctx: NodeContext) -> ViewsCore:
+        return ViewsCore(config, tracer=ctx.tracer, rng=ctx.rng, now=ctx.now)
+
+    add_members(sim, run, nodes, params, port=PORT, core=core, scenario="views")
+    return run.summary
+
+
+def add_members(
+    sim: Simulator,
+    run: ViewsRun,
+    nodes: int,
+    params: Mapping[str, Any],
+    *,
+    port: int,
+    core: Callable[[ViewsConfig, NodeContext], DatagramCore],
+    scenario: str,
+) -> dict[str, float]:
+    """Nodes ``n0``.. on hosts ``h0``.. at ``port``, their cores made by ``core`` from
+    their views configuration: founders, the joiners of ``params["join"]`` (returned, with
+    their start times) and restarted incarnations; and the scheduled faults with the
+    failure detector's oracle (``run``) reporting them."""
     hosts = [sim.network.add_host(f"h{i}") for i in range(nodes)]
     names = [f"n{i}" for i in range(nodes)]
     late = dict(params["join"])
     for name in late:
         if name not in names:
             raise ConfigError(f"join names unknown node {name!r} (nodes are n0..n{nodes - 1})")
-    ViewsConfig(
-        me=Member(name="check", incarnation=1, address=("0.0.0.0", PORT)),
-        seeds=(("0.0.0.0", PORT),),
-        retry=params["retry"],
-    )
     founders = tuple(
-        Member(name=n, incarnation=1, address=(h.ip, PORT))
+        Member(name=n, incarnation=1, address=(h.ip, port))
         for n, h in zip(names, hosts, strict=True)
         if n not in late
     )
     if not founders:
-        raise ConfigError("the views scenario needs at least one founder (not every node joins)")
+        raise ConfigError(
+            f"the {scenario} scenario needs at least one founder (not every node joins)"
+        )
     seeds = tuple(m.address for m in founders)
 
-    def factory(ctx: NodeContext) -> ViewsCore:
-        me = Member(name=ctx.node_id, incarnation=ctx.incarnation, address=(ctx.host.ip, PORT))
+    def factory(ctx: NodeContext) -> DatagramCore:
+        me = Member(name=ctx.node_id, incarnation=ctx.incarnation, address=(ctx.host.ip, port))
         founding = ctx.incarnation == 1 and ctx.node_id not in late
         config = ViewsConfig(
             me=me, initial=founders if founding else (), seeds=seeds, retry=params["retry"]
         )
-        return ViewsCore(config, tracer=ctx.tracer, rng=ctx.rng, now=ctx.now)
+        return core(config, ctx)
 
     for name, host in zip(names, hosts, strict=True):
-        sim.add_node(name, host, PORT, factory, start=late.get(name, 0.0))
+        sim.add_node(name, host, port, factory, start=late.get(name, 0.0))
     for name, when in late.items():
         run.announce(name, when)
 
@@ -208,31 +233,40 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
         if end is not None:
             for name in names:
                 run.announce(name, end)
-    return run.summary
+    return late
 
 
 _SECONDS = sc.non_negative_float
+
+
+def membership_params(*rows: tuple[str, Callable[[str], Any], Any, str]) -> tuple[sc.Param, ...]:
+    """The parameters of a scenario built on ``add_members``: ``retry``, ``detect``,
+    ``rejoin``, the scenario's own ``rows`` (``sc.param_table``), ``join`` and the faults."""
+    return (
+        *sc.param_table(
+            ("retry", _SECONDS, 0.1, "seconds between views retransmissions"),
+            ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
+            ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
+            *rows,
+        ),
+        sc.Param(
+            name="join",
+            parse=sc.node_at_list,
+            default=[],
+            shown="none",
+            help="NODE@SECONDS[,...]: nodes that start late and join",
+        ),
+        *sc.fault_params(),
+    )
+
 
 SCENARIO = sc.register(
     sc.Scenario(
         name="views",
         description="agreed group membership: crashes, joins, restarts, partitions, checked",
         default_duration=60.0,
-        params=(
-            *sc.param_table(
-                ("retry", _SECONDS, 0.1, "seconds between retransmissions"),
-                ("detect", _SECONDS, 0.5, "seconds until a crash, start or cut is reported"),
-                ("flush", _SECONDS, 0.01, "seconds the layer above takes to flush or give state"),
-                ("rejoin", _SECONDS, 0.2, "seconds an excluded node takes to restart"),
-            ),
-            sc.Param(
-                name="join",
-                parse=sc.node_at_list,
-                default=[],
-                shown="none",
-                help="NODE@SECONDS[,...]: nodes that start late and join",
-            ),
-            *sc.fault_params(),
+        params=membership_params(
+            ("flush", _SECONDS, 0.01, "seconds the layer above takes to flush or give state"),
         ),
         setup=_setup,
     )

@@ -1,0 +1,149 @@
+"""gossamer.aio.group on real, sealed UDP sockets on 127.0.0.1: agreed views with ISIS
+total order flushed through them.
+
+Every member runs in one event loop (uvloop and the default loop); each member's reader
+plays the application (its state: the messages it delivered, handed to joiners) and
+records what it was told. Nothing leaves 127.0.0.1. Assertions are about what was
+delivered, in which view and in which order, never about speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gossamer.aio.group import GroupService, open_group
+from gossamer.errors import ClosedError, ConfigError, LocalProtocolError
+from gossamer.proto.isis import Delivered
+from gossamer.proto.views import Member, StateNeeded, ViewInstalled, ViewsConfig
+from gossamer.testing import free_ports, sealed_wire
+from gossamer.testing.aio import Runner, until
+from gossamer.wire.mode import Wire, WireMode
+
+RETRY = 0.02
+ISIS = {"retransmit_initial": 0.05}
+LOCALHOST = "127.0.0.1"
+
+
+class App:
+    """One member and its application: what it delivered in each view."""
+
+    def __init__(self, service: GroupService) -> None:
+        self.service = service
+        self.view = 0
+        self.delivered: list[tuple[int, bytes]] = []  # (view, payload)
+        self.given: bytes | None = None  # the state a joiner started from
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    def state(self) -> bytes:
+        return b"|".join(data for _, data in self.delivered)
+
+    async def _read(self) -> None:
+        async for event in self.service.events():
+            if isinstance(event, Delivered):
+                self.delivered.append((self.view, event.data))
+            elif isinstance(event, ViewInstalled):
+                self.view = event.view.id
+                if event.state is not None:
+                    self.given = event.state
+            elif isinstance(event, StateNeeded):
+                self.service.provide_state(event.view_id, self.state())
+
+    def in_view(self, view_id: int) -> list[bytes]:
+        return [data for v, data in self.delivered if v == view_id]
+
+    async def close(self) -> None:
+        await self.service.close()
+        await self.reader
+
+
+async def open_app(config: ViewsConfig, wire: Wire) -> App:
+    return App(await open_group(config, wire=wire, isis=ISIS))
+
+
+def test_founders_a_joiner_with_state_and_a_crash_keep_virtual_synchrony(run: Runner) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        ports = free_ports(3, kind="udp")
+        founders = tuple(
+            Member(name=n, incarnation=1, address=(LOCALHOST, p))
+            for n, p in zip("abc", ports, strict=True)
+        )
+        apps = {
+            m.name: await open_app(ViewsConfig(me=m, initial=founders, retry=RETRY), wire)
+            for m in founders
+        }
+        try:
+            for i in range(5):
+                for name in "abc":
+                    await apps[name].service.send(f"{name}{i}".encode())
+            await until(lambda: all(len(a.delivered) == 15 for a in apps.values()), timeout=10)
+            # A fourth process joins through b (not the coordinator).
+            me = Member(name="d", incarnation=1, address=(LOCALHOST, 0))
+            joiner = ViewsConfig(me=me, seeds=(apps["b"].service.address,), retry=RETRY)
+            apps["d"] = await open_app(joiner, wire)
+            d = apps["d"].service
+            for a in apps.values():
+                if a.service is not d:
+                    a.service.join_request(d.member)  # what discovery's peer_up says
+            await until(lambda: all(a.view == 2 for a in apps.values()), timeout=10)
+            # The joiner starts from the state at the cut: everything of view 1.
+            assert apps["d"].given == apps["a"].state() and len(apps["a"].in_view(1)) == 15
+            for i in range(5):
+                for name in "abcd":
+                    await apps[name].service.send(f"{name}{i + 5}".encode())
+            await until(lambda: all(len(a.in_view(2)) == 20 for a in apps.values()), timeout=10)
+            orders = {name: a.in_view(2) for name, a in apps.items()}
+            assert len({tuple(o) for o in orders.values()}) == 1, orders
+            assert sorted(orders["d"]) == sorted(
+                f"{n}{i}".encode() for n in "abcd" for i in range(5, 10)
+            )
+            # c crashes; the survivors' membership layer suspects it; they move on.
+            await apps.pop("c").close()
+            for a in apps.values():
+                a.service.suspect("c")
+            await until(lambda: all(a.view == 3 for a in apps.values()), timeout=10)
+            for a in apps.values():
+                assert a.service.view is not None and a.service.view.names == ("a", "b", "d")
+            assert len({tuple(a.in_view(2)) for a in apps.values()}) == 1
+            for name in "abd":
+                await apps[name].service.send(f"{name}-after".encode())
+            await until(lambda: all(len(a.in_view(3)) == 3 for a in apps.values()), timeout=10)
+            assert len({tuple(a.in_view(3)) for a in apps.values()}) == 1
+            # Every payload delivered once everywhere, and every member in the same order.
+            for a in apps.values():
+                payloads = [data for _, data in a.delivered]
+                assert len(payloads) == len(set(payloads))
+        finally:
+            for a in apps.values():
+                await a.close()
+
+    run(main())
+
+
+def test_the_api_contract(run: Runner) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        with pytest.raises(ConfigError, match="sealed wire"):
+            open_group(
+                ViewsConfig(
+                    me=Member(name="a", incarnation=1, address=(LOCALHOST, 0)),
+                    seeds=(("127.0.0.1", 9),),
+                ),
+                wire=Wire(mode=WireMode.ORIGINAL),
+            )
+        me = Member(name="j", incarnation=1, address=(LOCALHOST, 0))
+        config = ViewsConfig(me=me, seeds=((LOCALHOST, free_ports(1, kind="udp")[0]),), retry=RETRY)
+        async with open_group(config, wire=wire) as joiner:
+            with pytest.raises(LocalProtocolError, match="not a member"):
+                await joiner.send(b"too early")
+            with pytest.raises(LocalProtocolError):
+                await joiner.send(b"x" * 513)
+            assert joiner.view is None and not joiner.excluded and joiner.rejected == {}
+        assert joiner.closed
+        with pytest.raises(ClosedError):
+            await joiner.send(b"late")
+        await joiner.close()  # idempotent
+
+    run(main())
