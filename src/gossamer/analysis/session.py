@@ -186,6 +186,10 @@ _SMALL_RUN = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.driver.extraJavaOptions": _FAST_START_JVM,
+    # A small run is kept in memory sorted by layer and kind (``load.load_in_memory``):
+    # batches of this many rows let a scan of a few kinds skip every other batch by
+    # its statistics, where one batch of 10,000 (the default) would hold them all.
+    "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
 }
 
 
