@@ -14,6 +14,7 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gos
 from pyspark.sql import SparkSession
 
 from gossamer.analysis import job
+from gossamer.analysis.session import session_settings
 
 pytestmark = pytest.mark.spark
 
@@ -57,12 +58,30 @@ def test_golden_ping_run_holds_and_its_metrics_match_the_simulator(
     assert "src=" not in html and "<script" not in html  # self-contained
 
 
+@pytest.mark.parametrize("name", ["ping-n4-s7", "isis-n5-s11"])
 def test_a_run_analysed_in_memory_gets_the_summary_of_its_parquet_conversion(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     run = tmp_path / "run"
-    shutil.copytree(GOLDEN, run)
-    in_memory = job.analyze(spark, str(run), str(tmp_path / "memory")).summary
+    shutil.copytree(GOLDEN.parent / name, run)
+    # In memory with the SQL settings of a small run's session (no broadcasts, small
+    # cache batches), against Parquet with the shared session's own.
+    small = {
+        k: v
+        for k, v in session_settings(master=None, remote=None, cores=2, small=True).items()
+        if k.startswith("spark.sql.")
+    }
+    before = {k: spark.conf.get(k, None) for k in small}
+    for key, value in small.items():
+        spark.conf.set(key, value)
+    try:
+        in_memory = job.analyze(spark, str(run), str(tmp_path / "memory")).summary
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
     monkeypatch.setattr(job, "IN_MEMORY_BYTES", -1)
     converted = job.analyze(spark, str(run), str(tmp_path / "parquet")).summary
     assert (tmp_path / "parquet" / "events.parquet").is_dir()
