@@ -514,7 +514,7 @@ def demo_vs_floor(run_dir: Path, rounds: int) -> str:
     rows = [
         ["bare Spark: start, read once, count by layer, stop", f"{f:.1f}", "1.0x"],
         ["`gossamer analyze` (whole command)", f"{a:.1f}", f"**{a / f:.1f}x**"],
-        ["of which: load (JSON to Parquet, validation)", f"{load:.1f}", f"{load / f:.1f}x"],
+        ["of which: load (parsing, validation)", f"{load:.1f}", f"{load / f:.1f}x"],
         ["of which: checks", f"{checks:.1f}", f"{checks / f:.1f}x"],
         ["of which: metrics, summary, report", f"{total - load - checks:.1f}", ""],
         ["of which: Python and Spark start, stop", f"{a - total:.1f}", ""],

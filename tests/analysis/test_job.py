@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gos
 from pyspark.sql import SparkSession
 
 from gossamer.analysis import job
+from gossamer.analysis.session import session_settings
 
 pytestmark = pytest.mark.spark
 
@@ -54,3 +56,42 @@ def test_golden_ping_run_holds_and_its_metrics_match_the_simulator(
     assert html.startswith("<!DOCTYPE html>") and "</html>" in html
     assert "ping-n4-s7" in html and "Delivery latency CDF" in html and "<svg" in html
     assert "src=" not in html and "<script" not in html  # self-contained
+
+
+@pytest.mark.parametrize("name", ["ping-n4-s7", "isis-n5-s11"])
+def test_a_run_analysed_in_memory_gets_the_summary_of_its_parquet_conversion(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(GOLDEN.parent / name, run)
+    # In memory with the SQL settings of a small run's session (no broadcasts, small
+    # cache batches), against Parquet with the shared session's own.
+    small = {
+        k: v
+        for k, v in session_settings(master=None, remote=None, cores=2, small=True).items()
+        if k.startswith("spark.sql.")
+    }
+    before = {k: spark.conf.get(k, None) for k in small}
+    for key, value in small.items():
+        spark.conf.set(key, value)
+    try:
+        in_memory = job.analyze(spark, str(run), str(tmp_path / "memory")).summary
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    monkeypatch.setattr(job, "IN_MEMORY_BYTES", -1)
+    converted = job.analyze(spark, str(run), str(tmp_path / "parquet")).summary
+    assert (tmp_path / "parquet" / "events.parquet").is_dir()
+    assert not (tmp_path / "memory" / "events.parquet").exists()
+
+    def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+        rest = {k: v for k, v in summary.items() if k not in ("timing", "input", "checks")}
+        checks = [{k: v for k, v in c.items() if k != "seconds"} for c in summary["checks"]]
+        found = {k: v for k, v in summary["input"].items() if k != "parquet"}
+        return {**rest, "checks": checks, "input": found}
+
+    assert in_memory["input"]["parquet"] is None
+    assert comparable(in_memory) == comparable(converted)

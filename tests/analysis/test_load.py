@@ -13,7 +13,13 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gos
 from pyspark.sql import SparkSession
 
 from gossamer.analysis import fsio
-from gossamer.analysis.load import BAD_PARTITION, load_run, nodes_frame
+from gossamer.analysis.load import (
+    BAD_PARTITION,
+    load_in_memory,
+    load_run,
+    nodes_frame,
+    valid_events,
+)
 from gossamer.errors import ConfigError, DecodeError, TraceFormatError
 from gossamer.trace import TraceEvent, encode_event
 
@@ -87,6 +93,35 @@ def test_bad_lines_are_skipped_counted_and_located(
     write(run / "n1.jsonl", [line("n1", i) for i in range(1, 6)])
     _, report3 = load_run(spark, str(run), out)
     assert not report3.reused and report3.bad_lines == 2 and report3.events == 43
+
+
+def test_a_run_kept_in_memory_loads_as_its_parquet_conversion_does(
+    spark: SparkSession, tmp_path: Path, tiny_splits: None
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    n0 = [line("n0", i) for i in range(1, 31)]
+    n0[4] = "{not json"  # line 5
+    n0[11] = line("n0", 12, layer="quantum")  # line 12
+    write(run / "n0.jsonl", n0)
+    write(run / "n1.jsonl", [line("n1", i, layer="isis") for i in range(1, 8)])
+    (run / "n2.jsonl").write_text("")
+    out = tmp_path / "out" / "events.parquet"
+    events, report = load_run(spark, str(run), str(out))
+
+    kept, in_memory = load_in_memory(spark, str(run), fsio.list_sources(spark, str(run)))
+    try:
+        assert kept.is_cached
+        assert in_memory.parquet is None and not in_memory.reused
+        as_converted = {**report.to_json(), "parquet": None}
+        assert in_memory.to_json() == as_converted
+        assert in_memory.bad_lines == 2 and in_memory.warnings
+        assert sorted(valid_events(kept).collect()) == sorted(events.collect())
+    finally:
+        kept.unpersist()
+    with pytest.raises(TraceFormatError) as caught:
+        load_in_memory(spark, str(run), fsio.list_sources(spark, str(run)), strict=True)
+    assert caught.value.line == 5
 
 
 def test_mixed_and_unsupported_schema_versions_are_refused(

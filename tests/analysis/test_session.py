@@ -47,6 +47,8 @@ def test_small_local_runs_skip_what_small_data_do_not_need() -> None:
     assert got["spark.sql.adaptive.enabled"] == "false"
     assert got["spark.sql.codegen.wholeStage"] == "false"
     assert "-XX:TieredStopAtLevel=1" in got["spark.driver.extraJavaOptions"]
+    assert got["spark.sql.autoBroadcastJoinThreshold"] == "-1"
+    assert got["spark.sql.inMemoryColumnarStorage.batchSize"] == "1000"
     # A cluster sizes itself whatever the run's size.
     cluster = session_settings(master="spark://host:7077", remote=None, cores=2, small=True)
     assert "spark.sql.adaptive.enabled" not in cluster

@@ -20,10 +20,16 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from gossamer.analysis import catalog, client_latency, fsio, metrics, report
+from gossamer.analysis import catalog, client_latency, fsio, metrics, report, session
 from gossamer.analysis.checks import discovery, gossip, isis
 from gossamer.analysis.checks.common import UNFINISHED, clean_stops, correct_nodes
-from gossamer.analysis.load import InputReport, load_run, nodes_frame
+from gossamer.analysis.load import (
+    InputReport,
+    load_in_memory,
+    load_run,
+    nodes_frame,
+    valid_events,
+)
 
 __all__ = [
     "Analysis",
@@ -38,6 +44,9 @@ __all__ = [
 
 #: Cache the events in memory for runs up to this many events (above, re-read Parquet).
 CACHE_LIMIT = 5_000_000
+#: Runs with at most this many bytes of traces are parsed into memory and never
+#: written to Parquet (``load.load_in_memory``): the small runs of ``session``.
+IN_MEMORY_BYTES = session.SMALL_RUN_BYTES
 #: Spark jobs submitted at once for a cached run. There a check costs mostly its
 #: fixed costs (planning on the driver, scheduling), which run on one thread each: two
 #: checks at a time keep two cores busy. Larger runs keep one at a time, so that two
@@ -482,8 +491,10 @@ def analyze(
 ) -> Analysis:
     """Analyze the run in ``run_dir`` and write ``summary.json`` and ``report.html`` to ``out``.
 
-    ``out`` defaults to ``<run_dir>/analysis``; the run's Parquet conversion is kept
-    in ``<out>/events.parquet`` and reused while the traces are unchanged. ``params``
+    ``out`` defaults to ``<run_dir>/analysis``. A run with more than
+    ``IN_MEMORY_BYTES`` of traces is converted to Parquet in ``<out>/events.parquet``,
+    reused while the traces are unchanged; a smaller one is parsed into memory
+    (``load.load_in_memory``) and nothing but the summary and report is written. ``params``
     override check parameters (``catalog.PARAMS``). Raises ``GossamerError``
     subclasses for unusable input (see ``load_run``) and unknown parameters.
     """
@@ -491,12 +502,17 @@ def analyze(
     out = out or fsio.join(run_dir, "analysis")
     metadata = _read_metadata(spark, run_dir)
     resolved = catalog.resolve_params(catalog.derive_params(metadata), params or {})
-    events, found = load_run(spark, run_dir, fsio.join(out, "events.parquet"), strict=strict)
+    sources = fsio.list_sources(spark, run_dir)
+    kept: DataFrame | None = None
+    if sum(s.size for s in sources) <= IN_MEMORY_BYTES:
+        kept, found = load_in_memory(spark, run_dir, sources, strict=strict)
+        events = valid_events(kept)
+    else:
+        events, found = load_run(spark, run_dir, fsio.join(out, "events.parquet"), strict=strict)
+        if found.events <= CACHE_LIMIT:
+            events = kept = events.cache()
     loaded = time.perf_counter()
-    cached = found.events <= CACHE_LIMIT
-    if cached:
-        events = events.cache()
-    pool = ThreadPoolExecutor(max_workers=CONCURRENT_JOBS if cached else 1)
+    pool = ThreadPoolExecutor(max_workers=CONCURRENT_JOBS if kept is not None else 1)
     try:
         inputs = catalog.CheckInputs(
             nodes=nodes_frame(spark, found) if found.empty_files else None, params=resolved
@@ -550,8 +566,8 @@ def analyze(
             measured["isis_fault_windows"] = windowed.result()
     finally:
         pool.shutdown(cancel_futures=True)
-        if cached:
-            events.unpersist()
+        if kept is not None:
+            kept.unpersist()
     violated = any(r.status == "fail" for r in results)
     summary: dict[str, Any] = {
         "run": found.run_ids[0] if found.run_ids else None,

@@ -43,10 +43,13 @@ __all__ = [
     "InputReport",
     "check_sources",
     "convert",
+    "load_in_memory",
     "load_run",
     "manifest_path",
     "nodes_frame",
+    "parse_sources",
     "read_events",
+    "valid_events",
     "write_events",
 ]
 
@@ -65,7 +68,8 @@ class InputReport:
     """What loading a run found: files, events per layer, and every kind of bad input."""
 
     run_dir: str
-    parquet: str
+    #: Where the Parquet data is; None for a run kept in memory (``load_in_memory``).
+    parquet: str | None
     files: tuple[str, ...]
     run_ids: tuple[str, ...]
     events: int
@@ -214,6 +218,26 @@ def convert(spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: st
     write_events(parsed, parquet)
 
 
+def parse_sources(spark: SparkSession, sources: Sequence[fsio.SourceFile]) -> DataFrame:
+    """Every line of ``sources`` parsed and validated (``PARSED_COLUMNS``), as ``convert``
+    parses them, for a run kept in memory (``load_in_memory``)."""
+    lines, all_shaped = _numbered_lines(spark, sources)
+    parsed = parse_shaped(lines.where(F.col("shaped")))
+    if all_shaped:
+        return parsed
+    return parsed.unionByName(parse_lines(lines.where(~F.col("shaped"))))
+
+
+def _marked(parsed: DataFrame) -> DataFrame:
+    """Parsed rows as stored: rejected lines get ``layer`` and ``kind`` ``BAD_PARTITION``
+    (the columns of ``STORED_SCHEMA``, as ``write_events`` writes them)."""
+    bad = F.col("reason").isNotNull()
+    marked = parsed.withColumn(
+        "layer", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("layer"))
+    ).withColumn("kind", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("kind")))
+    return marked.select(*STORED_SCHEMA.fieldNames())
+
+
 def _stored(spark: SparkSession, parquet: str) -> DataFrame:
     # The schema is given, not inferred: a kind named "1" must stay a string.
     return spark.read.schema(STORED_SCHEMA).option("basePath", parquet).parquet(parquet)
@@ -221,17 +245,21 @@ def _stored(spark: SparkSession, parquet: str) -> DataFrame:
 
 def read_events(spark: SparkSession, parquet: str) -> DataFrame:
     """The valid events of a converted run, in ``EVENTS_SCHEMA`` column order."""
-    return _stored(spark, parquet).where(F.col("layer") != BAD_PARTITION).select(*EVENT_COLUMNS)
+    return valid_events(_stored(spark, parquet))
+
+
+def valid_events(stored: DataFrame) -> DataFrame:
+    """The valid events of stored rows (``STORED_SCHEMA``), in ``EVENTS_SCHEMA`` column order."""
+    return stored.where(F.col("layer") != BAD_PARTITION).select(*EVENT_COLUMNS)
 
 
 def _inspect(
-    spark: SparkSession,
-    parquet: str,
+    data: DataFrame,
+    parquet: str | None,
     run_dir: str,
     sources: Sequence[fsio.SourceFile],
     examples: int,
 ) -> InputReport:
-    data = _stored(spark, parquet)
     groups = (
         data.groupBy("layer", "kind", "run", "bad_layer", "version", "file")
         .agg(
@@ -398,12 +426,8 @@ def load_run(
     report = _reusable(spark, parquet, sources)
     if report is None:
         convert(spark, sources, parquet)
-        report = _inspect(spark, parquet, run_dir, sources, examples)
-        warnings = tuple(
-            f"skipped {n} lines of unknown layer {name!r} (known: {', '.join(LAYERS)})"
-            for name, n in sorted(report.unknown_layers.items())
-        )
-        report = replace(report, warnings=warnings)
+        stored = _stored(spark, parquet)
+        report = _with_warnings(_inspect(stored, parquet, run_dir, sources, examples))
         manifest = {
             "format": _MANIFEST_FORMAT,
             "sources": _manifest_sources(sources),
@@ -412,6 +436,48 @@ def load_run(
         fsio.write_text(spark, manifest_path(parquet), json.dumps(manifest, indent=1))
     _check_usable(report, strict=strict)
     return read_events(spark, parquet), report
+
+
+def load_in_memory(
+    spark: SparkSession,
+    run_dir: str,
+    sources: Sequence[fsio.SourceFile],
+    *,
+    strict: bool = False,
+    examples: int = 20,
+) -> tuple[DataFrame, InputReport]:
+    """``load_run`` for a small run: parsed and kept in memory, no Parquet written.
+
+    Returns the run's stored rows (``STORED_SCHEMA``: valid events and rejected lines,
+    ``valid_events`` selects the former), cached: the caller unpersists them. They sit
+    in one partition sorted by ``layer`` and ``kind``, so that the statistics of the
+    cache's batches let a scan of a few kinds skip the rest, as partition pruning does
+    for the Parquet data. For a run of a few megabytes, parsing again costs less than
+    writing and listing some 60 Parquet directories, so nothing is kept for a later
+    analysis. Raises as ``load_run`` does.
+    """
+    check_sources(run_dir, sources)
+    stored = (
+        _marked(parse_sources(spark, sources))
+        .repartition(1)
+        .sortWithinPartitions(*PARTITION_COLUMNS)
+        .persist()
+    )
+    try:
+        report = _with_warnings(_inspect(stored, None, run_dir, sources, examples))
+        _check_usable(report, strict=strict)
+    except BaseException:
+        stored.unpersist()
+        raise
+    return stored, report
+
+
+def _with_warnings(report: InputReport) -> InputReport:
+    warnings = tuple(
+        f"skipped {n} lines of unknown layer {name!r} (known: {', '.join(LAYERS)})"
+        for name, n in sorted(report.unknown_layers.items())
+    )
+    return replace(report, warnings=warnings)
 
 
 def nodes_frame(spark: SparkSession, report: InputReport) -> DataFrame:

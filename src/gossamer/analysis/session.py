@@ -8,9 +8,11 @@ A local session for a *small* run (``SMALL_RUN_BYTES`` of traces or less, the si
 of a lab demo) stops paying for what small data do not need. There, a query's cost
 is not its rows but its fixed costs: planning, compiling generated code, the JVM's
 own just-in-time compiler. So it gets one shuffle partition, no adaptive
-re-planning, interpreted expressions instead of generated code, and a JVM that
-starts fast (client compiler only, shared class data, serial collector). Measured on
-the demo: about half the CPU time of the general settings (``docs/benchmarks.md``).
+re-planning, interpreted expressions instead of generated code, joins without
+broadcasts (each broadcast is a Spark job of its own), small batches in the
+in-memory cache, and a JVM that starts fast (client compiler only, shared class
+data, serial collector). Measured on the demo: about half the CPU time of the
+general settings (``docs/benchmarks.md``).
 
 A classic session's JVM writes its log (log4j) and anything it prints on its
 standard error into ``log_file`` when one is given, so the console shows only the
@@ -186,6 +188,17 @@ _SMALL_RUN = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.driver.extraJavaOptions": _FAST_START_JVM,
+    # A small run is kept in memory sorted by layer and kind (``load.load_in_memory``):
+    # batches of this many rows let a scan of a few kinds skip every other batch by
+    # its statistics, where one batch of 10,000 (the default) would hold them all.
+    "spark.sql.inMemoryColumnarStorage.batchSize": "1000",
+    # No broadcast joins: each broadcast is a Spark job of its own (collect, then
+    # broadcast), where a shuffled hash join of a few thousand rows is one more stage
+    # of the same job. The checks' broadcast hints are for large runs; here they are
+    # ignored. Measured on the demo: a quarter of the jobs (100 -> 24 for the checks).
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+    "spark.sql.optimizer.disableHints": "true",
+    "spark.sql.join.preferSortMergeJoin": "false",
 }
 
 
