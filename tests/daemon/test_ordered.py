@@ -16,7 +16,7 @@ from gossamer.daemon.replicated import DeliveryDigest
 from gossamer.errors import DecodeError
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.isis import Delivered
-from gossamer.proto.views import Member
+from gossamer.proto.views import Member, ViewInstalled
 from gossamer.testing import sealed_wire
 from gossamer.testing.aio import Runner, until
 from gossamer.wire.mode import Wire
@@ -151,3 +151,28 @@ def test_a_digest_restored_from_a_snapshot_goes_on_the_same_way() -> None:
     first.apply(later)
     second.apply(later)
     assert second.state == first.state and first.count == 2
+
+
+def test_a_joiner_state_its_replicated_state_refuses_is_counted_and_the_node_goes_on(
+    run: Runner,
+) -> None:
+    async def main() -> None:
+        wire = sealed_wire()
+        async with open_discovery(loopback(), wire=wire) as d1:
+            n1 = node(d1, "n1", wire, bootstrap=True)
+            await n1.start()
+            try:
+                await until(lambda: names(n1) == ("n1",))
+                group = n1.group
+                assert group is not None and group.view is not None
+                # What a member's bug would hand a joiner: not a delivery digest.
+                n1.group_event(ViewInstalled(view=group.view, agreed_by=(), state=b"junk"),
+                               group)
+                assert n1.rejected == {"state": 1}
+                assert state(n1).state == (0, "") and state(n1).given is None
+                await group.send(b"after")  # and the node goes on ordering
+                await until(lambda: state(n1).applied == [b"after"])
+            finally:
+                await n1.close()
+
+    run(main())

@@ -20,21 +20,17 @@ class DeliveryDigest:
     """``count`` messages delivered, ``digest`` chained over them (hex; ``""`` for none)."""
 
     def __init__(self) -> None:
-        self.state: AppState = EMPTY
+        self.count, self.digest = EMPTY
 
     @property
-    def count(self) -> int:
-        return self.state[0]
-
-    @property
-    def digest(self) -> str:
-        return self.state[1]
+    def state(self) -> AppState:
+        """``(count, digest)``."""
+        return (self.count, self.digest)
 
     def apply(self, delivered: Delivered) -> None:
         """Chain one delivered message: its sender, its id and its data."""
-        self.state = after(
-            self.state, f"{delivered.sender}/{delivered.msg_id}/{delivered.data.hex()}"
-        )
+        message = f"{delivered.sender}/{delivered.msg_id}/{delivered.data.hex()}"
+        self.count, self.digest = after(self.state, message)
 
     def snapshot(self) -> bytes:
         return encode_state(self.state)
@@ -48,4 +44,4 @@ class DeliveryDigest:
             raise DecodeError("not a delivery digest", size=len(state)) from exc
         if count < 0 or (count == 0) != (digest == ""):
             raise DecodeError("not a delivery digest", size=len(state))
-        self.state = (count, digest)
+        self.count, self.digest = count, digest
