@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import gossamer
+from gossamer.aio.group import GroupService
 from gossamer.aio.opening import Opening
 from gossamer.errors import ConfigError
 from gossamer.proto.views import Member
@@ -22,8 +23,9 @@ def test_every_public_name_resolves() -> None:
         assert getattr(gossamer, name) is not None, name
     assert sorted(OPENERS) == [
         "open_discovery", "open_gateway_client", "open_gateway_server", "open_gossip",
-        "open_isis", "open_node", "open_socket", "open_views",
+        "open_group", "open_isis", "open_node", "open_socket", "open_views",
     ]
+    assert gossamer.GroupService is GroupService
     with pytest.raises(AttributeError, match="no attribute 'socket'"):
         gossamer.socket  # noqa: B018 - the old entry point is gone: one style
 
@@ -52,6 +54,7 @@ def test_every_opener_returns_an_opening_without_starting_anything() -> None:
         gossamer.open_gateway_server(gossamer.GatewayConfig()),
         gossamer.open_gateway_client("singyeong://app@127.0.0.1:1"),
         gossamer.open_views(gossamer.ViewsConfig(me=me, initial=(me,)), wire=wire),
+        gossamer.open_group(gossamer.ViewsConfig(me=me, initial=(me,)), wire=wire),
     ]
     assert all(isinstance(opening, Opening) for opening in made)
     for opener in OPENERS:

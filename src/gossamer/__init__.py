@@ -36,6 +36,9 @@ _LAZY = {
     "open_gateway_client": "gossamer.aio.gateway_client",
     "open_gateway_server": "gossamer.aio.gateway_server",
     "open_views": "gossamer.aio.views",
+    "open_group": "gossamer.aio.group",
+    # The service a group member is (for annotations).
+    "GroupService": "gossamer.aio.group",
     # One configuration per protocol.
     "DiscoveryConfig": "gossamer.proto.discovery.core",
     "GossipConfig": "gossamer.proto.gossip.config",
@@ -54,6 +57,7 @@ __all__ = [
     "DiscoveryConfig",
     "GatewayConfig",
     "GossipConfig",
+    "GroupService",
     "IsisConfig",
     "LinkConfig",
     "ViewsConfig",
@@ -64,6 +68,7 @@ __all__ = [
     "open_gateway_client",
     "open_gateway_server",
     "open_gossip",
+    "open_group",
     "open_isis",
     "open_node",
     "open_socket",
@@ -76,6 +81,7 @@ if TYPE_CHECKING:
     from gossamer.aio.gateway_client import open_gateway_client
     from gossamer.aio.gateway_server import open_gateway_server
     from gossamer.aio.gossip import open_gossip
+    from gossamer.aio.group import GroupService, open_group
     from gossamer.aio.isis import open_isis
     from gossamer.aio.link import open_node, open_socket
     from gossamer.aio.loop import run

@@ -85,7 +85,7 @@ def test_a_founder_and_a_joiner_agree_and_bad_cards_are_refused(run: Runner) -> 
             await joiner.start()
             try:
                 def both_in() -> bool:
-                    views = [m.views.view if m.views else None for m in (founder, joiner)]
+                    views = [m.group.view if m.group else None for m in (founder, joiner)]
                     return all(v is not None and v.names == ("n1", "n2") for v in views)
 
                 await until(both_in)
@@ -99,13 +99,13 @@ def test_a_founder_and_a_joiner_agree_and_bad_cards_are_refused(run: Runner) -> 
                     await stranger.send(data, to=d1.address)
                 await until(lambda: sum(founder.rejected.values()) == 3)
                 assert founder.rejected == {"malformed": 1, "cluster": 1, "own_name": 1}
-                assert founder.views is not None and founder.views.view is not None
-                assert founder.views.view.names == ("n1", "n2")
+                assert founder.group is not None and founder.group.view is not None
+                assert founder.group.view.names == ("n1", "n2")
                 # A member's discovery leaves: the other suspects it. One of two is no
                 # majority of the view, so no view follows: the founder is blocked.
                 await joiner.close()
                 await d2.close()
-                await until(lambda: founder.views is not None and founder.views.blocked)
+                await until(lambda: founder.group is not None and founder.group.blocked)
             finally:
                 await founder.close()
                 await joiner.close()
@@ -126,18 +126,18 @@ def test_a_member_excluded_while_alive_rejoins_as_the_next_incarnation(run: Runn
                 await node.start()
             try:
                 def names(node: Membership) -> tuple[str, ...]:
-                    view = node.views.view if node.views is not None else None
+                    view = node.group.view if node.group is not None else None
                     return () if view is None else tuple(sorted(view.names))
 
                 await until(lambda: all(names(n) == ("n1", "n2", "n3") for n in nodes))
                 n1, n2, _ = nodes
-                assert n1.views is not None
-                n1.views.suspect("n2")  # a false suspicion: n2 is alive
+                assert n1.group is not None
+                n1.group.suspect("n2")  # a false suspicion: n2 is alive
                 # n2 is removed, learns it, and comes back as incarnation 2.
                 await until(lambda: n2.me.incarnation > 1
                             and all(names(n) == ("n1", "n2", "n3") for n in nodes)
-                            and n1.views is not None and n1.views.view is not None
-                            and n1.views.view.has(("n2", n2.me.incarnation)))
+                            and n1.group is not None and n1.group.view is not None
+                            and n1.group.view.has(("n2", n2.me.incarnation)))
                 assert n2.state == "member"
             finally:
                 for node in nodes:
@@ -166,7 +166,7 @@ def test_nodes_that_named_different_seeds_find_each_other_through_cards(run: Run
                 d2.abort()
 
                 def names(node: Membership) -> tuple[str, ...]:
-                    view = node.views.view if node.views is not None else None
+                    view = node.group.view if node.group is not None else None
                     return () if view is None else view.names
 
                 await until(lambda: names(nodes[0]) == names(nodes[2]) == ("n1", "n3"))

@@ -11,7 +11,7 @@ glue between the two, for one node:
   address, whether it is a member, and where its other services listen. A card is
   answered with ours the first time it comes from that incarnation, and every node
   repeats its card to its peers every ``announce_interval``, so a lost one costs a delay.
-- **Joins.** A card from a process whose views core runs (``joining`` or ``member``) is
+- **Joins.** A card from a process whose group member runs (``joining`` or ``member``) is
   ``join_request``: a newcomer wants in, a member is alive after all (a suspicion is
   withdrawn), or a restarted process, a higher incarnation, replaces the old one.
 - **Failures.** Discovery's ``peer_down`` for a peer whose card we hold is
@@ -20,7 +20,7 @@ glue between the two, for one node:
   Given the discovery targets it started with (``targets``), the node adds those it learns
   to its own discovery's targets, so that nodes that named different seeds (or sit behind
   a router) find each other and every member's failure is noticed by several peers.
-- **Founders and joiners.** A node opens its views core as a joiner, with the views
+- **Founders and joiners.** A node opens its group member as a joiner, with the views
   addresses of the members it has cards from as seeds, as soon as it holds a member's
   card. A node configured ``bootstrap`` founds the cluster alone (view 1 of itself) if,
   ``bootstrap_wait`` seconds after it started, it holds no member's card and no card from
@@ -30,12 +30,15 @@ glue between the two, for one node:
   rejoins at once as incarnation + 1; a restarted process takes a new incarnation from its
   caller (the daemon uses the wall clock in milliseconds).
 
-Every views event goes through one function, :meth:`Membership.views_event`, to the
-**layer above views** (``layer_above``, :data:`ViewsLayer`): this is where ISIS attaches
-for virtual synchrony (``FlushRequired`` -> ISIS's flush, then ``flush_done``;
-``StateNeeded`` -> the application's state; ``ViewInstalled`` -> ISIS's new member list).
-Until then :func:`settle_at_once` answers flushes and state requests at once (nothing is
-multicast in views yet, so there is nothing to settle).
+**Virtual synchrony.** The core the node opens is a group member
+(``gossamer.aio.group.open_group``): the agreed views with ISIS total order flushed
+through them, so the members agree on membership *and* on the order of what is
+multicast in it (``docs/cluster.md``, "ISIS on the views"). The flushes are inside the
+group; what the node still answers goes through one function,
+:meth:`Membership.group_event`, to the node's :class:`Replicated` state: every
+``Delivered`` is ``apply``-ed in the total order, ``StateNeeded`` is answered with its
+``snapshot()``, and a joiner's first ``ViewInstalled`` carries the snapshot it
+``restore``-s before it applies anything of the new view.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import orjson
 
@@ -57,16 +60,18 @@ from gossamer._types import Address
 from gossamer.aio._pump import now
 from gossamer.aio.addresses import resolve
 from gossamer.aio.discovery import Discovery
+from gossamer.aio.group import GroupService, open_group
 from gossamer.aio.sockets import udp_socket
-from gossamer.aio.views import ViewsService, open_views
 from gossamer.errors import ClosedError, DecodeError, GossamerError, NetworkError
 from gossamer.proto.discovery import PeerDown, PeerUp, Received
-from gossamer.proto.views import Excluded, FlushRequired, Member, StateNeeded, ViewInstalled
-from gossamer.proto.views.model import ViewsConfig, ViewsEvent
+from gossamer.proto.group import GroupEvent
+from gossamer.proto.isis import Delivered
+from gossamer.proto.views import Excluded, Member, StateNeeded, ViewInstalled
+from gossamer.proto.views.model import ViewsConfig
 from gossamer.trace.sink import NullSink, Tracer
 from gossamer.wire.mode import Wire
 
-__all__ = ["CARD_PREFIX", "Card", "Membership", "ViewsLayer", "settle_at_once"]
+__all__ = ["CARD_PREFIX", "Card", "Membership", "Replicated"]
 
 #: Every card starts with these bytes (a discovery datagram that does not is refused).
 CARD_PREFIX: Final = b"gossamer-card/1\n"
@@ -79,24 +84,31 @@ MAX_LEARNED: Final = 256
 CardState = Literal["waiting", "joining", "member"]
 _STATES: Final = ("waiting", "joining", "member")
 
-#: The layer above views: called with every views event, in order, and the service to
-#: answer on (``flush_done``, ``provide_state``). ISIS attaches here.
-ViewsLayer = Callable[[ViewsEvent, ViewsService], None]
+class Replicated(Protocol):
+    """What rides on the group's total order at a node: a state every member changes
+    the same way, because every member applies the same messages in the same order
+    (virtual synchrony). :class:`Membership` calls it from its event loop, in the
+    order of the group's events."""
 
+    def apply(self, delivered: Delivered) -> None:
+        """A message delivered in the total order (every member, the same sequence)."""
 
-def settle_at_once(event: ViewsEvent, views: ViewsService) -> None:
-    """The layer above views while nothing is multicast in views: every flush is done at
-    once, and joiners start from an empty state."""
-    if isinstance(event, FlushRequired):
-        views.flush_done(event.view_id)
-    elif isinstance(event, StateNeeded):
-        views.provide_state(event.view_id, b"")
+    def snapshot(self) -> bytes:
+        """The state as of now, for the joiners of the next view: asked after this
+        member flushed the ending view (nothing of it is left to apply), bytes up to
+        what a view's INSTALL carries (``gossamer.wire.views.MAX_STATE``, less ISIS's)."""
+        ...
+
+    def restore(self, state: bytes) -> None:
+        """A joiner's start: the members' ``snapshot()`` at the view that admitted it.
+        A state it cannot read raises a ``GossamerError`` (``DecodeError``): the node
+        counts it (``Membership.rejected["state"]``) and goes on from where it is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Card:
     """What a node tells each peer its discovery registers: who it is (``name``,
-    ``incarnation``, in ``cluster``), where its views core listens, its state
+    ``incarnation``, in ``cluster``), where its group member (views and ISIS) listens, its state
     (``waiting`` to found or to hear of a member, ``joining``, ``member``), whether it may
     found, its other services' addresses (``gateway``, ``link``, ``gossip``) and the
     discovery addresses of its registered ``peers``."""
@@ -185,16 +197,20 @@ def _address(value: Any) -> Address:
 
 class Membership:
     """The membership layer of one node (module docstring): cards over ``discovery``,
-    ``join_request``/``suspect`` into this node's views core, which it opens as a founder
-    or a joiner, and every views event to ``layer_above``.
+    ``join_request``/``suspect`` into this node's group member (views and ISIS), which it
+    opens as a founder or a joiner, and every group event to ``replicated``.
 
-    ``me`` is this process (its address is where its views core binds; port 0 takes
+    ``me`` is this process (its address is where its group member binds; port 0 takes
     any free port). ``views_options`` are :class:`~gossamer.proto.views.ViewsConfig`
-    fields other than ``me``, ``initial`` and ``seeds``. ``services`` goes on the card.
+    fields other than ``me``, ``initial`` and ``seeds``; ``isis_options`` are
+    ``IsisConfig``'s tunables (``open_group``'s ``isis``). ``services`` goes on the card.
     ``targets``: the discovery broadcast targets ``discovery`` was opened with; given,
     the peers the cards name are added to them (``None``: discovery is left alone).
-    ``on_view`` is told every ``ViewInstalled`` after the layer above. Use it from one
-    event loop: ``await start()``, then ``await close()``.
+    ``replicated`` is the state on the total order (``None``: nothing is applied and
+    joiners start from empty bytes); ``on_view`` is told every ``ViewInstalled`` after
+    ``replicated`` (a joiner's first, after its ``restore``). Multicast in the total
+    order with ``group.send`` while ``state == "member"``. Use it from one event loop:
+    ``await start()``, then ``await close()``.
     """
 
     def __init__(
@@ -208,8 +224,9 @@ class Membership:
         bootstrap_wait: float = 3.0,
         announce_interval: float = 1.0,
         views_options: Mapping[str, Any] | None = None,
+        isis_options: Mapping[str, Any] | None = None,
         services: Mapping[str, Address] | None = None,
-        layer_above: ViewsLayer = settle_at_once,
+        replicated: Replicated | None = None,
         on_view: Callable[[ViewInstalled], None] | None = None,
         targets: Sequence[Address] | None = None,
         tracer: Tracer | None = None,
@@ -223,8 +240,9 @@ class Membership:
         self.bootstrap_wait = bootstrap_wait
         self.announce_interval = announce_interval
         self.views_options = dict(views_options or {})
+        self.isis_options = dict(isis_options or {})
         self.services = dict(services or {})
-        self.layer_above = layer_above
+        self.replicated = replicated
         self.on_view = on_view
         self.tracer = tracer or Tracer(NullSink(), run="membership", node=me.name)
         self.rng = rng or random.Random()
@@ -233,9 +251,11 @@ class Membership:
         self.targets = None if targets is None else tuple(targets)
         #: Discovery addresses the cards named, oldest first (at most ``MAX_LEARNED``).
         self.learned: dict[Address, None] = {}
-        #: Discovery datagrams refused, by reason (``malformed``, ``cluster``, ``own_name``).
+        #: Discovery datagrams refused, by reason (``malformed``, ``cluster``, ``own_name``),
+        #: and joiner's states ``replicated`` refused (``state``).
         self.rejected: Counter[str] = Counter()
-        self.views: ViewsService | None = None
+        #: This incarnation's group member (``None`` while waiting, or rejoining).
+        self.group: GroupService | None = None
         self._was_member = False
         self._opening = False
         self._sock: socket.socket | None = None
@@ -246,9 +266,9 @@ class Membership:
 
     @property
     def state(self) -> CardState:
-        if self.views is None:
+        if self.group is None:
             return "waiting"
-        return "member" if self.views.view is not None else "joining"
+        return "member" if self.group.view is not None else "joining"
 
     def card(self) -> Card:
         """This node's card as it stands."""
@@ -261,12 +281,13 @@ class Membership:
     # -- life cycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind the views socket (the card names its address), then follow discovery."""
+        """Bind the group's socket (the card names its address: ``views``), then follow
+        discovery."""
         host, port = await resolve(self.me.address, ipv6=False)
         try:  # bound now: a port in use fails the start, and port 0 gets its number
             self._sock = udp_socket(host, port)
         except OSError as exc:
-            raise NetworkError(f"cannot bind the views socket {host}:{port}: {exc.strerror}",
+            raise NetworkError(f"cannot bind the group socket {host}:{port}: {exc.strerror}",
                                host=host, port=port) from exc
         self.me = dataclasses.replace(self.me, address=(host, self._sock.getsockname()[1]))
         self._spawn(self._follow_peers())
@@ -276,14 +297,14 @@ class Membership:
             self._spawn(self._found_when_alone())
 
     async def close(self) -> None:
-        """Stop following discovery and close the views core (the others see a crash:
-        views have no goodbye; discovery's own leave tells them sooner). Idempotent."""
+        """Stop following discovery and close the group member (the others see a crash:
+        the group has no goodbye; discovery's own leave tells them sooner). Idempotent."""
         self._closed = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.views is not None:
-            await self.views.close()
+        if self.group is not None:
+            await self.group.close()
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -293,7 +314,7 @@ class Membership:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # -- discovery -> views --------------------------------------------------------------
+    # -- discovery -> the group ----------------------------------------------------------
 
     async def _follow_peers(self) -> None:
         async for event in self.discovery.events():
@@ -301,8 +322,8 @@ class Membership:
                 await self._send_card(event.peer)
             elif isinstance(event, PeerDown) and not event.local:
                 card = self.cards.pop(event.peer, None)
-                if card is not None and self.views is not None and not self.views.closed:
-                    self.views.suspect(card.name, incarnation=card.incarnation)
+                if card is not None and self.group is not None and not self.group.closed:
+                    self.group.suspect(card.name, incarnation=card.incarnation)
 
     async def _follow_cards(self) -> None:
         async for message in self.discovery:
@@ -325,10 +346,10 @@ class Membership:
         self._learn(card.peers)
         if old is None or old.incarnation != card.incarnation:
             await self._send_card(message.sender)  # the sender may not have ours yet
-        if old != card and card.state != "waiting" and self._views_open():
-            assert self.views is not None
-            self.views.join_request(card.member)
-        await self._open_views()
+        if old != card and card.state != "waiting" and self._group_open():
+            assert self.group is not None
+            self.group.join_request(card.member)
+        await self._open_group()
 
     def _learn(self, peers: Sequence[Address]) -> None:
         """Add the discovery addresses a card named to discovery's targets."""
@@ -362,16 +383,16 @@ class Membership:
 
     # -- founding, joining, rejoining ----------------------------------------------------
 
-    def _views_open(self) -> bool:
-        return self.views is not None and not self.views.closed
+    def _group_open(self) -> bool:
+        return self.group is not None and not self.group.closed
 
     def _member_seeds(self) -> tuple[Address, ...]:
         return tuple(sorted({c.views for c in self.cards.values() if c.state == "member"}))
 
-    async def _open_views(self, *, found: bool = False) -> None:
-        """Open the views core: as a joiner once a member's card is known, or as the
+    async def _open_group(self, *, found: bool = False) -> None:
+        """Open the group member: as a joiner once a member's card is known, or as the
         founder (``found``). Does nothing while one is open or opening."""
-        if self.views is not None or self._opening or self._closed:
+        if self.group is not None or self._opening or self._closed:
             return
         seeds = self._member_seeds()
         if not found and not seeds:
@@ -384,47 +405,62 @@ class Membership:
             )
             # The socket bound at the start, or (rejoining) a new one on the same port.
             sock, self._sock = self._sock, None
-            views = await open_views(config, wire=self.wire, tracer=self.tracer, rng=self.rng,
-                                     sock=sock)
+            group = await open_group(config, wire=self.wire, isis=self.isis_options,
+                                     tracer=self.tracer, rng=self.rng, sock=sock)
         finally:
             self._opening = False
-        self.views = views
-        self._spawn(self._follow_views(views))
+        self.group = group
+        self._spawn(self._follow_group(group))
         await self._send_card(None)  # our state changed: joining (or member)
 
     async def _found_when_alone(self) -> None:
         await asyncio.sleep(self.bootstrap_wait)
-        while self.views is None and not self._was_member:
+        while self.group is None and not self._was_member:
             rivals = [
                 c for c in self.cards.values()
                 if c.state != "waiting" or (c.bootstrap and c.name < self.me.name)
             ]
             if not rivals and not self._opening:
-                await self._open_views(found=True)
+                await self._open_group(found=True)
                 return
             await asyncio.sleep(self.announce_interval)
 
-    async def _rejoin(self, views: ViewsService) -> None:
+    async def _rejoin(self, group: GroupService) -> None:
         """Excluded while alive: close, take the next incarnation, join again."""
-        await views.close()
+        await group.close()
         incarnation = max(self.me.incarnation + 1, clock_incarnation())
         self.me = dataclasses.replace(self.me, incarnation=incarnation)
-        self.views = None
+        self.group = None
         await self._send_card(None)
-        await self._open_views()
+        await self._open_group()
 
-    # -- views -> the layer above --------------------------------------------------------
+    # -- the group -> the replicated state -----------------------------------------------
 
-    async def _follow_views(self, views: ViewsService) -> None:
+    async def _follow_group(self, group: GroupService) -> None:
         with contextlib.suppress(ClosedError):
-            async for event in views.events():
-                self.views_event(event, views)
+            async for event in group.events():
+                self.group_event(event, group)
 
-    def views_event(self, event: ViewsEvent, views: ViewsService) -> None:
-        """Every views event of this node, in order: the one place the layer above views
-        (ISIS, for virtual synchrony) attaches (``layer_above``)."""
-        self.layer_above(event, views)
-        if isinstance(event, ViewInstalled):
+    def group_event(self, event: GroupEvent, group: GroupService) -> None:
+        """Every group event of this node, in order: the one place the replicated state
+        attaches (module docstring). ``Discarded`` needs nothing: a withdrawn message
+        is multicast again by its sender, and the group traces it."""
+        replicated = self.replicated
+        if isinstance(event, Delivered):
+            if replicated is not None:
+                replicated.apply(event)
+        elif isinstance(event, StateNeeded):
+            state = b"" if replicated is None else replicated.snapshot()
+            with contextlib.suppress(ClosedError):
+                group.provide_state(event.view_id, state)
+        elif isinstance(event, ViewInstalled):
+            if event.state is not None and replicated is not None:
+                try:
+                    replicated.restore(event.state)
+                except GossamerError as exc:  # a member's bug: counted, traced, go on
+                    self.rejected["state"] += 1
+                    self.tracer(now(), "views", "drop", attrs={
+                        "reason": "state_refused", "detail": str(exc)[:200]})
             first = not self._was_member
             self._was_member = True
             if self.on_view is not None:
@@ -432,7 +468,7 @@ class Membership:
             if first:
                 self._spawn(self._send_card(None))  # we are a member now
         elif isinstance(event, Excluded) and not self._closed:
-            self._spawn(self._rejoin(views))
+            self._spawn(self._rejoin(group))
 
 
 def clock_incarnation() -> int:

@@ -8,7 +8,8 @@ the library APIs). It composes the public drivers of ``gossamer.aio``:
   ``discovery.broadcast_address`` is given, plus unicast to the seeds; without it, only
   by unicast to the seeds (loopback, or the machine's own namespace: nothing broadcast);
 - the membership layer (``gossamer.aio.membership``) turns discovery's word into agreed
-  views: cards, ``join_request``/``suspect``, founding or joining, incarnations;
+  views with ISIS total order flushed through them (``open_group``: virtual synchrony):
+  cards, ``join_request``/``suspect``, founding or joining, incarnations;
 - gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M, sealed
   with the cluster key) carry the node-to-node traffic;
 - the gateway server (one per node; queues durable in ``gateway.db`` when given), joined
@@ -17,9 +18,11 @@ the library APIs). It composes the public drivers of ``gossamer.aio``:
   view as a peer and removes every member that leaves, so a client connected to any
   node reaches the clients of every node.
 
-**Where the next layers attach.** ISIS with dynamic membership attaches to the views as
-``layer_above`` of :class:`~gossamer.aio.membership.Membership` (see :func:`views_layer`):
-every views event reaches it, in order, through ``Membership.views_event``. The gateway
+**Where the next layers attach.** What rides on the total order is the node's
+:attr:`Daemon.replicated` state (``Membership``'s ``Replicated``: every ``Delivered`` is
+applied to it in order, joiners start from its snapshot). Today it is a
+:class:`~gossamer.daemon.replicated.DeliveryDigest` of what was delivered (the gateway's
+queues are to move there); ``Daemon.membership.group.send`` multicasts in the order. The gateway
 (:attr:`Daemon.gateway`, its cluster layer :attr:`Daemon.gateway_cluster`) follows the
 agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees every
 ``ClientJoined``/``ClientLeft`` of this node's own clients.
@@ -27,7 +30,7 @@ agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees ev
 It prints one JSON status line per event on standard output: ``ready`` (its name,
 incarnation and every service's address), ``view`` (each view it installs),
 ``progress`` every second (view id and members, peers, gateway clients and peers,
-blocked), and
+blocked, and ``delivered``: the count and digest of the total order), and
 ``done`` once stopped; SIGTERM or SIGINT stops it cleanly (discovery's leave, the
 gateway's goodbye to clients, the trace flushed). Traces go to ``node.trace``.
 """
@@ -47,16 +50,11 @@ from gossamer.aio.gateway_cluster import GatewayCluster, open_gateway_cluster
 from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.link import Node, open_node
-from gossamer.aio.membership import (
-    Card,
-    Membership,
-    ViewsLayer,
-    clock_incarnation,
-    settle_at_once,
-)
+from gossamer.aio.membership import Card, Membership, clock_incarnation
 from gossamer.daemon.config import DaemonConfig
 from gossamer.daemon.gateway_peers import GatewayPeers
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
+from gossamer.daemon.replicated import DeliveryDigest
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
@@ -64,19 +62,12 @@ from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
-__all__ = ["Daemon", "run_daemon", "views_layer"]
+__all__ = ["Daemon", "run_daemon"]
 
 #: Seconds between progress lines.
 PROGRESS_EVERY = 1.0
 #: Closing must be over well within 5 s of SIGTERM (the lab's budget for its processes).
 SHUTDOWN_BUDGET = 3.5
-
-
-def views_layer() -> ViewsLayer:
-    """The layer above views on this node. ISIS with dynamic membership plugs in here
-    (its flush answers ``FlushRequired``, the application's state ``StateNeeded``); until
-    it does, flushes and state requests are answered at once."""
-    return settle_at_once
 
 
 class Daemon:
@@ -101,6 +92,8 @@ class Daemon:
         self.gateway_peers: GatewayPeers | None = None
         self.store: SqliteQueueStore | None = None
         self.view: View | None = None
+        #: The state on the cluster's total order (module docstring).
+        self.replicated = DeliveryDigest()
         self.clients = 0
         self.tasks: set[asyncio.Task[Any]] = set()
 
@@ -146,7 +139,7 @@ class Daemon:
             me=Member(name=c.node.name, incarnation=self.incarnation,
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
-            views_options=c.views, services=services, layer_above=views_layer(),
+            views_options=c.views, services=services, replicated=self.replicated,
             on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
             tracer=self.tracer, rng=self.rng(2),
         )
@@ -178,7 +171,7 @@ class Daemon:
     # -- what the next layers attach to -----------------------------------------------
 
     def on_view(self, event: ViewInstalled) -> None:
-        """A view was installed here (after the layer above saw it): the gateway's peers
+        """A view was installed here (after ``replicated`` saw it): the gateway's peers
         follow it (in the background)."""
         self.view = event.view
         self.status("view", id=event.view.id, members=_members(event.view),
@@ -215,7 +208,7 @@ class Daemon:
         while True:
             await asyncio.sleep(PROGRESS_EVERY)
             assert self.membership is not None and self.discovery is not None
-            views = self.membership.views
+            group = self.membership.group
             self.status(
                 "progress", incarnation=self.membership.me.incarnation,
                 state=self.membership.state,
@@ -224,7 +217,8 @@ class Daemon:
                 peers=len(self.discovery.peers()), clients=self.clients,
                 gateway_peers=None if self.gateway_peers is None
                 else sorted(self.gateway_peers.linked),
-                blocked=bool(views is not None and not views.closed and views.blocked),
+                blocked=bool(group is not None and not group.closed and group.blocked),
+                delivered={"count": self.replicated.count, "digest": self.replicated.digest},
             )
 
     async def shutdown(self) -> None:
