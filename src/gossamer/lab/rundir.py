@@ -5,7 +5,8 @@ Layout (docs/lab.md): ``<out>/secrets/cluster.key`` (fresh per run, mode 0600),
 ``<out>/<node>.jsonl`` and the runner ``<out>/run.json``.
 
 Contract: :func:`prepare_out` refuses an existing non-empty directory (runs never mix);
-:func:`write_config` writes only what the node's own loader accepted, so a node never
+:func:`write_config` (and :func:`write_daemon_config`) write only what the node's own
+loader accepted, so a node never
 reads a configuration the lab did not check.
 """
 
@@ -17,11 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gossamer.daemon.config import DaemonConfig, parse_daemon_config
 from gossamer.errors import ConfigError, GossamerError
 from gossamer.lab import LabError
 from gossamer.lab.config import NodeConfig, parse_config
 
-__all__ = ["prepare_out", "write_config", "write_secret"]
+__all__ = ["prepare_out", "write_config", "write_daemon_config", "write_secret"]
 
 
 def prepare_out(out: Path) -> None:
@@ -57,5 +59,16 @@ def write_config(path: Path, doc: Mapping[str, Any]) -> NodeConfig:
         config = parse_config(doc, base=path.parent, env={})
     except GossamerError as exc:
         raise LabError(f"the lab built a config the node rejects: {path}: {exc}") from exc
+    path.write_text(config.to_toml(), encoding="utf-8")
+    return config
+
+
+def write_daemon_config(path: Path, doc: Mapping[str, Any]) -> DaemonConfig:
+    """:func:`write_config` for a ``gossamer node`` daemon (the ``cluster`` scenario):
+    checked by the daemon's own loader, written as its resolved ``to_toml()``."""
+    try:
+        config = parse_daemon_config(doc, base=path.parent, env={})
+    except GossamerError as exc:
+        raise LabError(f"the lab built a config the daemon rejects: {path}: {exc}") from exc
     path.write_text(config.to_toml(), encoding="utf-8")
     return config
