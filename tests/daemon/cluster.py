@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,10 @@ def node_file(
     return path
 
 
-def mesh(tmp: Path, names: list[str]) -> dict[str, Path]:
+def mesh(tmp: Path, names: list[str], **extra: dict[str, Any]) -> dict[str, Path]:
     """One file per node: the first may found (bootstrap) and names the others as seeds,
-    so that, restarted, it joins them; the others name it as their seed."""
+    so that, restarted, it joins them; the others name it as their seed. ``extra``
+    sections are added to every file (``gateway={"password": "pw"}``)."""
     write_key(tmp)
     numbers = free_ports(len(names) * len(DEFAULT_PORTS))
     ports = {
@@ -66,8 +68,15 @@ def mesh(tmp: Path, names: list[str]) -> dict[str, Path]:
     for name in names:
         seeds = [f"{HOST}:{ports[other]['discovery']}" for other in names
                  if other != name and first in (name, other)]
-        files[name] = node_file(tmp, name, ports[name], seeds=seeds, bootstrap=name == first)
+        files[name] = node_file(tmp, name, ports[name], seeds=seeds, bootstrap=name == first,
+                                **extra)
     return files
+
+
+def gateway_port(config: Path) -> int:
+    """The gateway port a daemon's file gives it."""
+    port: int = tomllib.loads(config.read_text())["ports"]["gateway"]
+    return port
 
 
 class Daemon:
@@ -122,6 +131,14 @@ class Daemon:
             and {m.split("#")[0] for m in line["members"]} == names
             and (not including or including in line["members"]),
             f"view of {sorted(names)} {including}",
+        )
+
+    def gateway_peers(self, names: set[str]) -> dict[str, Any]:
+        """The first progress line saying its gateway is linked to exactly ``names``."""
+        return self.wait(
+            lambda line: line["status"] == "progress"
+            and set(line["gateway_peers"] or ()) == names,
+            f"gateway peers {sorted(names)}",
         )
 
     def kill(self) -> None:

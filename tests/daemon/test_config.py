@@ -62,12 +62,25 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
         ({"gateway": {"heartbeat_interval_ms": 0}}, "gateway.heartbeat_interval_ms"),
         ({"discovery": {"max_peers": "many"}}, "discovery.max_peers"),
         ({"isis": {}}, "isis: unknown key"),
+        ({"link": {"max_message": 65536}}, "link.max_message: is 65536 bytes, less than a "
+         "gateway batch (gateway.cluster.max_batch = 4194304)"),
+        ({"link": {"transport": "udp"}}, "link.max_message: is "),
     ],
 )
 def test_each_error_names_its_key(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse(minimal(**change))
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_the_link_carries_a_whole_gateway_batch() -> None:
+    # Not set: over TCP it is the gateway's batch; a smaller batch fits smaller messages.
+    assert parse(minimal()).link_options()["max_message"] == 4 << 20
+    config = parse(minimal(link={"max_message": 1 << 20},
+                           gateway={"cluster": {"max_batch": 1 << 20}}))
+    assert config.link_options()["max_message"] == 1 << 20
+    # Without a gateway the link keeps its own default.
+    assert parse(minimal(gateway={"enabled": False})).link_options() == {"transport": "tcp"}
 
 
 def test_on_a_subnet_a_joiner_may_find_the_cluster_by_broadcast() -> None:

@@ -37,6 +37,8 @@ from gossamer.daemon.tables import (
     without_none,
 )
 from gossamer.errors import ConfigError
+from gossamer.proto.gateway.core import GatewayConfig
+from gossamer.proto.link import LinkConfig, Transport
 from gossamer.wire.mode import KEY_ENV, Wire
 
 __all__ = [
@@ -173,6 +175,22 @@ class DaemonConfig:
         }
         return tomli_w.dumps(without_none(document))
 
+    def gateway_config(self) -> GatewayConfig:
+        """The gateway's configuration: ``[gateway]``, named after this node (its name in
+        the cluster's views is its name among the gateways)."""
+        return GatewayConfig(node_id=self.node.name, **self.gateway.protocol)
+
+    def link_options(self) -> dict[str, Any]:
+        """``open_node``'s options from ``[link]``. Where the gateway runs too and
+        ``max_message`` is not set over TCP, it is the gateway's ``cluster.max_batch``:
+        one link message carries one batch of the gateway's cluster layer."""
+        options = dict(self.link.protocol)
+        transport = options.pop("transport")
+        tcp = transport is Transport.TCP
+        if self.gateway.enabled and options.get("max_message") is None and tcp:
+            options["max_message"] = self.gateway_config().cluster.max_batch
+        return {**options, "transport": transport.value}
+
 
 def _resolved(section: str, values: Mapping[str, Any]) -> dict[str, Any]:
     table: dict[str, Any] = plain(PROTOCOLS[section].resolved(values))
@@ -255,10 +273,24 @@ def parse_daemon_config(
         protocol=t.protocol(),
     )
     t.finish()
-    return DaemonConfig(
+    config = DaemonConfig(
         cluster=cluster, node=node, ports=ports, discovery=discovery, views=views,
         gossip=services["gossip"], link=services["link"], gateway=gateway,
     )
+    if gateway.enabled and config.link.enabled:
+        _check_batches_fit(config)
+    return config
+
+
+def _check_batches_fit(config: DaemonConfig) -> None:
+    """The gateways of the cluster talk over the link node: a link message must hold a
+    whole batch of their cluster layer."""
+    batch = config.gateway_config().cluster.max_batch
+    settings = {**config.link.protocol, "max_message": config.link_options().get("max_message")}
+    limit = LinkConfig(address=("127.0.0.1", 1), **settings).message_limit
+    if limit < batch:
+        raise fail("link.max_message", f"is {limit} bytes, less than a gateway batch "
+                   f"(gateway.cluster.max_batch = {batch}): raise it, or lower the batch")
 
 
 def _seed(key: str, text: str) -> Address:

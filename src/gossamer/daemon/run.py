@@ -9,21 +9,25 @@ the library APIs). It composes the public drivers of ``gossamer.aio``:
   by unicast to the seeds (loopback, or the machine's own namespace: nothing broadcast);
 - the membership layer (``gossamer.aio.membership``) turns discovery's word into agreed
   views: cards, ``join_request``/``suspect``, founding or joining, incarnations;
-- gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M) listen for
-  the node-to-node traffic of the layers being built on top (the gateway's cluster layer);
-- the gateway server (one per node; queues durable in ``gateway.db`` when given).
+- gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M, sealed
+  with the cluster key) carry the node-to-node traffic;
+- the gateway server (one per node; queues durable in ``gateway.db`` when given), joined
+  to the other nodes' gateways over the link node (``gossamer.aio.gateway_cluster``):
+  :class:`~gossamer.daemon.gateway_peers.GatewayPeers` adds every member that joins a
+  view as a peer and removes every member that leaves, so a client connected to any
+  node reaches the clients of every node.
 
 **Where the next layers attach.** ISIS with dynamic membership attaches to the views as
 ``layer_above`` of :class:`~gossamer.aio.membership.Membership` (see :func:`views_layer`):
-every views event reaches it, in order, through ``Membership.views_event``. The gateway's
-cluster layer attaches to :attr:`Daemon.gateway` (its ``on_event`` is
-:meth:`Daemon.gateway_event`, which sees every ``ClientJoined``/``ClientLeft``), to the
-agreed view (:attr:`Daemon.view`, :meth:`Daemon.on_view`) and to the peers' cards
-(:attr:`Membership.cards`: each names its node's gateway and link addresses).
+every views event reaches it, in order, through ``Membership.views_event``. The gateway
+(:attr:`Daemon.gateway`, its cluster layer :attr:`Daemon.gateway_cluster`) follows the
+agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees every
+``ClientJoined``/``ClientLeft`` of this node's own clients.
 
 It prints one JSON status line per event on standard output: ``ready`` (its name,
 incarnation and every service's address), ``view`` (each view it installs),
-``progress`` every second (view id and members, peers, gateway clients, blocked), and
+``progress`` every second (view id and members, peers, gateway clients and peers,
+blocked), and
 ``done`` once stopped; SIGTERM or SIGINT stops it cleanly (discovery's leave, the
 gateway's goodbye to clients, the trace flushed). Traces go to ``node.trace``.
 """
@@ -39,14 +43,22 @@ from typing import Any, TextIO
 from gossamer._types import Address
 from gossamer.addresses import format_address
 from gossamer.aio.discovery import Discovery, open_discovery
+from gossamer.aio.gateway_cluster import GatewayCluster, open_gateway_cluster
 from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
 from gossamer.aio.link import Node, open_node
-from gossamer.aio.membership import Membership, ViewsLayer, clock_incarnation, settle_at_once
+from gossamer.aio.membership import (
+    Card,
+    Membership,
+    ViewsLayer,
+    clock_incarnation,
+    settle_at_once,
+)
 from gossamer.daemon.config import DaemonConfig
+from gossamer.daemon.gateway_peers import GatewayPeers
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.proto.discovery import DiscoveryConfig
-from gossamer.proto.gateway.core import ClientJoined, ClientLeft, GatewayConfig
+from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
 from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
@@ -85,6 +97,8 @@ class Daemon:
         self.gossip: Gossip | None = None
         self.link: Node | None = None
         self.gateway: GatewayServer | None = None
+        self.gateway_cluster: GatewayCluster | None = None
+        self.gateway_peers: GatewayPeers | None = None
         self.store: SqliteQueueStore | None = None
         self.view: View | None = None
         self.clients = 0
@@ -103,17 +117,19 @@ class Daemon:
             if c.gateway.db is not None:
                 self.store = SqliteQueueStore(c.gateway.db)
             self.gateway = await open_gateway_server(
-                GatewayConfig(node_id=c.node.name, **c.gateway.protocol), host=host,
+                c.gateway_config(), host=host,
                 port=c.ports.gateway, store=self.store, tracer=self.tracer, rng=self.rng(5),
                 on_event=self.gateway_event,
             )
             services["gateway"] = self.gateway.address
         if c.link.enabled:
-            options = dict(c.link.protocol)
-            options["transport"] = options["transport"].value
             self.link = await open_node(host, c.ports.link, tracer=self.tracer,
-                                        seed=c.node.seed, wire=self.wire, **options)
+                                        seed=c.node.seed, wire=self.wire, **c.link_options())
             services["link"] = self.link.address
+        if self.gateway is not None and self.link is not None:
+            # Open before the first card goes out: a peer may link to us at once.
+            self.gateway_cluster = await open_gateway_cluster(self.gateway, self.link)
+            self.gateway_peers = GatewayPeers(self.gateway_cluster, self.card_of)
         if c.gossip.enabled:
             self.gossip = await open_gossip(
                 GossipConfig(my_addr=host, my_port=c.ports.gossip, **c.gossip.protocol),
@@ -162,10 +178,21 @@ class Daemon:
     # -- what the next layers attach to -----------------------------------------------
 
     def on_view(self, event: ViewInstalled) -> None:
-        """A view was installed here (after the layer above saw it)."""
+        """A view was installed here (after the layer above saw it): the gateway's peers
+        follow it (in the background)."""
         self.view = event.view
         self.status("view", id=event.view.id, members=_members(event.view),
                     agreed_by=list(event.agreed_by))
+        if self.gateway_peers is not None:
+            self.gateway_peers.on_view(event.view)
+
+    def card_of(self, name: str, incarnation: int) -> Card | None:
+        """The card of member ``name#incarnation``, if this node holds it."""
+        assert self.membership is not None
+        for card in self.membership.cards.values():
+            if card.name == name and card.incarnation == incarnation:
+                return card
+        return None
 
     def gateway_event(self, event: object) -> None:
         """The gateway's ``ClientJoined``/``ClientLeft`` (the cluster layer's hook)."""
@@ -194,6 +221,8 @@ class Daemon:
                 view=None if self.view is None else self.view.id,
                 members=None if self.view is None else _members(self.view),
                 peers=len(self.discovery.peers()), clients=self.clients,
+                gateway_peers=None if self.gateway_peers is None
+                else sorted(self.gateway_peers.linked),
                 blocked=bool(views is not None and not views.closed and views.blocked),
             )
 
@@ -216,6 +245,10 @@ class Daemon:
             await self.membership.close()
         if self.discovery is not None:
             await self.discovery.close()  # agur! to every peer: they suspect us at once
+        if self.gateway_peers is not None:
+            await self.gateway_peers.close()
+        if self.gateway_cluster is not None:
+            await self.gateway_cluster.close()
         if self.gateway is not None:
             await self.gateway.close()  # goodbye (op 7) to every client
         if self.gossip is not None:
