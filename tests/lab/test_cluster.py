@@ -142,3 +142,12 @@ def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
     status = {c["name"]: c["status"] for c in summary["checks"]}
     for name in CLUSTER_CHECKS:
         assert status[name] == "pass", (name, text)
+    # ... and the routing check held the cluster to a good part of the messages (outside
+    # the faults' stretches), not to none of them.
+    from pyspark.sql import SparkSession
+
+    from gossamer.analysis.checks import cluster
+
+    spark = SparkSession.builder.master("local[1]").getOrCreate()
+    owed = cluster.owed(spark.read.parquet(str(out / "analysis" / "events.parquet")))
+    assert owed.select("msg").distinct().count() >= 20

@@ -18,12 +18,14 @@ Every checker returns one row per violation: ``problem, ..., at, detail``.
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, faults, layer_events, location
+from gossamer.analysis.checks.common import attr, faults, layer_events, location, outages
 
-__all__ = ["HORIZON", "WARMUP", "rejoin", "routing", "view_agreement"]
+__all__ = ["HORIZON", "WARMUP", "owed", "rejoin", "routing", "view_agreement"]
 
 #: Seconds before a message during which its nodes' views and its clients' connections
 #: must already have been as they are (a new member's clients reach the others' replicas
@@ -174,27 +176,8 @@ def _matches(key: Column, value: Column) -> Column:
     )
 
 
-def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZON) -> DataFrame:
-    """Routing across the cluster, for the lab's cluster workload (module docstring).
-
-    A message is *owed* to a matching client c when, from ``warmup`` seconds before it
-    was sent to ``horizon`` seconds after: the sender's node A and c's node B had
-    installed the same view, containing both, and neither installed another, crashed,
-    restarted, was cut off or healed; and the sender and c stayed on one connection
-    (their last ``client_ready`` before that stretch, none in it). Then:
-
-    - every BROADCAST reaches every client it is owed to (``not received``);
-    - a SEND reaches exactly one matching client; it must reach one when its sender's
-      node was undisturbed and it is owed to every matching client of the nodes in the
-      sender's view that had connected by then (so whichever the gateway chose was
-      owed it): ``not received``, ``received by several``;
-    - no client receives a message twice (``received twice``) or one whose query it
-      does not match (``unmatched client``);
-    - a QUERY_NODES answer names only matching clients (``unmatched in answer``) and
-      every client a BROADCAST sent then would be owed to (``missing from answer``).
-
-    Columns: ``problem, msg, client, at, detail``.
-    """
+def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame, ...]:
+    """``gw, messages, readies, matching, sender_ok, owed`` of :func:`routing`."""
     gw = layer_events(events, "gateway", "client_send", "client_query", "client_recv",
                       "client_ready")
     messages = (
@@ -224,9 +207,18 @@ def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZ
     installs = _installs(events).select(
         F.col("node").alias("h"), F.col("t").alias("ti"), "view", "names"
     )
-    disturbances = installs.select("h", F.col("ti").alias("td")).unionByName(
-        faults(events).where(F.col("fault").isin(*_DISTURBING))
-        .select(F.col("node").alias("h"), F.col("t").alias("td"))
+    # A view change is a moment; a crash lasts until the restart, a cut until the heal.
+    disturbances = (
+        installs.select("h", F.col("ti").alias("start"), F.col("ti").alias("end"))
+        .unionByName(
+            outages(events).select(
+                F.col("node").alias("h"), "start", F.coalesce("end", F.lit(math.inf)).alias("end")
+            )
+        )
+        .unionByName(
+            faults(events).where(F.col("fault").isin(*_DISTURBING))
+            .select(F.col("node").alias("h"), F.col("t").alias("start"), F.col("t").alias("end"))
+        )
     )
     hosts = matching.select("msg", "ts", F.col("b").alias("h")).unionByName(
         messages.select("msg", "ts", F.col("a").alias("h"))
@@ -239,7 +231,7 @@ def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZ
     )
     disturbed = (
         hosts.join(disturbances, "h")
-        .where(F.col("td").between(F.col("ts") - warmup, F.col("ts") + horizon))
+        .where((F.col("start") <= F.col("ts") + horizon) & (F.col("end") >= F.col("ts") - warmup))
         .select("msg", "h")
         .distinct()
     )
@@ -277,6 +269,38 @@ def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZ
         .join(connected, ["msg", "client"], "left_semi")
         .select("msg", "client")
     )
+    return gw, messages, readies, matching, sender_ok, owed
+
+
+def owed(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZON) -> DataFrame:
+    """``msg, client``: every (message, matching client) pair :func:`routing` holds the
+    cluster to (a run where few are owed proves little: the lab's test counts them)."""
+    return _owing(events, warmup, horizon)[-1]
+
+
+def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZON) -> DataFrame:
+    """Routing across the cluster, for the lab's cluster workload (module docstring).
+
+    A message is *owed* to a matching client c when, from ``warmup`` seconds before it
+    was sent to ``horizon`` seconds after: the sender's node A and c's node B had
+    installed the same view, containing both, and neither installed another, was down
+    (from a crash to its restart) or cut off (from a partition to its heal), or
+    restarted; and the sender and c stayed on one connection
+    (their last ``client_ready`` before that stretch, none in it). Then:
+
+    - every BROADCAST reaches every client it is owed to (``not received``);
+    - a SEND reaches exactly one matching client; it must reach one when its sender's
+      node was undisturbed and it is owed to every matching client of the nodes in the
+      sender's view that had connected by then (so whichever the gateway chose was
+      owed it): ``not received``, ``received by several``;
+    - no client receives a message twice (``received twice``) or one whose query it
+      does not match (``unmatched client``);
+    - a QUERY_NODES answer names only matching clients (``unmatched in answer``) and
+      every client a BROADCAST sent then would be owed to (``missing from answer``).
+
+    Columns: ``problem, msg, client, at, detail``.
+    """
+    gw, messages, readies, matching, sender_ok, owed = _owing(events, warmup, horizon)
     receipts = (
         gw.where((F.col("kind") == "client_recv") & F.col("msg").rlike(_NONCE))
         .groupBy("msg", _client_id(attr("client")).alias("client"))
