@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from gossamer.daemon.config import DaemonConfig, parse_daemon_config
 from gossamer.errors import ConfigError, GossamerError
@@ -55,20 +55,27 @@ def write_config(path: Path, doc: Mapping[str, Any]) -> NodeConfig:
     What is written is ``NodeConfig.to_toml()``, so the node reads back exactly what was
     checked here; a document the node would reject raises ``LabError`` naming the key.
     """
-    try:
-        config = parse_config(doc, base=path.parent, env={})
-    except GossamerError as exc:
-        raise LabError(f"the lab built a config the node rejects: {path}: {exc}") from exc
-    path.write_text(config.to_toml(), encoding="utf-8")
-    return config
+    return _write_checked(path, lambda: parse_config(doc, base=path.parent, env={}), "node")
 
 
 def write_daemon_config(path: Path, doc: Mapping[str, Any]) -> DaemonConfig:
     """:func:`write_config` for a ``gossamer node`` daemon (the ``cluster`` scenario):
     checked by the daemon's own loader, written as its resolved ``to_toml()``."""
+    return _write_checked(path, lambda: parse_daemon_config(doc, base=path.parent, env={}),
+                          "daemon")
+
+
+class _Checked(Protocol):
+    def to_toml(self) -> str: ...
+
+
+_C = TypeVar("_C", bound=_Checked)
+
+
+def _write_checked(path: Path, parse: Callable[[], _C], who: str) -> _C:
     try:
-        config = parse_daemon_config(doc, base=path.parent, env={})
+        config = parse()
     except GossamerError as exc:
-        raise LabError(f"the lab built a config the daemon rejects: {path}: {exc}") from exc
+        raise LabError(f"the lab built a config the {who} rejects: {path}: {exc}") from exc
     path.write_text(config.to_toml(), encoding="utf-8")
     return config

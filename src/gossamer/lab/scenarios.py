@@ -220,33 +220,18 @@ def _link(rate: float, size: int, credit: int) -> tuple[Param, ...]:
     )
 
 
-def _gateway(clients: int, rate: float) -> tuple[Param, ...]:
+def _clients(clients: int, rate: float, *, cluster: bool) -> tuple[Param, ...]:
+    """The gateway's clients and their rate: the gateway scenario's, or the cluster's
+    (신경 clients of each host's daemon, and their SENDs, BROADCASTs and QUERY_NODES)."""
+    if cluster:
+        name, who, what = "cluster_rate", "신경 clients per host, on its daemon's gateway", (
+            "SENDs, BROADCASTs and QUERY_NODES per second per host")
+    else:
+        name, who, what = "gateway_rate", "gateway clients per node", (
+            "routed sends + queue pushes per second per node")
     return (
-        _p("clients", "int", clients, "gateway clients per node", 1, 100),
-        _p(
-            "gateway_rate",
-            "float",
-            rate,
-            "routed sends + queue pushes per second per node",
-            0,
-            1000,
-            unit="/s",
-        ),
-    )
-
-
-def _cluster(clients: int, rate: float) -> tuple[Param, ...]:
-    return (
-        _p("clients", "int", clients, "신경 clients per host, on its daemon's gateway", 1, 100),
-        _p(
-            "cluster_rate",
-            "float",
-            rate,
-            "SENDs, BROADCASTs and QUERY_NODES per second per host",
-            0,
-            1000,
-            unit="/s",
-        ),
+        _p("clients", "int", clients, who, 1, 100),
+        _p(name, "float", rate, what, 0, 1000, unit="/s"),
     )
 
 
@@ -443,7 +428,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         name="gateway",
         description="singyeong gateways: clients route sends by metadata queries and use queues",
         services=("gateway",),
-        params=(*_common(15.0, 3.0), *_gateway(3, 5.0)),
+        params=(*_common(15.0, 3.0), *_clients(3, 5.0, cluster=False)),
         default_hosts=3,
         min_hosts=1,
     ),
@@ -457,7 +442,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             *_snapshot(5.0),
             *_gossip(1.0, 200),
             *_link(10.0, 100, 16),
-            *_gateway(2, 2.0),
+            *_clients(2, 2.0, cluster=False),
             # Six heartbeats (3 s of probing) outlast the 2 s partition: a partitioned host
             # stays a member, as an ISIS group cannot re-admit a removed one (docs/lab.md).
             # Three missed 1 s waits (3 s) outlast the demo's 2 s partition: a partitioned
@@ -478,7 +463,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         services=("cluster",),
         params=(
             *_common(24.0, 3.0),
-            *_cluster(2, 4.0),
+            *_clients(2, 4.0, cluster=True),
             *_discovery(auxiliary=False),
         ),
         default_hosts=3,

@@ -55,6 +55,13 @@ def _installs(events: DataFrame) -> DataFrame:
     )
 
 
+def _problem(installs: DataFrame, problem: str, detail: Column) -> DataFrame:
+    """One ``views.agreement`` row per install: ``problem, node, view, at, detail``."""
+    return installs.select(
+        F.lit(problem).alias("problem"), "node", "view", location(), detail.alias("detail")
+    )
+
+
 def view_agreement(events: DataFrame) -> DataFrame:
     """Every two incarnations that install view v install the same members, and each
     incarnation installs views with ids increasing by one, each containing itself.
@@ -67,37 +74,29 @@ def view_agreement(events: DataFrame) -> DataFrame:
         .agg(F.collect_set("members").alias("sets"))
         .where(F.size("sets") > 1)
     )
-    differing = installs.join(disputed, "view").select(
-        F.lit("different members").alias("problem"),
-        "node",
-        "view",
-        location(),
+    differing = _problem(
+        installs.join(disputed, "view"),
+        "different members",
         F.format_string(
             "view %d: %s installed %s; installed across the cluster: %s",
             "view", "node", "members", F.array_join("sets", " | "),
-        ).alias("detail"),
+        ),
     )
-    alone = installs.where(F.col("inc").isNull()).select(
-        F.lit("without itself").alias("problem"),
-        "node",
-        "view",
-        location(),
-        F.format_string("%s installed view %d of %s, without itself", "node", "view",
-                        "members").alias("detail"),
+    alone = _problem(
+        installs.where(F.col("inc").isNull()),
+        "without itself",
+        F.format_string("%s installed view %d of %s, without itself", "node", "view", "members"),
     )
     order = Window.partitionBy("node", "inc").orderBy("t", "file", "line")
     stepped = (
         installs.where(F.col("inc").isNotNull())
         .withColumn("previous", F.lag("view").over(order))
         .where(F.col("previous").isNotNull() & (F.col("view") != F.col("previous") + 1))
-        .select(
-            F.lit("not one after the other").alias("problem"),
-            "node",
-            "view",
-            location(),
-            F.format_string("%s installed view %d right after view %d", "inc", "view",
-                            "previous").alias("detail"),
-        )
+    )
+    stepped = _problem(
+        stepped,
+        "not one after the other",
+        F.format_string("%s installed view %d right after view %d", "inc", "view", "previous"),
     )
     return differing.unionByName(alone).unionByName(stepped)
 
