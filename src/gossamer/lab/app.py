@@ -14,6 +14,9 @@ What the app adds is the composition and the application on top:
 - the workload, from ``node.start_at`` for ``node.duration`` seconds, at the configured
   rates, through the public APIs only: ISIS bank transfers (or counters), gossip
   broadcasts, link PUSHes, gateway SENDs and queue pushes between its own clients;
+- with a ``[cluster]`` section (the lab's ``cluster`` scenario), no service of its own:
+  only 신경 clients of its host's ``gossamer node`` daemon and their workload
+  (``gossamer.lab.cluster_clients``);
 - every trace event goes through ``_PeerNames`` (drivers name peers ``ip:port``, the
   analysis wants node ids) to one durable ``JsonlSink``;
 - ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
