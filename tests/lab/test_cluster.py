@@ -128,8 +128,9 @@ def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
     incarnations = {m.split("#")[1] for _, members in views["h2"] for m in members.split(",")
                     if m.startswith("h2#")}
     assert len(incarnations) == 2, views["h2"]
-    final = views["h1"][-1]
-    assert final == views["h2"][-1] == views["h3"][-1], views
+    # h2's last view (the stop's leaves come after it) holds all three, at every node.
+    final = views["h2"][-1]
+    assert final in views["h1"] and final in views["h3"], views
     assert sorted(m.split("#")[0] for m in final[1].split(",")) == ["h1", "h2", "h3"]
     # Clients received messages sent by clients of other daemons.
     crossed = 0
