@@ -17,7 +17,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from gossamer.analysis.checks import demo, discovery, gateway, gossip, isis, link, snapshot
+from gossamer.analysis.checks import (
+    cluster,
+    demo,
+    discovery,
+    gateway,
+    gossip,
+    isis,
+    link,
+    snapshot,
+)
 from gossamer.errors import ConfigError
 
 __all__ = ["CHECKS", "PARAMS", "Check", "CheckInputs", "Param", "derive_params", "resolve_params"]
@@ -228,6 +237,28 @@ CHECKS: tuple[Check, ...] = (
         order=("msg", "client"),
         run=lambda e, i: gateway.client_delivery(e),
         kinds=("client_send",),
+    ),
+    Check(
+        name="views.agreement",
+        property="every two members that install view v install the same members, and each "
+        "incarnation installs views one after the other",
+        order=("view", "problem", "node"),
+        run=lambda e, i: cluster.view_agreement(e),
+    ),
+    Check(
+        name="views.rejoin",
+        property="a restarted node rejoins: it and another node install a view with its new "
+        "incarnation",
+        order=("restarted_at", "node"),
+        run=lambda e, i: cluster.rejoin(e),
+    ),
+    Check(
+        name="gateway.cluster_routing",
+        property="across the cluster, every BROADCAST reaches every matching client once, every "
+        "SEND one matching client, QUERY_NODES names them (the lab's cluster workload)",
+        order=("problem", "msg", "client"),
+        run=lambda e, i: cluster.routing(e),
+        kinds=("client_send", "client_query"),
     ),
     Check(
         name="demo.pings",

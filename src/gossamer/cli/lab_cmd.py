@@ -102,6 +102,14 @@ def add_parser(commands: Any) -> None:
         help="cut hosts A,B off from the rest from FROM to TO seconds (repeatable)",
     )
     p.add_argument(
+        "--restart",
+        action="append",
+        default=[],
+        metavar="HOST@SECONDS",
+        help="start a crashed HOST again this many seconds after the start (cluster "
+        "scenario: it rejoins as a new incarnation; repeatable)",
+    )
+    p.add_argument(
         "--param",
         action="append",
         default=[],
@@ -142,6 +150,7 @@ def request_from_args(args: argparse.Namespace) -> LabRequest:
         delay_ms=args.delay,
         crashes=tuple(parse_crash(c) for c in args.crash),
         partitions=tuple(parse_partition(p) for p in args.partition),
+        restarts=tuple(parse_crash(r, flag="--restart") for r in args.restart),
         params=parse_assignments(args.param),
         seed=args.seed,
         analyze=args.analyze,
@@ -156,8 +165,10 @@ def list_scenarios() -> int:
         print(f"    services: {', '.join(s.services)}; default hosts {s.default_hosts}")
         faults = s.faults_for(tuple(f"h{i}" for i in range(1, s.default_hosts + 1)))
         if faults.drop or faults.delay_ms or faults.crashes or faults.partitions:
-            extra = "".join(f", --crash {c}" for c in faults.crashes) + "".join(
-                f", --partition {p}" for p in faults.partitions
+            extra = (
+                "".join(f", --crash {c}" for c in faults.crashes)
+                + "".join(f", --partition {p}" for p in faults.partitions)
+                + "".join(f", --restart {r}" for r in faults.restarts)
             )
             print(f"    default faults: --drop {faults.drop:g}, --delay {faults.delay_ms:g}{extra}")
         print(f"    checks: {', '.join(s.expected_checks(defaults))}")

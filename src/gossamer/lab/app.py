@@ -14,6 +14,9 @@ What the app adds is the composition and the application on top:
 - the workload, from ``node.start_at`` for ``node.duration`` seconds, at the configured
   rates, through the public APIs only: ISIS bank transfers (or counters), gossip
   broadcasts, link PUSHes, gateway SENDs and queue pushes between its own clients;
+- with a ``[cluster]`` section (the lab's ``cluster`` scenario), no service of its own:
+  only 신경 clients of its host's ``gossamer node`` daemon and their workload
+  (``gossamer.lab.cluster_clients``);
 - every trace event goes through ``_PeerNames`` (drivers name peers ``ip:port``, the
   analysis wants node ids) to one durable ``JsonlSink``;
 - ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
@@ -51,6 +54,7 @@ from gossamer.aio.link import Node, Socket, open_node
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
+from gossamer.lab.cluster_clients import ClusterClients
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
@@ -262,6 +266,7 @@ class LabApp:
         self.gateway: GatewayServer | None = None
         self.store: SqliteQueueStore | None = None
         self.clients: list[GatewayClient] = []
+        self.cluster: ClusterClients | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
 
     # -- helpers ---------------------------------------------------------------
@@ -304,6 +309,10 @@ class LabApp:
             await self._start_link()
         if c.gateway.enabled:
             await self._start_gateway()
+        if c.cluster.enabled:
+            # The cluster scenario: clients of this host's daemon, no server of our own.
+            self.cluster = ClusterClients(c.cluster, self.tracer, self._delivered)
+            await self.cluster.open(self.rng)
 
     async def _start_discovery(self) -> None:
         c, d = self.config, self.config.discovery
@@ -481,6 +490,8 @@ class LabApp:
             jobs.append(_every(c.link.rate, until, self._link_send))
         if self.clients:
             jobs.append(_every(c.gateway.rate, until, self._gateway_send))
+        if self.cluster is not None:
+            jobs.append(_every(c.cluster.rate, until, self._cluster_step))
         await asyncio.gather(*jobs)
 
     async def _isis_send(self, k: int) -> None:
@@ -496,6 +507,11 @@ class LabApp:
         except ClosedError:
             return  # stopped while held back: never sent
         self.counts.sent += 1
+
+    async def _cluster_step(self, k: int) -> None:
+        assert self.cluster is not None
+        if await self.cluster.step(k):
+            self.counts.sent += 1
 
     async def _snapshot(self, k: int) -> None:
         assert self.isis is not None
@@ -658,6 +674,8 @@ class LabApp:
             await self.link_node.close(timeout=0.5)
         if self.clients:
             await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.gateway is not None:
             await self.gateway.close()
 

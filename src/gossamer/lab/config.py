@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "KEY_ENV",
     "PORT_NAMES",
+    "ClusterSection",
     "DiscoverySection",
     "FaultsSection",
     "GatewaySection",
@@ -217,6 +218,22 @@ class GatewaySection(_Section):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSection:
+    """``[cluster]``: the app as the client workload of a cluster of ``gossamer node``
+    daemons (the lab's ``cluster`` scenario): ``clients`` gateway clients connect to
+    ``gateway`` (``host:port``, this host's daemon) instead of an in-process server and
+    route across the cluster by metadata. ``host`` is this host's name, ``hosts`` every
+    host of the cluster (the routing queries name them)."""
+
+    enabled: bool = False
+    gateway: str = ""
+    host: str = ""
+    hosts: tuple[str, ...] = ()
+    clients: int = 2
+    rate: float = 4.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeConfig:
     """The whole validated configuration of one node."""
 
@@ -229,6 +246,7 @@ class NodeConfig:
     isis: IsisSection = field(default_factory=IsisSection)
     link: LinkSection = field(default_factory=LinkSection)
     gateway: GatewaySection = field(default_factory=GatewaySection)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
 
     def peer(self, peer_id: str) -> PeerConfig:
         for peer in self.peers:
@@ -270,6 +288,7 @@ class NodeConfig:
             "isis": _fields(self.isis),
             "link": _fields(self.link),
             "gateway": {**_fields(w), "db": None if w.db is None else str(w.db)},
+            "cluster": {f.name: getattr(self.cluster, f.name) for f in fields(self.cluster)},
         }
         try:
             return tomli_w.dumps(without_none(document))
@@ -421,19 +440,32 @@ def parse_config(
         raise fail("gateway.db", "is required when the gateway is enabled")
     t.finish()
 
+    t, enabled = _section(data, "cluster", "cluster" in had)
+    cluster = ClusterSection(
+        enabled=enabled,
+        gateway=t.string("gateway", ""),
+        host=t.string("host", node_id),
+        hosts=tuple(t.strings("hosts", ())),
+        clients=t.integer("clients", 2, low=1, high=1000),
+        rate=t.number("rate", 4.0),
+    )
+    if enabled and not cluster.gateway:
+        raise fail("cluster.gateway", "is required: the host:port of this host's daemon")
+    t.finish()
+
     top.used.update({"ports", "peers", "faults", "discovery", "gossip", "isis", "link",
-                     "gateway"})
+                     "gateway", "cluster"})
     top.finish()
     # Every protocol seals with the key (the node builds its wire whatever runs: a
     # gateway-only node needs it too); Chatter's original wire encrypts with it too.
-    sealing = (discovery, gossip, isis, link, gateway)
+    sealing = (discovery, gossip, isis, link, gateway, cluster)
     if gossip.enabled or (
         node.wire is WireMode.SEALED and any(section.enabled for section in sealing)
     ):
         node = replace(node, key=read_key(node.key_file, env, setting="node.key_file"))
     return NodeConfig(
         node=node, ports=ports, peers=peers, faults=faults, discovery=discovery,
-        gossip=gossip, isis=isis, link=link, gateway=gateway,
+        gossip=gossip, isis=isis, link=link, gateway=gateway, cluster=cluster,
     )
 
 

@@ -1,10 +1,16 @@
-"""The scheduled faults the nodes cannot inject themselves: crashes and partitions.
+"""The scheduled faults the nodes cannot inject themselves: crashes, partitions, restarts.
 
 - A crash is ``SIGKILL`` of the node plus one ``net/fault crash`` event appended to its
   trace (the node cannot write it: it is dead).
+- A restart (the ``cluster`` scenario's daemons) starts a crashed node again with the
+  same command and configuration, after one ``net/fault restart`` event in its trace;
+  the daemon appends to its trace and rejoins as a new incarnation.
 - A partition cuts the hosts' real links in network namespaces and traces
-  ``partition``/``heal`` on each isolated live node. On loopback the nodes drop the
-  datagrams themselves, from their ``[[faults.partition]]`` windows, and trace them.
+  ``partition``/``heal`` on each isolated live node. On loopback the lab apps drop the
+  datagrams themselves, from their ``[[faults.partition]]`` windows, and trace them;
+  daemons have no such windows, so on loopback (``freeze``) the isolated hosts' daemons
+  are frozen instead (``SIGSTOP`` until the heal's ``SIGCONT``: to every other process
+  the host is cut off), and the lab traces ``partition``/``heal`` on them.
 
 Per-datagram faults (drop, delay) are the nodes' own (``[faults]``); nothing here
 touches them. Contract: :func:`timeline` orders the actions (heals, then crashes, then
@@ -15,6 +21,7 @@ one of the run's nodes.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,6 +48,7 @@ class Action:
     at: float
     fault: Crash | Partition
     heal: bool = False
+    restart: bool = False
 
 
 def timeline(faults: FaultSchedule) -> list[Action]:
@@ -48,6 +56,8 @@ def timeline(faults: FaultSchedule) -> list[Action]:
     keyed: list[tuple[float, int, Action]] = []
     for crash in faults.crashes:
         keyed.append((crash.at, 1, Action(crash.at, crash)))
+    for restart in faults.restarts:
+        keyed.append((restart.at, 1, Action(restart.at, restart, restart=True)))
     for part in faults.partitions:
         keyed.append((part.start, 2, Action(part.start, part)))
         keyed.append((part.end, 0, Action(part.end, part, heal=True)))
@@ -70,8 +80,17 @@ def trace_fault(path: Path, *, run: str, node: str, fault: str, **attrs: str) ->
 class Injector:
     """Performs the run's scheduled faults on its nodes (see the module docstring)."""
 
-    def __init__(self, nodes: Nodes, log: RunLog, progress: Progress, netns: Netns | None) -> None:
+    def __init__(
+        self,
+        nodes: Nodes,
+        log: RunLog,
+        progress: Progress,
+        netns: Netns | None,
+        *,
+        freeze: bool = False,
+    ) -> None:
         self.nodes = nodes
+        self.freeze = freeze and netns is None
         self.out = log.out
         self.run = log.run
         self.start_at = log.start_at
@@ -82,7 +101,9 @@ class Injector:
 
     def perform(self, action: Action) -> None:
         """Do ``action`` now."""
-        if isinstance(action.fault, Crash):
+        if isinstance(action.fault, Crash) and action.restart:
+            self.restart(action.fault)
+        elif isinstance(action.fault, Crash):
             self.crash(action.fault)
         else:
             self.partition(action.fault, heal=action.heal)
@@ -103,8 +124,26 @@ class Injector:
         )
         self.progress.note(f"fault: {crash.host} crashed (SIGKILL) at +{t - self.start_at:.1f} s")
 
+    def restart(self, restart: Crash) -> None:
+        """Start the crashed ``restart.host`` again and trace it."""
+        t = trace_fault(
+            self.out / f"{restart.host}.jsonl", run=self.run, node=restart.host, fault="restart"
+        )
+        self.nodes.restart(restart.host)
+        self.progress.set_state(restart.host, "starting")
+        self.progress.injected_fault("restart")
+        self.injected.append(
+            {"fault": "restart", "node": restart.host, "t": t, "at": t - self.start_at}
+        )
+        self.progress.note(f"fault: {restart.host} restarted at +{t - self.start_at:.1f} s")
+
     def partition(self, part: Partition, *, heal: bool) -> None:
         """Cut (or heal) ``part.hosts`` from the rest and trace it."""
+        if self.freeze:
+            for host in part.hosts:
+                node = self.nodes[host]
+                if not node.crashed and node.proc.poll() is None:
+                    node.proc.send_signal(signal.SIGCONT if heal else signal.SIGSTOP)
         if self.netns is not None:
             topology, hosts = self.netns
             for host in part.hosts:
@@ -114,8 +153,8 @@ class Injector:
                     topology.cut(hosts[host])
         kind = "heal" if heal else "partition"
         t = time.monotonic()
-        for host in part.hosts if self.netns is not None else ():
-            # On loopback every node traces its own [[faults.partition]] windows.
+        for host in part.hosts if self.netns is not None or self.freeze else ():
+            # On loopback every lab app traces its own [[faults.partition]] windows.
             if self.nodes[host].crashed:
                 continue  # a dead node's trace ends with its crash
             t = trace_fault(

@@ -35,9 +35,9 @@ __all__ = ["LabRequest", "Plan", "plan"]
 class LabRequest:
     """Everything ``gossamer lab run`` was asked to do.
 
-    ``drop``/``delay_ms`` ``None`` and empty ``crashes``/``partitions`` mean the
-    scenario's defaults (only the demo has faults by default); giving any crash or
-    partition replaces the demo's crash and partition. ``mode=None`` is automatic.
+    ``drop``/``delay_ms`` ``None`` and empty ``crashes``/``partitions``/``restarts`` mean
+    the scenario's defaults (the demo and the cluster have faults by default); giving any
+    crash, partition or restart replaces the default ones. ``mode=None`` is automatic.
     """
 
     scenario: str
@@ -48,6 +48,7 @@ class LabRequest:
     delay_ms: float | None = None
     crashes: tuple[Crash, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    restarts: tuple[Crash, ...] = ()
     params: Mapping[str, str] = field(default_factory=dict)
     seed: int = 0
     analyze: bool = True
@@ -96,15 +97,16 @@ def plan(request: LabRequest) -> Plan:
     own, protocol = _split(request.params)
     values = scenario.resolve(own, ids)
     defaults = scenario.faults_for(ids)
-    explicit = bool(request.crashes or request.partitions)
+    explicit = bool(request.crashes or request.partitions or request.restarts)
     faults = FaultSchedule(
         drop=defaults.drop if request.drop is None else request.drop,
         delay_ms=defaults.delay_ms if request.delay_ms is None else request.delay_ms,
         crashes=request.crashes if explicit else defaults.crashes,
         partitions=request.partitions if explicit else defaults.partitions,
+        restarts=request.restarts if explicit else defaults.restarts,
     )
     the_plan = Plan(scenario=scenario, values=values, ids=ids, faults=faults, protocol=protocol)
-    faults.validate(ids, the_plan.duration)
+    faults.validate(ids, the_plan.duration, restartable=scenario.daemons)
     return the_plan
 
 

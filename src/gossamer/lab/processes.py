@@ -1,6 +1,7 @@
 """The node processes of a run: start them, read their status lines, stop or kill them.
 
-Every node is ``python -m gossamer.cli.main lab app --config FILE`` in a session of its own
+Every node is ``python -m gossamer.cli.main lab app --config FILE`` (in the ``cluster``
+scenario also ``... node --config FILE``, the daemon) in a session of its own
 (a Ctrl-C in the terminal reaches only the lab, which then stops the nodes in order),
 inside its namespace host when there is one. A thread per node forwards its stdout lines
 (``docs/lab-app.md``: JSON ``ready``/``progress``/``done`` objects) to one queue.
@@ -36,6 +37,7 @@ __all__ = [
     "Nodes",
     "TerminatedError",
     "app_command",
+    "node_command",
     "sigterm_as_interrupt",
     "stderr_tail",
 ]
@@ -74,6 +76,11 @@ def app_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "gossamer.cli.main", "lab", "app", "--config", str(config)]
 
 
+def node_command(config: Path) -> list[str]:
+    """``python -m gossamer.cli.main node --config FILE``: a cluster daemon."""
+    return [sys.executable, "-m", "gossamer.cli.main", "node", "--config", str(config)]
+
+
 def stderr_tail(path: Path) -> str:
     """The last lines a node wrote to its stderr file ("" if none)."""
     try:
@@ -91,6 +98,10 @@ class NodeProcess:
     proc: subprocess.Popen[bytes]
     stderr_path: Path
     reader: threading.Thread
+    argv: list[str] = field(default_factory=list)
+    host: Host | None = None
+    #: Whether its progress lines say ``idle`` (lab apps): the settling waits for these.
+    settles: bool = True
     ready: bool = False
     done: bool = False
     crashed: bool = False
@@ -159,11 +170,47 @@ class Nodes:
     def __iter__(self) -> Iterator[NodeProcess]:
         return iter(self.by_id.values())
 
-    def start(self, node_id: str, config: Path, logs: Path, host: Host | None) -> NodeProcess:
-        """Start the node of ``config`` (in ``host`` when given); stderr to ``logs``."""
-        argv = app_command(config)
-        stderr_path = logs / f"{node_id}.stderr"
-        with open(stderr_path, "wb") as err:
+    def start(
+        self,
+        node_id: str,
+        config: Path,
+        logs: Path,
+        host: Host | None,
+        *,
+        argv: list[str] | None = None,
+        settles: bool = True,
+    ) -> NodeProcess:
+        """Start the node of ``config`` (in ``host`` when given); stderr to ``logs``.
+
+        ``argv`` replaces the lab app's command (``app_command(config)``); ``settles``
+        is false for a process whose progress lines do not say ``idle``."""
+        return self._spawn(
+            node_id, argv or app_command(config), logs / f"{node_id}.stderr", host, settles,
+            mode="wb",
+        )
+
+    def restart(self, node_id: str) -> NodeProcess:
+        """Start ``node_id`` again, as it was started (it must have exited or been
+        killed); its stderr file is appended to."""
+        old = self.by_id[node_id]
+        assert old.proc.poll() is not None, f"{node_id} still runs"
+        old.reader.join(timeout=2.0)
+        if old.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                old.proc.stdout.close()
+        return self._spawn(node_id, old.argv, old.stderr_path, old.host, old.settles, mode="ab")
+
+    def _spawn(
+        self,
+        node_id: str,
+        argv: list[str],
+        stderr_path: Path,
+        host: Host | None,
+        settles: bool,
+        *,
+        mode: str,
+    ) -> NodeProcess:
+        with open(stderr_path, mode) as err:
             kwargs: dict[str, Any] = {
                 "stdin": subprocess.DEVNULL,
                 "stdout": subprocess.PIPE,
@@ -182,7 +229,10 @@ class Nodes:
             daemon=True,
             name=f"lab-{node_id}-stdout",
         )
-        node = NodeProcess(id=node_id, proc=proc, stderr_path=stderr_path, reader=reader)
+        node = NodeProcess(
+            id=node_id, proc=proc, stderr_path=stderr_path, reader=reader, argv=argv, host=host,
+            settles=settles,
+        )
         self.by_id[node_id] = node
         reader.start()
         return node
@@ -228,6 +278,7 @@ class Nodes:
         live = [n for n in self if n.proc.poll() is None]
         for node in live:
             with contextlib.suppress(ProcessLookupError):
+                node.proc.send_signal(signal.SIGCONT)  # a frozen (partitioned) node too
                 node.proc.terminate()
         deadline = time.monotonic() + timeout
         killed: list[str] = []

@@ -134,6 +134,7 @@ def metadata(
             "reorder": 0.0,
             "crash": [str(c) for c in faults.crashes],
             "partition": [str(p) for p in faults.partitions],
+            "restart": [str(r) for r in faults.restarts],
         },
         "params": params,
         "versions": {"gossamer": __version__, "python": platform.python_version()},

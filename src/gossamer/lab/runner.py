@@ -38,6 +38,7 @@ from gossamer.errors import GossamerError
 from gossamer.lab import LabError
 from gossamer.lab import hosts as hosts_mod
 from gossamer.lab import scenarios as scenarios_mod
+from gossamer.lab.cluster import client_configs, daemon_configs
 from gossamer.lab.hosts import Mode, Placement
 from gossamer.lab.inject import Injector, timeline
 from gossamer.lab.netns import Host, Topology
@@ -47,13 +48,14 @@ from gossamer.lab.processes import (
     Line,
     Nodes,
     TerminatedError,
+    node_command,
     sigterm_as_interrupt,
     stderr_tail,
 )
 from gossamer.lab.progress import Progress
 from gossamer.lab.record import RunLog
 from gossamer.lab.record import metadata as run_metadata
-from gossamer.lab.rundir import prepare_out, write_config, write_secret
+from gossamer.lab.rundir import prepare_out, write_config, write_daemon_config, write_secret
 from gossamer.lab.settle import Settling
 from gossamer.lab.verdict import conclude
 
@@ -116,6 +118,9 @@ class _Run:
             startup = 3.0 + 0.6 * len(placement.hosts)
         log.launched_at = time.monotonic()
         log.start_at = log.launched_at + startup
+        if self.plan.scenario.daemons:
+            self._launch_cluster(placement, key_file)
+            return
         docs = scenarios_mod.node_configs(
             self.plan.scenario,
             self.plan.values,
@@ -136,6 +141,29 @@ class _Run:
             self.nodes.start(
                 spec.id, paths[spec.id], self.out / "logs", self.netns_hosts.get(spec.id)
             )
+
+    def _launch_cluster(self, placement: Placement, key_file: Path) -> None:
+        """The ``cluster`` scenario: a daemon and a client app per host
+        (:mod:`gossamer.lab.cluster`); the daemons start first."""
+        log, values = self.log, self.plan.values
+        daemons = daemon_configs(
+            values, placement, run=log.run, out=self.out, key_file=key_file, seed=log.seed,
+            protocol=self.plan.protocol,
+        )
+        apps = client_configs(
+            values, placement, run=log.run, out=self.out, key_file=key_file,
+            start_at=log.start_at, seed=log.seed,
+        )
+        logs = self.out / "logs"
+        for spec, (host, doc) in zip(placement.hosts, daemons.items(), strict=True):
+            path = self.out / "config" / f"{host}.toml"
+            write_daemon_config(path, doc)
+            self.nodes.start(host, path, logs, self.netns_hosts.get(spec.id),
+                             argv=node_command(path), settles=False)
+        for spec, (name, doc) in zip(placement.hosts, apps.items(), strict=True):
+            path = self.out / "config" / f"{name}.toml"
+            write_config(path, doc)
+            self.nodes.start(name, path, logs, self.netns_hosts.get(spec.id))
 
     # -- the run ------------------------------------------------------------------------
 
@@ -175,10 +203,13 @@ class _Run:
     def execute(self) -> None:
         duration, linger, start_at = self.plan.duration, self.plan.linger, self.log.start_at
         self.progress = Progress(
-            self.stream, list(self.plan.ids), start_at=start_at, duration=duration, linger=linger
+            self.stream, [n.id for n in self.nodes], start_at=start_at, duration=duration,
+            linger=linger,
         )
         netns = None if self.topology is None else (self.topology, self.netns_hosts)
-        injector = Injector(self.nodes, self.log, self.progress, netns)
+        injector = Injector(
+            self.nodes, self.log, self.progress, netns, freeze=self.plan.scenario.daemons
+        )
         schedule = timeline(self.plan.faults)
         workload_end = start_at + duration
         self.settling = settling = Settling(
@@ -190,7 +221,12 @@ class _Run:
             self.nodes.drain(0.2, self._handle)
             now = time.monotonic()
             self._check_exits()
-            not_ready = [n.id for n in self.nodes if not n.ready and not n.crashed]
+            # A restarted node was ready once: its second start is not held to the grace.
+            not_ready = [
+                n.id
+                for n in self.nodes
+                if not n.ready and not n.crashed and n.id not in self.log.ready_at
+            ]
             if not_ready and now >= start_at and not warned_late:
                 warned_late = True
                 self.progress.note(
@@ -202,7 +238,7 @@ class _Run:
                 )
             while schedule and now >= start_at + schedule[0].at:
                 injector.perform(schedule.pop(0))
-            live = self._live()
+            live = self._settling()
             if now >= workload_end:
                 self.progress.settling(settling.pending(live))
             self.progress.tick(now)
@@ -212,12 +248,13 @@ class _Run:
                 break
         now = time.monotonic()
         self.progress.finish(now)
-        self.log.settle = result = settling.result(self._live(), now)
+        self.log.settle = result = settling.result(self._settling(), now)
         self.progress.note(_settle_line(result))
 
-    def _live(self) -> list[str]:
-        """The nodes still running (neither crashed by the lab nor exited)."""
-        return [n.id for n in self.nodes if not n.crashed and n.exit_code is None]
+    def _settling(self) -> list[str]:
+        """The nodes the settling waits for: those still running (neither crashed by the
+        lab nor exited) whose progress lines say whether they are idle (not daemons)."""
+        return [n.id for n in self.nodes if not n.crashed and n.exit_code is None and n.settles]
 
     def stop(self, *, timeout: float = STOP_TIMEOUT) -> list[str]:
         """SIGTERM every live node, wait for it, SIGKILL what remains; the killed ids."""
@@ -274,6 +311,7 @@ def _announce(the_plan: Plan, placement: Placement, why: str | None, out: Path) 
         f"drop {faults.drop:g}, delay {faults.delay_ms:g} ms"
         + "".join(f", crash {c}" for c in faults.crashes)
         + "".join(f", partition {p}" for p in faults.partitions)
+        + "".join(f", restart {r}" for r in faults.restarts)
         + f"\nlab: output in {out}\n"
     )
 

@@ -65,6 +65,8 @@ CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
     "snapshot": ("snapshot.consistency", "snapshot.invariant"),
     "link": ("link.delivery", "link.credit"),
     "gateway": ("gateway.routing", "gateway.queues", "gateway.client_delivery"),
+    # The cluster scenario: gossamer node daemons and their clients (gossamer.lab.cluster).
+    "cluster": ("views.agreement", "views.rejoin", "gateway.cluster_routing"),
 }
 
 Value = float | int | bool | str | None
@@ -218,35 +220,39 @@ def _link(rate: float, size: int, credit: int) -> tuple[Param, ...]:
     )
 
 
-def _gateway(clients: int, rate: float) -> tuple[Param, ...]:
+def _clients(clients: int, rate: float, *, cluster: bool) -> tuple[Param, ...]:
+    """The gateway's clients and their rate: the gateway scenario's, or the cluster's
+    (신경 clients of each host's daemon, and their SENDs, BROADCASTs and QUERY_NODES)."""
+    if cluster:
+        name, who, what = "cluster_rate", "신경 clients per host, on its daemon's gateway", (
+            "SENDs, BROADCASTs and QUERY_NODES per second per host")
+    else:
+        name, who, what = "gateway_rate", "gateway clients per node", (
+            "routed sends + queue pushes per second per node")
     return (
-        _p("clients", "int", clients, "gateway clients per node", 1, 100),
-        _p(
-            "gateway_rate",
-            "float",
-            rate,
-            "routed sends + queue pushes per second per node",
-            0,
-            1000,
-            unit="/s",
-        ),
+        _p("clients", "int", clients, who, 1, 100),
+        _p(name, "float", rate, what, 0, 1000, unit="/s"),
     )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FaultSchedule:
-    """The faults of one run: per-datagram faults for every node, crashes, partitions."""
+    """The faults of one run: per-datagram faults for every node, crashes, partitions,
+    and restarts of crashed hosts (``HOST@SECONDS``, as crashes)."""
 
     drop: float = 0.0
     delay_ms: float = 0.0
     crashes: tuple[Crash, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    restarts: tuple[Crash, ...] = ()
 
-    def validate(self, hosts: Sequence[str], duration: float) -> None:
+    def validate(self, hosts: Sequence[str], duration: float, *, restartable: bool = False) -> None:
         """``ConfigError`` for unknown hosts, times outside the workload, impossible cuts.
 
-        A partition must leave somebody on the other side; a host crashes at most once
-        (there is no restart); at least one host must survive every crash.
+        A partition must leave somebody on the other side; a host crashes at most once;
+        at least one host must survive every crash. A restart starts a host that crashed
+        earlier again, at most once, and only where processes can come back
+        (``restartable``: the cluster scenario's daemons rejoin as a new incarnation).
         """
         if not 0.0 <= self.drop <= 1.0 or math.isnan(self.drop):
             raise ConfigError(f"--drop {self.drop:g}: must be a probability in [0, 1]")
@@ -266,6 +272,20 @@ class FaultSchedule:
             crashed.add(crash.host)
         if crashed and len(crashed) >= len(hosts):
             raise ConfigError("--crash: at least one host must survive")
+        restarted: set[str] = set()
+        for restart in self.restarts:
+            if not restartable:
+                raise ConfigError(f"--restart {restart}: only the cluster scenario restarts hosts")
+            before = [c for c in self.crashes if c.host == restart.host and c.at < restart.at]
+            if not before:
+                raise ConfigError(f"--restart {restart}: {restart.host} must crash before it")
+            if restart.host in restarted:
+                raise ConfigError(f"--restart {restart}: {restart.host} already restarts")
+            if restart.at >= duration:
+                raise ConfigError(
+                    f"--restart {restart}: must be within the workload (0-{duration:g} s)"
+                )
+            restarted.add(restart.host)
         for part in self.partitions:
             for host in part.hosts:
                 if host not in hosts:
@@ -287,8 +307,11 @@ class Scenario:
     """A named workload: services, defaults, parameters and the checks it exercises.
 
     ``isis_mode`` is ``snapshot`` when ISIS runs under the Chandy–Lamport node with the
-    bank workload (its snapshot checks then apply). ``default_faults`` (demo only) are
-    applied when the command line gives no fault flag at all.
+    bank workload (its snapshot checks then apply). ``default_faults`` are applied when
+    the command line gives no fault flag at all (the demo's crash and partition hosts
+    are chosen by ``demo_crash_at`` and ``demo_partition``). ``daemons``: every host
+    runs a ``gossamer node`` daemon and a client app beside it (``gossamer.lab.cluster``)
+    instead of one lab app.
     """
 
     name: str
@@ -301,6 +324,7 @@ class Scenario:
     default_faults: FaultSchedule = field(default_factory=FaultSchedule)
     demo_crash_at: float | None = None  # demo: h1 crashes at this second
     demo_partition: tuple[float, float] | None = None  # demo: h2 is cut off in [from, to)
+    daemons: bool = False
 
     def resolve(self, raw: Mapping[str, str], hosts: Sequence[str]) -> dict[str, Value]:
         """Defaults overridden by ``raw`` (``--param``), every value validated, host
@@ -344,11 +368,11 @@ class Scenario:
         if self.demo_partition is not None and len(hosts) >= 3:
             start, end = self.demo_partition
             partitions = (Partition(hosts=(hosts[1],), start=start, end=end),)
+        defaults = self.default_faults
+        if len(hosts) >= self.min_hosts and (defaults.crashes or defaults.partitions):
+            return defaults
         return FaultSchedule(
-            drop=self.default_faults.drop,
-            delay_ms=self.default_faults.delay_ms,
-            crashes=crashes,
-            partitions=partitions,
+            drop=defaults.drop, delay_ms=defaults.delay_ms, crashes=crashes, partitions=partitions
         )
 
 
@@ -404,7 +428,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         name="gateway",
         description="singyeong gateways: clients route sends by metadata queries and use queues",
         services=("gateway",),
-        params=(*_common(15.0, 3.0), *_gateway(3, 5.0)),
+        params=(*_common(15.0, 3.0), *_clients(3, 5.0, cluster=False)),
         default_hosts=3,
         min_hosts=1,
     ),
@@ -418,7 +442,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             *_snapshot(5.0),
             *_gossip(1.0, 200),
             *_link(10.0, 100, 16),
-            *_gateway(2, 2.0),
+            *_clients(2, 2.0, cluster=False),
             # Six heartbeats (3 s of probing) outlast the 2 s partition: a partitioned host
             # stays a member, as an ISIS group cannot re-admit a removed one (docs/lab.md).
             # Three missed 1 s waits (3 s) outlast the demo's 2 s partition: a partitioned
@@ -431,6 +455,27 @@ SCENARIOS: tuple[Scenario, ...] = (
         default_faults=FaultSchedule(drop=0.02, delay_ms=20.0),
         demo_crash_at=13.0,
         demo_partition=(6.0, 8.0),
+    ),
+    Scenario(
+        name="cluster",
+        description="gossamer node daemons forming one cluster; 신경 clients on every host "
+        "route across it; a partition, a SIGKILL and a restart that rejoins",
+        services=("cluster",),
+        params=(
+            *_common(24.0, 3.0),
+            *_clients(2, 4.0, cluster=True),
+            *_discovery(auxiliary=False),
+        ),
+        default_hosts=3,
+        min_hosts=3,
+        # h3 is cut off long enough to be excluded (then rejoins as its next
+        # incarnation); h2 is killed once h3 is back, and restarted (a new incarnation).
+        default_faults=FaultSchedule(
+            crashes=(Crash(host="h2", at=14.0),),
+            partitions=(Partition(hosts=("h3",), start=3.0, end=9.0),),
+            restarts=(Crash(host="h2", at=18.0),),
+        ),
+        daemons=True,
     ),
 )
 
