@@ -61,3 +61,21 @@ def test_killed_writer_loses_at_most_the_line_being_written(tmp_path: Path) -> N
     assert [e.seq for e in reader.read(path)] == list(range(500))
     assert reader.bad_lines == []
     assert os.path.getsize(path) > 0
+
+
+def test_peer_names_rename_endpoints_as_the_names_grow() -> None:
+    from gossamer.trace.peer_names import PeerNames
+
+    memory = MemorySink()
+    names: dict[str, str] = {}
+    tracer = Tracer(PeerNames(memory, names), run="r", node="n1")
+    tracer(1.0, "discovery", "peer_down", peer="10.0.0.2:7400")
+    names["10.0.0.2:7400"] = "n2"  # a card arrived: later events name the node
+    names["10.0.0.3:7404"] = "n3"
+    tracer(2.0, "discovery", "peer_down", peer="10.0.0.2:7400")
+    tracer(3.0, "gossip", "forward", attrs={"dests": "10.0.0.2:7400,10.0.0.9:1"})
+    tracer(4.0, "link", "deliver", msg="10.0.0.3:7404/5", attrs={"link": "10.0.0.3:7404#2"})
+    first, second, gossip, link = memory.events
+    assert (first.peer, second.peer) == ("10.0.0.2:7400", "n2")
+    assert gossip.attrs["dests"] == "n2,10.0.0.9:1"
+    assert (link.msg, link.attrs["link"]) == ("n3/5", "n3#2")

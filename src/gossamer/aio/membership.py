@@ -57,6 +57,7 @@ from typing import Any, Final, Literal, Protocol
 import orjson
 
 from gossamer._types import Address
+from gossamer.addresses import format_address
 from gossamer.aio._pump import now
 from gossamer.aio.addresses import resolve
 from gossamer.aio.discovery import Discovery
@@ -209,7 +210,9 @@ class Membership:
     ``replicated`` is the state on the total order (``None``: nothing is applied and
     joiners start from empty bytes); ``on_view`` is told every ``ViewInstalled`` after
     ``replicated`` (a joiner's first, after its ``restore``). Multicast in the total
-    order with ``group.send`` while ``state == "member"``. Use it from one event loop:
+    order with ``group.send`` while ``state == "member"``. ``names`` is the dict it fills
+    with each endpoint a card named and that node's name (:attr:`names`; the daemon's
+    trace renames peers with it). Use it from one event loop:
     ``await start()``, then ``await close()``.
     """
 
@@ -231,6 +234,7 @@ class Membership:
         targets: Sequence[Address] | None = None,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         self.discovery = discovery
         self.cluster = cluster
@@ -248,6 +252,11 @@ class Membership:
         self.rng = rng or random.Random()
         #: The cards of the peers discovery has registered, by their discovery address.
         self.cards: dict[Address, Card] = {}
+        #: Every ``ip:port`` a card named (its discovery address, group member and
+        #: services) -> that node's name: what a trace writer renames peers with
+        #: (``gossamer.trace.peer_names``). Kept after the node leaves: its events still
+        #: name it.
+        self.names: dict[str, str] = {} if names is None else names
         self.targets = None if targets is None else tuple(targets)
         #: Discovery addresses the cards named, oldest first (at most ``MAX_LEARNED``).
         self.learned: dict[Address, None] = {}
@@ -343,6 +352,8 @@ class Membership:
             return
         old = self.cards.get(message.sender)
         self.cards[message.sender] = card
+        for address in (message.sender, card.views, *card.services.values()):
+            self.names[format_address(address)] = card.name
         self._learn(card.peers)
         if old is None or old.incarnation != card.incarnation:
             await self._send_card(message.sender)  # the sender may not have ours yet

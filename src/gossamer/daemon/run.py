@@ -30,7 +30,7 @@ agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees ev
 It prints one JSON status line per event on standard output: ``ready`` (its name,
 incarnation and every service's address), ``view`` (each view it installs),
 ``progress`` every second (view id and members, peers, gateway clients and peers,
-blocked, and ``delivered``: the count and digest of the total order), and
+blocked, and ``ordered``: the count and digest of the total order), and
 ``done`` once stopped; SIGTERM or SIGINT stops it cleanly (discovery's leave, the
 gateway's goodbye to clients, the trace flushed). Traces go to ``node.trace``.
 """
@@ -60,6 +60,7 @@ from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
 from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
+from gossamer.trace.peer_names import PeerNames
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
 __all__ = ["Daemon", "run_daemon"]
@@ -79,7 +80,12 @@ class Daemon:
         self.wire = config.cluster.wire()
         n = config.node
         self.sink = None if n.trace is None else JsonlSink(n.trace, durable=True)
-        sink: TraceSink = NullSink() if self.sink is None else self.sink
+        #: Peers' endpoints -> their names, filled by the membership from the cards: the
+        #: trace names peers as the analysis joins them (by node name).
+        self.peer_names: dict[str, str] = {}
+        sink: TraceSink = (
+            NullSink() if self.sink is None else PeerNames(self.sink, self.peer_names)
+        )
         self.tracer = Tracer(sink, run=config.cluster.name, node=n.name)
         self.incarnation = clock_incarnation()
         self.stop = asyncio.Event()
@@ -98,7 +104,10 @@ class Daemon:
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def rng(self, salt: int) -> random.Random:
-        return seeded(self.config.node.seed, salt)
+        """Random stream ``salt`` of this incarnation: ``node.seed`` makes a run
+        reproducible, and the incarnation keeps a restarted node from drawing what its
+        previous incarnation drew (its link ids, its nonces) again."""
+        return seeded(self.config.node.seed * 1_000_003 + self.incarnation, salt)
 
     # -- start -----------------------------------------------------------------------
 
@@ -117,7 +126,8 @@ class Daemon:
             services["gateway"] = self.gateway.address
         if c.link.enabled:
             self.link = await open_node(host, c.ports.link, tracer=self.tracer,
-                                        seed=c.node.seed, wire=self.wire, **c.link_options())
+                                        seed=self.rng(4).getrandbits(64), wire=self.wire,
+                                        **c.link_options())
             services["link"] = self.link.address
         if self.gateway is not None and self.link is not None:
             # Open before the first card goes out: a peer may link to us at once.
@@ -141,7 +151,7 @@ class Daemon:
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
             views_options=c.views, services=services, replicated=self.replicated,
             on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
-            tracer=self.tracer, rng=self.rng(2),
+            tracer=self.tracer, rng=self.rng(2), names=self.peer_names,
         )
         await self.membership.start()
 
@@ -218,7 +228,7 @@ class Daemon:
                 gateway_peers=None if self.gateway_peers is None
                 else sorted(self.gateway_peers.linked),
                 blocked=bool(group is not None and not group.closed and group.blocked),
-                delivered={"count": self.replicated.count, "digest": self.replicated.digest},
+                ordered={"count": self.replicated.count, "digest": self.replicated.digest},
             )
 
     async def shutdown(self) -> None:

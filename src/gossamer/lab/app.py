@@ -17,7 +17,7 @@ What the app adds is the composition and the application on top:
 - with a ``[cluster]`` section (the lab's ``cluster`` scenario), no service of its own:
   only 신경 clients of its host's ``gossamer node`` daemon and their workload
   (``gossamer.lab.cluster_clients``);
-- every trace event goes through ``_PeerNames`` (drivers name peers ``ip:port``, the
+- every trace event goes through ``PeerNames`` (drivers name peers ``ip:port``, the
   analysis wants node ids) to one durable ``JsonlSink``;
 - ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
 - the status lines on standard output (``ready``, ``progress`` every second, four times
@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -62,6 +61,7 @@ from gossamer.proto.gossip import GossipConfig, text_handler
 from gossamer.proto.isis import Delivered, IsisConfig, Member
 from gossamer.proto.snapshot import Bank
 from gossamer.store.queues import SqliteQueueStore
+from gossamer.trace.peer_names import PeerNames
 from gossamer.trace.schema import TraceEvent
 from gossamer.trace.sink import JsonlSink, Tracer, TraceSink
 
@@ -78,44 +78,9 @@ SHUTDOWN_BUDGET = 3.5
 #: every node to be idle, and stops them as soon as they all are).
 SETTLE_REPORT = 0.25
 LINK_TAG = "lab"
-#: An ``ip:port`` endpoint inside a trace string.
-_ENDPOINT = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}")
 
 
 # -- trace layers ---------------------------------------------------------------------------
-
-
-class _PeerNames:
-    """Renames ``ip:port`` peers (and gossip ``attrs.dests``) to node ids.
-
-    Drivers name a remote node by the address it spoke from; the analysis joins
-    events on node ids (``node`` of the other side's trace), so the node translates
-    with its static peer table before the event is written.
-    """
-
-    def __init__(self, inner: TraceSink, names: Mapping[str, str]) -> None:
-        self.inner = inner
-        self.names = dict(names)
-
-    def _sub(self, text: str) -> str:
-        return _ENDPOINT.sub(lambda m: self.names.get(m.group(0), m.group(0)), text)
-
-    def emit(self, event: TraceEvent) -> None:
-        peer = event.peer
-        changes: dict[str, Any] = {}
-        if peer is not None and peer in self.names:
-            changes["peer"] = self.names[peer]
-        if event.layer == "gossip" and event.attrs.get("dests"):
-            ids = [self.names.get(d, d) for d in event.attrs["dests"].split(",")]
-            changes["attrs"] = {**event.attrs, "dests": ",".join(ids)}
-        elif event.layer == "link":
-            # A link message id and a link incarnation start with each end's name: the
-            # sender names itself by node id, the receiver names it by its address.
-            if event.msg is not None:
-                changes["msg"] = self._sub(event.msg)
-            if "link" in event.attrs:
-                changes["attrs"] = {**event.attrs, "link": self._sub(event.attrs["link"])}
-        self.inner.emit(dataclasses.replace(event, **changes) if changes else event)
 
 
 class _BrokenOrder:
@@ -244,7 +209,7 @@ class LabApp:
             for port in ports.as_dict().values():
                 names[f"{address}:{port}"] = peer_id
                 self.owners[(address, port)] = peer_id
-        layered: TraceSink = _PeerNames(self.sink, names)
+        layered: TraceSink = PeerNames(self.sink, names)
         self.broken: _BrokenOrder | None = None
         if config.isis.enabled and config.isis.broken_order:
             self.broken = _BrokenOrder(layered)
