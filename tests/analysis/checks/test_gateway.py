@@ -45,6 +45,20 @@ def test_delivery_to_an_unmatched_client_and_a_missed_target_are_caught(
     assert found == [("not delivered", "m1", "c2"), ("unmatched client", "m1", "c9")]
 
 
+def test_in_a_cluster_only_targets_on_the_routing_node_are_owed(spark: SparkSession) -> None:
+    # Node a routes m1 to c1 (connected to a) and c2 (connected to b); b was killed
+    # before delivering: c2 is gateway.cluster_routing's to judge, c1 is still owed here.
+    events = [
+        event("a", 0.5, "gateway", "peer_up", peer="c1"),
+        event("b", 0.5, "gateway", "peer_up", peer="c2"),
+        event("a", 1.0, "gateway", "route", msg="m1", matched="c1,c2", targets="c1,c2"),
+    ]
+    found = [(r["msg"], r["client"]) for r in gateway.routing(events_frame(spark, events)).collect()]
+    assert found == [("m1", "c1")]
+    events.append(event("a", 1.1, "gateway", "deliver", msg="m1", peer="c1"))
+    assert gateway.routing(events_frame(spark, events)).count() == 0
+
+
 def queue(*ev: TraceEvent) -> list[TraceEvent]:
     return [
         event("gw", 1.0, "gateway", "enqueue", msg="q1", queue="jobs"),

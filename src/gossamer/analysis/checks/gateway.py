@@ -8,6 +8,13 @@ SEND and all for BROADCAST), ``deliver`` to a client (``peer`` = client id),
 an ack timeout (``peer``), ``dead_letter``. Clients that trace record
 ``client_ready``, ``client_send`` and ``client_recv`` (``trace.schema.GATEWAY_CLIENT_KINDS``),
 named by the dispatch's nonce, which the server's ``route`` carries as ``attrs.nonce``.
+
+In a cluster (``gossamer node`` daemons whose gateways route for each other), a
+message routed on one node to a client connected to another (its ``peer_up`` is in
+another node's trace) crosses a link and may be lost with that node or link by design:
+``routing`` and ``client_delivery`` check the targets connected to the routing node (all
+of them on one gateway), and ``gateway.cluster_routing`` (``checks.cluster``) judges
+the cross-node ones, knowing the cluster's faults.
 """
 
 from __future__ import annotations
@@ -36,15 +43,31 @@ def _ids(text: Column) -> Column:
     return F.filter(F.split(F.coalesce(text, F.lit("")), ","), lambda x: F.trim(x) != "")
 
 
+def _on_routing_node(targets: DataFrame, events: DataFrame) -> DataFrame:
+    """The rows of ``targets`` (``node``, ``client``, ...) whose client is connected to
+    the routing ``node``, or to no traced node: a client another node's gateway holds
+    is left to ``gateway.cluster_routing``."""
+    homes = (
+        layer_events(events, LAYER, "peer_up")
+        .select("node", F.col("peer").alias("client"))
+        .distinct()
+    )
+    here = targets.join(homes, ["node", "client"], "left_semi")
+    unknown = targets.join(homes.select("client"), "client", "left_anti")
+    return here.unionByName(unknown)
+
+
 def routing(events: DataFrame) -> DataFrame:
     """Routed messages delivered to a client that was not chosen, or not delivered.
 
     Property: every delivery of a routed message goes to one of its targets (to a
     client its query matched, when ``attrs.targets`` is absent), and every target
-    receives it (at least one matched client does, when ``attrs.targets`` is absent).
+    connected to the routing node receives it (at least one matched client does, when
+    ``attrs.targets`` is absent).
     Columns: ``problem, msg, client, at, detail``.
     """
     routes = message_events(events, LAYER, "route").select(
+        "node",
         "msg",
         _ids(attr("matched")).alias("matched"),
         F.when(attr("targets").isNotNull(), _ids(attr("targets"))).alias("targets"),
@@ -75,9 +98,12 @@ def routing(events: DataFrame) -> DataFrame:
             ).alias("detail"),
         )
     )
-    targeted = routes.where(F.col("targets").isNotNull()).select(
-        "msg", F.explode("targets").alias("client"), "at"
-    )
+    targeted = _on_routing_node(
+        routes.where(F.col("targets").isNotNull()).select(
+            "node", "msg", F.explode("targets").alias("client"), "at"
+        ),
+        events,
+    ).drop("node")
     undelivered = targeted.join(delivs.select("msg", "client"), ["msg", "client"], "left_anti")
     untargeted = routes.where(F.col("targets").isNull() & (F.size("matched") > 0)).select(
         "msg", F.lit(None).cast("string").alias("client"), "at"
@@ -177,7 +203,8 @@ def client_delivery(events: DataFrame) -> DataFrame:
     Property: every SEND or BROADCAST a traced client sent (``client_send``) and the
     gateway accepted and routed (``route`` from that client with the same nonce) reaches
     each of the route's targets that traces (it has a ``client_ready``) as a
-    ``client_recv`` of that nonce: the gateway's hand-over reached the client. A missing
+    ``client_recv`` of that nonce: the gateway's hand-over reached the client (targets
+    connected to the routing node; see the module docstring for a cluster). A missing
     receipt is excused when the target's connection ended (the server's ``peer_down``)
     after the route and before anything routed to it later arrived: the protocol does not
     promise delivery over a lost connection, and a message routed while the client was
@@ -199,6 +226,7 @@ def client_delivery(events: DataFrame) -> DataFrame:
         layer_events(events, LAYER, "route")
         .join(crashed, "node", "left_anti")
         .select(
+            "node",
             attr("nonce").alias("msg"),
             F.col("peer").alias("sender"),
             _ids(attr("targets")).alias("targets"),
@@ -214,11 +242,12 @@ def client_delivery(events: DataFrame) -> DataFrame:
         .select(attr("client").alias("client"))
         .distinct()
     )
-    expected = (
-        routes.join(sends.select("msg", "sender"), ["msg", "sender"])
-        .select("msg", F.explode("targets").alias("client"), "routed", "file", "line")
-        .join(traced, "client", "left_semi")
-    )
+    expected = _on_routing_node(
+        routes.join(sends.select("msg", "sender"), ["msg", "sender"]).select(
+            "node", "msg", F.explode("targets").alias("client"), "routed", "file", "line"
+        ),
+        events,
+    ).drop("node").join(traced, "client", "left_semi")
     receipts = message_events(events, LAYER, _RECV).select("msg", attr("client").alias("client"))
     missing = expected.join(receipts, ["msg", "client"], "left_anti")
     # When the target's connection ended after the route, unless it later received a
