@@ -435,3 +435,90 @@ def test_a_record_too_large_for_any_batch_is_counted_and_traced() -> None:
     assert delivered(mesh["n1"], 2) == ["small"]
     assert mesh["n0"].core.cluster_dropped["too_large"] == 1
     assert mesh["n0"].events("drop")[-1].attrs == {"reason": "too_large", "type": "D"}
+
+
+def _worker_mesh() -> Mesh:
+    """n0's client ``front`` (conn 1) and n1's client ``worker`` (conn 2, role w)."""
+    mesh = Mesh()
+    mesh["n0"].identify(1, "front")
+    mesh["n1"].identify(2, "worker", metadata={"role": {"type": "string", "value": "w"}})
+    mesh.settle()
+    return mesh
+
+
+def _send_to_worker(mesh: Mesh, payload: str) -> None:
+    mesh["n0"].dispatch(1, "SEND", {"target": ops_query({"role": "w"}), "payload": payload,
+                                    "nonce": payload})
+
+
+def test_a_batch_lost_with_its_link_is_sent_again_after_relink_and_delivered_once() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    lost = mesh["n0"].core.peer_batch("n1", 0.0)  # in flight when the link failed
+    assert lost is not None and decode_batch(lost, max_size=1 << 20)[0].seq > 0
+    assert mesh["n0"].core.peer_backlog("n1")[0] == 1  # kept until acknowledged
+    mesh["n0"].core.add_peer("n1", 0.0)  # linked again
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == ["one"]
+    assert mesh["n0"].core.cluster_retransmit["resent"] == 1
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)  # acknowledged
+    mesh["n0"].core.add_peer("n1", 0.0)  # another relink: nothing is left to resend
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == []
+    assert mesh["n0"].core.cluster_retransmit["resent"] == 1
+
+
+def test_a_duplicate_batch_is_dropped_and_a_gap_is_filled_in_order() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    first = mesh["n0"].core.peer_batch("n1", 0.0)
+    _send_to_worker(mesh, "two")
+    second = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert first is not None and second is not None
+    n1 = mesh["n1"]
+    n1.core.peer_receive(second, 0.0)  # "one" was lost: "two" waits for it
+    n1.pump()
+    assert n1.core.cluster_retransmit["gap"] == 1 and delivered(n1, 2) == []
+    mesh.settle()  # n1 asks for the rest again (no relink needed): both, in order
+    assert delivered(n1, 2) == ["one", "two"]
+    for batch in (first, second):  # arriving late, again
+        n1.core.peer_receive(batch, 0.0)
+        n1.pump()
+    assert n1.core.cluster_retransmit["duplicate"] == 2 and delivered(n1, 2) == []
+    mesh.settle()
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)
+
+
+def test_a_removed_peer_takes_its_unacknowledged_deliveries_counted() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    assert mesh["n0"].core.peer_batch("n1", 0.0) is not None  # never acknowledged
+    _send_to_worker(mesh, "two")  # still waiting
+    mesh["n0"].core.remove_peer("n1", 0.0)
+    assert mesh["n0"].core.cluster_dropped["peer_removed"] == 2
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "peer_removed", "count": "2"}
+
+
+def test_a_restarted_peer_gets_a_new_session_and_nothing_old_is_resent() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "old")
+    lost = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert lost is not None
+    restarted = Harness(node_id="n1")
+    # A restarted process draws another incarnation (every Harness seeds its rng alike).
+    restarted.core._incarnation = random.Random(1).getrandbits(64)
+    for other in ("n0", "n2"):
+        restarted.core.add_peer(other, 0.0)
+    restarted.identify(2, "worker", metadata={"role": {"type": "string", "value": "w"}})
+    restarted.core.peer_receive(lost, 0.0)  # meant for the previous incarnation
+    assert restarted.core.cluster_rejected["stale incarnation"] == 1
+    mesh.nodes["n1"] = restarted
+    mesh["n0"].core.add_peer("n1", 0.0)  # its link to the new process
+    mesh.settle()
+    assert delivered(restarted, 2) == []
+    assert mesh["n0"].core.cluster_dropped["peer_restarted"] == 1
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "peer_restarted", "count": "1"}
+    _send_to_worker(mesh, "new")
+    mesh.settle()
+    assert delivered(restarted, 2) == ["new"]
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)
