@@ -45,12 +45,12 @@ def test_the_overhead_bounds_the_envelope() -> None:
     ["A", 1, 2, False, None],
 ])
 def test_a_malformed_acknowledgement_is_refused(record: list[Any]) -> None:
-    with pytest.raises(DecodeError, match="acknowledgement|malformed record"):
+    with pytest.raises(DecodeError, match=r"acknowledgement|malformed record"):
         decode_batch(encode_batch(Header("n1"), [record]), max_size=BIG)
 
 
 @pytest.mark.parametrize("value", [
-    [VERSION, "n1", 0, 0, 0, 0, 0, []],  # one number short
+    [VERSION, "n1", 0, 0, 0, 0, []],  # one number short
     [VERSION, "n1", 0, 0, 0, 0, -1, []],
     [VERSION, "n1", 0, 0, 0, 1.5, 0, []],
     [VERSION, "n1", 0, 0, False, 0, 0, []],
