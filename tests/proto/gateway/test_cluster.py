@@ -522,3 +522,17 @@ def test_a_restarted_peer_gets_a_new_session_and_nothing_old_is_resent() -> None
     mesh.settle()
     assert delivered(restarted, 2) == ["new"]
     assert mesh["n0"].core.peer_backlog("n1") == (0, 0)
+
+
+def test_a_request_to_send_again_lost_with_its_link_is_repeated_after_relink() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    assert mesh["n0"].core.peer_batch("n1", 0.0) is not None  # lost, the link stays up
+    _send_to_worker(mesh, "two")
+    second = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert second is not None
+    mesh["n1"].core.peer_receive(second, 0.0)  # a gap: n1 asks for the rest again...
+    assert mesh["n1"].core.peer_batch("n0", 0.0) is not None  # ...and that is lost too
+    mesh["n1"].core.add_peer("n0", 0.0)  # n1's link to n0 came back
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == ["one", "two"]

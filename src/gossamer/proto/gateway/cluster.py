@@ -353,7 +353,10 @@ class ClusterMember:
             outbox.resynchronize()
             outbox.ask = True
             outbox.cursor = 0
-            outbox.ack_due = name in self._inbound
+            inbound = self._inbound.get(name)
+            outbox.ack_due = inbound is not None
+            # A request to send again may have been lost with the link: repeat it.
+            outbox.rewind = inbound is not None and inbound.asked
 
     def remove_peer(self, name: str, now: float) -> None:
         """Forget node ``name``: its clients leave routing (CLIENT_DISCONNECTED to the
