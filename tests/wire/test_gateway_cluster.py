@@ -63,6 +63,12 @@ def test_a_malformed_envelope_is_refused(value: list[Any]) -> None:
         decode_batch(msgpack.packb(value), max_size=BIG)
 
 
+def test_an_unnumbered_batch_carries_only_acknowledgements() -> None:
+    assert decode_batch(encode_batch(Header("n1"), [["A", 1, 2, False]]), max_size=BIG)
+    with pytest.raises(DecodeError, match="only acknowledgements"):
+        decode_batch(encode_batch(Header("n1"), [["A", 1, 2, False], ["R"]]), max_size=BIG)
+
+
 def test_a_batch_over_the_size_bound_is_refused() -> None:
     data = encode_batch(Header("n1"), [["R"]] * 100)
     with pytest.raises(DecodeError, match="too large"):

@@ -8,7 +8,7 @@ base, [record, ...]]`` (``Header`` names the numbers, unsigned 64-bit integers):
   that a restarted receiver refuses what was meant for its previous life;
 - ``session``: the sender's random id of its exchange with this receiver (a new one
   each time it adds the receiver as a peer); ``seq``: the batch's number in the
-  session, from 1 (0: an unnumbered batch, only acknowledgements, never resent);
+  session, from 1 (0: an unnumbered batch, only ``A`` records, never resent);
   ``base``: the oldest number the sender has not had acknowledged (everything before
   it was acknowledged, so a receiver new to the session starts there).
 
@@ -194,4 +194,6 @@ def decode_batch(data: bytes, *, max_size: int) -> tuple[Header, list[Record]]:
     records = value[-1]
     for record in records:
         _check(record)
+    if value[6] == 0 and any(record[0] != "A" for record in records):
+        raise DecodeError("gateway cluster: an unnumbered batch carries only acknowledgements")
     return Header(value[1], *value[2:-1]), records

@@ -382,10 +382,14 @@ def test_malformed_batches_are_counted_never_raised() -> None:
     core.peer_receive(b"\xc1 not msgpack", 0.0)
     core.peer_receive(encode_batch(Header("n1"), [["D", None, "SEND", {}, "x", None]]), 0.0)
     core.peer_receive(encode_batch(Header("stranger"), []), 0.0)
-    core.peer_receive(encode_batch(Header("n1"), [[
+    numbered = Header("n1", mesh["n1"].core._incarnation, 0, 99, 1, 1)
+    core.peer_receive(encode_batch(numbered, [[
         "J", ["a", "b", False, "json", None, False, False, {"k": ["date", 1]}]]]), 0.0)
-    assert sum(core.cluster_rejected.values()) == 4
+    # A delivery in an unnumbered batch (which could arrive twice) is refused.
+    core.peer_receive(encode_batch(Header("n1"), [["D", None, "SEND", {}, [], None]]), 0.0)
+    assert sum(core.cluster_rejected.values()) == 5
     assert core.cluster_rejected["unknown peer"] == 1
+    assert core.cluster_rejected["invalid metadata"] == 1
     assert core.query_clients({"application": "a"}) == []
 
 
@@ -400,7 +404,7 @@ def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     assert not outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
     packed, too_large = outbox.take(10, 1 << 20)
     assert too_large == [] and not outbox
-    assert [r[0] for r in decode_batch(join_batch(Header("x"), packed), max_size=1 << 20)[1]] == [
+    assert [r[0] for r in decode_batch(join_batch(Header("x", seq=1, base=1), packed), max_size=1 << 20)[1]] == [
         "L", "U"]
 
 
