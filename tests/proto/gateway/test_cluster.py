@@ -404,8 +404,8 @@ def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     assert not outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
     packed, too_large = outbox.take(10, 1 << 20)
     assert too_large == [] and not outbox
-    assert [r[0] for r in decode_batch(join_batch(Header("x", seq=1, base=1), packed), max_size=1 << 20)[1]] == [
-        "L", "U"]
+    batch = join_batch(Header("x", seq=1, base=1), packed)
+    assert [r[0] for r in decode_batch(batch, max_size=1 << 20)[1]] == ["L", "U"]
 
 
 def test_a_snapshot_spans_batches_and_removes_what_it_does_not_name() -> None:
