@@ -508,11 +508,11 @@ def test_a_restarted_peer_gets_a_new_session_and_nothing_old_is_resent() -> None
     _send_to_worker(mesh, "old")
     lost = mesh["n0"].core.peer_batch("n1", 0.0)
     assert lost is not None
-    restarted = Harness(node_id="n1")
-    # A restarted process draws another incarnation (every Harness seeds its rng alike).
-    restarted.core._incarnation = random.Random(1).getrandbits(64)
+    restarted = Harness(node_id="n1")  # its rng seeded as the first one's was
+    restarted.now = 10.0  # later: another incarnation, though the same draws
     for other in ("n0", "n2"):
-        restarted.core.add_peer(other, 0.0)
+        restarted.core.add_peer(other, restarted.now)
+    assert restarted.core._incarnation != mesh["n1"].core._incarnation
     restarted.identify(2, "worker", metadata={"role": {"type": "string", "value": "w"}})
     restarted.core.peer_receive(lost, 0.0)  # meant for the previous incarnation
     assert restarted.core.cluster_rejected["stale incarnation"] == 1

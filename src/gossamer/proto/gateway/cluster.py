@@ -232,8 +232,11 @@ class PeerOutbox:
 
 @dataclass(slots=True)
 class _Inbound:
-    """What a node took of one sender's session: every batch before ``expected``."""
+    """What a node took of one sender's session: every batch before ``expected``. A
+    session is named by the sender's incarnation and its number (a restarted process
+    seeded alike may draw the same numbers again)."""
 
+    incarnation: int
     session: int
     expected: int
     #: A rewind was asked for since the last batch taken.
@@ -299,8 +302,9 @@ class ClusterMember:
         # arrived, the node list, the next load-balancing check.
         self._peers: dict[str, PeerOutbox] = {}
         self._remote: dict[str, dict[tuple[str, str], Client]] = {}
-        # This process's incarnation (batches name it; a restart draws another one).
-        self._incarnation = self._new_id()
+        # This process's incarnation (batches name it), drawn when the first peer is
+        # added (``_start``): 0 until then.
+        self._incarnation = 0
         # sender -> what this node took of its current session. Kept when the sender
         # is removed: added again in the same session, it is not taken twice.
         self._inbound: dict[str, _Inbound] = {}
@@ -345,6 +349,11 @@ class ClusterMember:
         lost with the link), and acknowledges what it took from the peer."""
         if name == self.config.node_id:
             raise LocalProtocolError("a node is not its own peer", node=name)
+        if not self._incarnation:
+            # The time is mixed in so that a restarted process draws another incarnation
+            # even when its rng is seeded alike (the daemon seeds it from its
+            # configuration); ``now`` is a clock shared by the processes of a host.
+            self._incarnation = (self._rng.getrandbits(64) ^ round(now * 1e6)) % (1 << 64) or 1
         outbox = self._peers.get(name)
         if outbox is None:
             self._peers[name] = PeerOutbox(self._new_id(), self.config.cluster.window)
@@ -507,8 +516,10 @@ class ClusterMember:
         an older one is a duplicate, a later one follows a batch this node missed (it
         asks, once, for the rest again). Either way an acknowledgement is owed."""
         inbound = self._inbound.get(header.sender)
-        if inbound is None or inbound.session != header.session:
-            inbound = self._inbound[header.sender] = _Inbound(header.session, header.base)
+        if inbound is None or (inbound.incarnation, inbound.session) != (
+                header.incarnation, header.session):
+            inbound = self._inbound[header.sender] = _Inbound(
+                header.incarnation, header.session, header.base)
         inbound.expected = max(inbound.expected, header.base)
         outbox.ack_due = True
         if header.seq < inbound.expected:
