@@ -3,7 +3,7 @@
 One link message is a *batch*: msgpack ``[2, sender node, incarnation, to, session, seq,
 base, [record, ...]]`` (``Header`` names the numbers, unsigned 64-bit integers):
 
-- ``incarnation``: the sender process's own random id (a restarted node has a new one);
+- ``incarnation``: the sender process's own id (a restarted node draws a new one);
   ``to``: the receiver's incarnation as the sender last heard it (0: not yet heard), so
   that a restarted receiver refuses what was meant for its previous life;
 - ``session``: the sender's random id of its exchange with this receiver (a new one
