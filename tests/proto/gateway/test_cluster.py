@@ -41,11 +41,16 @@ class Mesh:
         return self.nodes[name]
 
     def settle(self) -> int:
-        """Carry every waiting batch to its peer until none waits; the batch count."""
+        """Carry every waiting batch to its peer until none waits, delayed
+        acknowledgements included (time advances by ``ack_delay`` for them); the batch
+        count."""
         moved = 0
         progress = True
         while progress:
             progress = False
+            for h in self.nodes.values():
+                if h.core._ack_at and not h.core.peers_waiting():
+                    h.advance(h.core.config.cluster.ack_delay)
             for h in self.nodes.values():
                 for peer in h.core.peers_waiting():
                     if peer in self.paused or peer not in self.nodes:

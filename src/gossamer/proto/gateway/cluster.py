@@ -25,7 +25,7 @@ outbox grow, never the peer's memory; the outbox is bounded:
 
 Batches are numbered per *session* (one per peer each time it is added) and
 acknowledged cumulatively (an ``A`` record at the front of the receiver's next batch
-to the sender, alone when it has nothing else to send). The sender keeps every batch
+to the sender, alone after ``ClusterConfig.ack_delay`` if nothing else goes). The sender keeps every batch
 until it is acknowledged and, after its link was linked again (``add_peer`` again) or
 when the receiver asks (it saw a gap), sends them again, in order; the receiver takes
 batches strictly in order and drops the ones it already took. So while both nodes keep
@@ -92,6 +92,9 @@ class ClusterConfig(Checked):
     max_batch: PositiveCount = 4 << 20
     #: Batches sent to one peer and not yet acknowledged, at most (kept to be resent).
     window: PositiveCount = 64
+    #: Seconds an acknowledgement may wait for a batch to ride on before it goes alone
+    #: (it goes at once when half a window is owed, or after a duplicate or a gap).
+    ack_delay: float = 0.01
     #: A SEND whose chosen client left before the delivery is routed again this often.
     reroutes: PositiveCount = 3
     #: Seconds between two load-balancing checks (the reference: 1 s).
@@ -102,7 +105,7 @@ class PeerOutbox:
     """Records waiting for one peer, in order, with the two bounds above; and the
     session's batches sent and not yet acknowledged."""
 
-    __slots__ = ("ack_due", "ask", "cursor", "deliveries", "in_flight", "next_seq",
+    __slots__ = ("ack_due", "ask", "cursor", "deliveries", "in_flight", "next_seq", "owed",
                  "peer_incarnation", "records", "resync", "rewind", "sent", "session",
                  "snapshot", "updates", "window")
 
@@ -129,6 +132,8 @@ class PeerOutbox:
         #: send again what it has not acknowledged.
         self.ack_due = False
         self.rewind = False
+        #: Batches taken from the peer since the last acknowledgement sent to it.
+        self.owed = 0
         #: The peer's incarnation as its batches name it (0: none received yet).
         self.peer_incarnation = 0
 
@@ -308,6 +313,8 @@ class ClusterMember:
         # sender -> what this node took of its current session. Kept when the sender
         # is removed: added again in the same session, it is not taken twice.
         self._inbound: dict[str, _Inbound] = {}
+        # peer -> when the acknowledgement owed to it goes alone (``ack_delay``).
+        self._ack_at: dict[str, float] = {}
         self._synced: set[str] = set()
         # sender -> its clients not yet named by the snapshot it is sending.
         self._stale: dict[str, set[tuple[str, str]]] = {}
@@ -373,6 +380,7 @@ class ClusterMember:
         are counted in ``cluster_dropped["peer_removed"]`` and traced (``drop``,
         ``attrs.count``). Added again, it gets a new session."""
         outbox = self._peers.pop(name, None)
+        self._ack_at.pop(name, None)
         if outbox is not None:
             self._lost(name, "peer_removed", outbox.backlog(), now)
         self._synced.discard(name)
@@ -423,10 +431,12 @@ class ClusterMember:
             self.cluster_retransmit["resent"] += 1
             return outbox.sent[outbox.cursor - 1][1]
         packed: list[bytes] = []
-        if outbox.ack_due:
+        if outbox.ack_due or name in self._ack_at:  # owed now, or riding on this batch
             inbound = self._inbound[name]
             packed.append(pack_record(["A", inbound.session, inbound.expected - 1, outbox.rewind]))
             outbox.ack_due = outbox.rewind = False
+            outbox.owed = 0
+            self._ack_at.pop(name, None)
         header = Header(self.config.node_id, self._incarnation, outbox.peer_incarnation,
                         outbox.session)
         if len(outbox.sent) >= outbox.window:
@@ -481,7 +491,7 @@ class ClusterMember:
             if outbox.peer_incarnation:  # it restarted: a new session, nothing resent
                 self._lost(sender, "peer_restarted", outbox.restart(self._new_id()), now)
             outbox.peer_incarnation = header.incarnation
-        if header.seq and not self._in_order(outbox, header):
+        if header.seq and not self._in_order(outbox, header, now):
             return
         for record in records:
             kind = record[0]
@@ -511,28 +521,46 @@ class ClusterMember:
             else:
                 self._on_bounce(record, now)
 
-    def _in_order(self, outbox: PeerOutbox, header: Header) -> bool:
+    def _in_order(self, outbox: PeerOutbox, header: Header, now: float) -> bool:
         """Take numbered batch ``header.seq`` of the sender's session? Only the next one:
         an older one is a duplicate, a later one follows a batch this node missed (it
-        asks, once, for the rest again). Either way an acknowledgement is owed."""
+        asks, once, for the rest again); for those an acknowledgement is owed at once,
+        for the one taken within ``ack_delay`` (or at once past half a window)."""
         inbound = self._inbound.get(header.sender)
         if inbound is None or (inbound.incarnation, inbound.session) != (
                 header.incarnation, header.session):
             inbound = self._inbound[header.sender] = _Inbound(
                 header.incarnation, header.session, header.base)
         inbound.expected = max(inbound.expected, header.base)
-        outbox.ack_due = True
         if header.seq < inbound.expected:
             self.cluster_retransmit["duplicate"] += 1
+            outbox.ack_due = True
             return False
         if header.seq > inbound.expected:
             self.cluster_retransmit["gap"] += 1
+            outbox.ack_due = True
             if not inbound.asked:
                 inbound.asked = outbox.rewind = True
             return False
         inbound.expected += 1
         inbound.asked = False
+        outbox.owed += 1
+        if outbox.owed * 2 >= outbox.window:
+            outbox.ack_due = True
+        else:
+            self._ack_at.setdefault(header.sender, now + self.config.cluster.ack_delay)
         return True
+
+    def _cluster_deadline(self) -> float | None:
+        """When the next delayed acknowledgement goes (``GatewayCore.next_deadline``)."""
+        return min(self._ack_at.values(), default=None)
+
+    def _cluster_timer(self, now: float) -> None:
+        """Delayed acknowledgements that are due go alone (``GatewayCore.handle_timer``)."""
+        for name, at in list(self._ack_at.items()):
+            if at <= now:
+                del self._ack_at[name]
+                self._peers[name].ack_due = True
 
     def _replicate(self, record: Record) -> None:
         limit = self.config.cluster.peer_updates
