@@ -23,14 +23,14 @@ outbox grow, never the peer's memory; the outbox is bounded:
   of the state instead of the rate of change);
 - batches sent and not yet acknowledged: at most ``ClusterConfig.window``.
 
-Batches are numbered per *session* (one per peer each time it is added) and
-acknowledged cumulatively (an ``A`` record at the front of the receiver's next batch
-to the sender, alone after ``ClusterConfig.ack_delay`` if nothing else goes). The
-sender keeps every batch until it is acknowledged and, after its link was linked again
-(``add_peer`` again) or when the receiver asks (it saw a gap), sends them again, in
-order; the receiver takes batches strictly in order and drops the ones it already took. So while both nodes keep
-each other as peers nothing is lost with a link, and a delivery reaches a client at
-most once. A peer that is removed takes its unacknowledged deliveries with it (counted,
+Batches are numbered per *session* (one per peer each time it is added) and acknowledged
+cumulatively (an ``A`` record at the front of the receiver's next batch to the sender,
+alone after ``ClusterConfig.ack_delay`` if nothing else goes). The sender keeps every
+batch until it is acknowledged and, after its link was linked again (``add_peer`` again)
+or when the receiver asks (it saw a gap), sends them again, in order; the receiver takes
+batches strictly in order and drops the ones it already took. So while both nodes keep
+each other as peers nothing is lost with a link, and a delivery reaches a client at most
+once. A peer that is removed takes its unacknowledged deliveries with it (counted,
 ``cluster_dropped["peer_removed"]``, and traced); a peer that restarted (a new
 incarnation, seen in its batches) gets a new session: what it had not acknowledged is
 not resent (``cluster_dropped["peer_restarted"]``, traced), its snapshot replaces its
