@@ -224,19 +224,33 @@ def test_a_node_whose_links_went_down_is_linked_again_and_converges() -> None:
             front = await connect(n0, "front")
             back = await connect(n1, "back", metadata={"role": "b"})
             await converged([n0, n1, n2], {"front", "back"})
-            # n1 leaves the cluster's links (its peers keep it as a peer) and comes back.
+            core = n0.server.core
+            assert core is not None
+            # A SEND in flight at the cut: n0 sent its batch, n1 has not taken it.
+            n1.cluster.pause()
+            await front.send("cut", to={"application": APP, "ops": [{"role": "b"}]})
+            await until(lambda: core._peers["n1"].in_flight == 1)
+            # n1 leaves the cluster's links (its peers keep it as a peer) and comes back:
+            # the batch n1 had not taken is lost with its socket.
             await n1.cluster.close()
             assert n1.clients() == {"back"}
+            assert core.peer_backlog("n1")[0] == 1  # n0 still holds it, unacknowledged
             await back.update_metadata({"role": "c"})  # a change its peers cannot see yet
             async with open_gateway_cluster(n1.server, n1.node) as again:
                 for other in (n0, n2):
                     await again.add_peer(other.name, other.node.address)
+                # n0 sends the lost batch again: delivered, once (a second copy would
+                # arrive before "again", on the same link).
+                message = await back.receive(timeout=10.0)
+                assert (message.data, message.nonce) == ("cut", None)
+                assert core.cluster_retransmit["resent"] > 0
                 await converged([n0, n1, n2], {"front", "back"})
                 await until(lambda: all(
                     m.server.core is not None and m.server.core.query_clients(
                         {"application": APP, "ops": [{"role": "c"}]}) for m in (n0, n2)))
                 await front.send("again", to={"application": APP, "ops": [{"role": "c"}]})
                 assert (await back.receive(timeout=10.0)).data == "again"
+                await until(lambda: core.peer_backlog("n1") == (0, 0))  # acknowledged
                 await back.send("back", to={"application": APP, "ops": [
                     {"path": "/role", "op": "$ne", "to": {"value": "c"}}]})
                 assert (await front.receive(timeout=10.0)).data == "back"

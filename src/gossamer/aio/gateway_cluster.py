@@ -24,10 +24,11 @@ links (``gossamer.aio.link``), sealed with the node's wire (the cluster key):
   So what a slow peer cannot take waits in the core's bounded outbox, where the core
   refuses SENDs to that peer's clients (op 3 ``node_busy``) once the bound is reached.
 
-A link that fails is linked again (every ``relink_delay`` seconds); the batch being sent
-is sent again on the new link, and both sides exchange snapshots, so the replicas
-converge. Messages lost with a failed link are the one thing the transport cannot
-account for; a SEND to a client of an unreachable peer waits in the outbox meanwhile.
+A link that fails is linked again (every ``relink_delay`` seconds); the core then sends
+again, in order, every batch the peer has not acknowledged (the receiver drops those it
+already took), and both sides exchange snapshots, so the replicas converge and nothing
+is lost with the link (``docs/gateway.md``, "Clustering"); a SEND to a client of an
+unreachable peer waits in the outbox meanwhile.
 """
 
 from __future__ import annotations
@@ -222,7 +223,8 @@ class GatewayCluster:
                 await peer.push.send(batch)
                 batch = None
             except (LinkError, TimedOutError) as exc:
-                # The batch is sent again once _watch has linked again.
+                # Sent once linked again (the core also resends it: the peer drops the
+                # copy it already has).
                 log.warning("sending to %s failed (%s)", peer.name, exc)
                 await asyncio.sleep(self.relink_delay)
             except ClosedError:
@@ -230,8 +232,9 @@ class GatewayCluster:
 
     async def _watch(self, peer: _Peer) -> None:
         """Link again to ``peer`` whenever its link is down (every ``relink_delay``
-        seconds); once linked, both sides start again from snapshots (``add_peer``
-        again sends ours and asks for theirs), since messages may have been lost."""
+        seconds); once linked, ``add_peer`` again makes the core send again what the
+        peer has not acknowledged (lost with the link, perhaps), then our snapshot, and
+        ask for theirs."""
         push = peer.push
         while True:
             await asyncio.sleep(self.relink_delay)

@@ -17,7 +17,7 @@ import pytest
 from gossamer.proto.gateway.cluster import ClusterConfig, PeerOutbox, balance
 from gossamer.proto.gateway.core import CloseCode
 from gossamer.wire.gateway import Op
-from gossamer.wire.gateway_cluster import decode_batch, encode_batch, join_batch
+from gossamer.wire.gateway_cluster import Header, decode_batch, encode_batch, join_batch
 
 from .test_core import APP, Harness
 
@@ -41,17 +41,23 @@ class Mesh:
         return self.nodes[name]
 
     def settle(self) -> int:
-        """Carry every waiting batch to its peer until none waits; the batch count."""
+        """Carry every waiting batch to its peer until none waits, delayed
+        acknowledgements included (time advances by ``ack_delay`` for them); the batch
+        count."""
         moved = 0
         progress = True
         while progress:
             progress = False
             for h in self.nodes.values():
+                if h.core._ack_at and not h.core.peers_waiting():
+                    h.advance(h.core.config.cluster.ack_delay)
+            for h in self.nodes.values():
                 for peer in h.core.peers_waiting():
                     if peer in self.paused or peer not in self.nodes:
                         continue
                     batch = h.core.peer_batch(peer, h.now)
-                    assert batch is not None
+                    if batch is None:  # nothing could be sent (a record too large)
+                        continue
                     target = self.nodes[peer]
                     target.core.peer_receive(batch, target.now)
                     target.pump()
@@ -379,18 +385,23 @@ def test_malformed_batches_are_counted_never_raised() -> None:
     mesh = Mesh()
     core = mesh["n0"].core
     core.peer_receive(b"\xc1 not msgpack", 0.0)
-    core.peer_receive(encode_batch("n1", [["D", None, "SEND", {}, "x", None]]), 0.0)
-    core.peer_receive(encode_batch("stranger", []), 0.0)
-    core.peer_receive(encode_batch("n1", [["J", ["a", "b", False, "json", None, False, False,
-                                                 {"k": ["date", 1]}]]]), 0.0)
-    assert sum(core.cluster_rejected.values()) == 4
+    core.peer_receive(encode_batch(Header("n1"), [["D", None, "SEND", {}, "x", None]]), 0.0)
+    core.peer_receive(encode_batch(Header("stranger"), []), 0.0)
+    numbered = Header("n1", mesh["n1"].core._incarnation, 0, 99, 1, 1)
+    core.peer_receive(encode_batch(numbered, [[
+        "J", ["a", "b", False, "json", None, False, False, {"k": ["date", 1]}]]]), 0.0)
+    # A delivery in an unnumbered batch (which could arrive twice) is refused.
+    core.peer_receive(encode_batch(Header("n1"), [["D", None, "SEND", {}, [], None]]), 0.0)
+    assert sum(core.cluster_rejected.values()) == 5
     assert core.cluster_rejected["unknown peer"] == 1
+    assert core.cluster_rejected["invalid metadata"] == 1
     assert core.query_clients({"application": "a"}) == []
 
 
 def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     records: list[list[Any]] = [["L", "a", "b"], ["M", "a", "b", {"k": ["integer", 1]}]]
-    assert decode_batch(encode_batch("n1", records), max_size=1 << 20) == ("n1", records)
+    header = Header("n1", 1, 2, 3, 4, 4)
+    assert decode_batch(encode_batch(header, records), max_size=1 << 20) == (header, records)
     outbox = PeerOutbox()
     outbox.resync = outbox.ask = False
     outbox.push_update(["L", "a", "1"], 10)
@@ -398,8 +409,8 @@ def test_batches_round_trip_and_the_outbox_keeps_order() -> None:
     assert not outbox.push_delivery(["U", "SEND", {}, ["a", "b", {}, 0]], 1)
     packed, too_large = outbox.take(10, 1 << 20)
     assert too_large == [] and not outbox
-    assert [r[0] for r in decode_batch(join_batch("x", packed), max_size=1 << 20)[1]] == [
-        "L", "U"]
+    batch = join_batch(Header("x", seq=1, base=1), packed)
+    assert [r[0] for r in decode_batch(batch, max_size=1 << 20)[1]] == ["L", "U"]
 
 
 def test_a_snapshot_spans_batches_and_removes_what_it_does_not_name() -> None:
@@ -433,3 +444,104 @@ def test_a_record_too_large_for_any_batch_is_counted_and_traced() -> None:
     assert delivered(mesh["n1"], 2) == ["small"]
     assert mesh["n0"].core.cluster_dropped["too_large"] == 1
     assert mesh["n0"].events("drop")[-1].attrs == {"reason": "too_large", "type": "D"}
+
+
+def _worker_mesh() -> Mesh:
+    """n0's client ``front`` (conn 1) and n1's client ``worker`` (conn 2, role w)."""
+    mesh = Mesh()
+    mesh["n0"].identify(1, "front")
+    mesh["n1"].identify(2, "worker", metadata={"role": {"type": "string", "value": "w"}})
+    mesh.settle()
+    return mesh
+
+
+def _send_to_worker(mesh: Mesh, payload: str) -> None:
+    mesh["n0"].dispatch(1, "SEND", {"target": ops_query({"role": "w"}), "payload": payload,
+                                    "nonce": payload})
+
+
+def test_a_batch_lost_with_its_link_is_sent_again_after_relink_and_delivered_once() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    lost = mesh["n0"].core.peer_batch("n1", 0.0)  # in flight when the link failed
+    assert lost is not None and decode_batch(lost, max_size=1 << 20)[0].seq > 0
+    assert mesh["n0"].core.peer_backlog("n1")[0] == 1  # kept until acknowledged
+    mesh["n0"].core.add_peer("n1", 0.0)  # linked again
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == ["one"]
+    assert mesh["n0"].core.cluster_retransmit["resent"] == 1
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)  # acknowledged
+    mesh["n0"].core.add_peer("n1", 0.0)  # another relink: nothing is left to resend
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == []
+    assert mesh["n0"].core.cluster_retransmit["resent"] == 1
+
+
+def test_a_duplicate_batch_is_dropped_and_a_gap_is_filled_in_order() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    first = mesh["n0"].core.peer_batch("n1", 0.0)
+    _send_to_worker(mesh, "two")
+    second = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert first is not None and second is not None
+    n1 = mesh["n1"]
+    n1.core.peer_receive(second, 0.0)  # "one" was lost: "two" waits for it
+    n1.pump()
+    assert n1.core.cluster_retransmit["gap"] == 1 and delivered(n1, 2) == []
+    mesh.settle()  # n1 asks for the rest again (no relink needed): both, in order
+    assert delivered(n1, 2) == ["one", "two"]
+    for batch in (first, second):  # arriving late, again
+        n1.core.peer_receive(batch, 0.0)
+        n1.pump()
+    assert n1.core.cluster_retransmit["duplicate"] == 2 and delivered(n1, 2) == []
+    mesh.settle()
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)
+
+
+def test_a_removed_peer_takes_its_unacknowledged_deliveries_counted() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    assert mesh["n0"].core.peer_batch("n1", 0.0) is not None  # never acknowledged
+    _send_to_worker(mesh, "two")  # still waiting
+    mesh["n0"].core.remove_peer("n1", 0.0)
+    assert mesh["n0"].core.cluster_dropped["peer_removed"] == 2
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "peer_removed", "count": "2"}
+
+
+def test_a_restarted_peer_gets_a_new_session_and_nothing_old_is_resent() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "old")
+    lost = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert lost is not None
+    restarted = Harness(node_id="n1")  # its rng seeded as the first one's was
+    restarted.now = 10.0  # later: another incarnation, though the same draws
+    for other in ("n0", "n2"):
+        restarted.core.add_peer(other, restarted.now)
+    assert restarted.core._incarnation != mesh["n1"].core._incarnation
+    restarted.identify(2, "worker", metadata={"role": {"type": "string", "value": "w"}})
+    restarted.core.peer_receive(lost, 0.0)  # meant for the previous incarnation
+    assert restarted.core.cluster_rejected["stale incarnation"] == 1
+    mesh.nodes["n1"] = restarted
+    mesh["n0"].core.add_peer("n1", 0.0)  # its link to the new process
+    mesh.settle()
+    assert delivered(restarted, 2) == []
+    assert mesh["n0"].core.cluster_dropped["peer_restarted"] == 1
+    assert mesh["n0"].events("drop")[-1].attrs == {"reason": "peer_restarted", "count": "1"}
+    _send_to_worker(mesh, "new")
+    mesh.settle()
+    assert delivered(restarted, 2) == ["new"]
+    assert mesh["n0"].core.peer_backlog("n1") == (0, 0)
+
+
+def test_a_request_to_send_again_lost_with_its_link_is_repeated_after_relink() -> None:
+    mesh = _worker_mesh()
+    _send_to_worker(mesh, "one")
+    assert mesh["n0"].core.peer_batch("n1", 0.0) is not None  # lost, the link stays up
+    _send_to_worker(mesh, "two")
+    second = mesh["n0"].core.peer_batch("n1", 0.0)
+    assert second is not None
+    mesh["n1"].core.peer_receive(second, 0.0)  # a gap: n1 asks for the rest again...
+    assert mesh["n1"].core.peer_batch("n0", 0.0) is not None  # ...and that is lost too
+    mesh["n1"].core.add_peer("n0", 0.0)  # n1's link to n0 came back
+    mesh.settle()
+    assert delivered(mesh["n1"], 2) == ["one", "two"]

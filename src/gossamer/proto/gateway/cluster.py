@@ -20,7 +20,21 @@ outbox grow, never the peer's memory; the outbox is bounded:
 - replication records: past ``ClusterConfig.peer_updates`` waiting, they are all
   discarded and replaced by one snapshot built when the peer catches up (the snapshot
   carries the same final state, so nothing is lost: the outbox is bounded by the size
-  of the state instead of the rate of change).
+  of the state instead of the rate of change);
+- batches sent and not yet acknowledged: at most ``ClusterConfig.window``.
+
+Batches are numbered per *session* (one per peer each time it is added) and acknowledged
+cumulatively (an ``A`` record at the front of the receiver's next batch to the sender,
+alone after ``ClusterConfig.ack_delay`` if nothing else goes). The sender keeps every
+batch until it is acknowledged and, after its link was linked again (``add_peer`` again)
+or when the receiver asks (it saw a gap), sends them again, in order; the receiver takes
+batches strictly in order and drops the ones it already took. So while both nodes keep
+each other as peers nothing is lost with a link, and a delivery reaches a client at most
+once. A peer that is removed takes its unacknowledged deliveries with it (counted,
+``cluster_dropped["peer_removed"]``, and traced); a peer that restarted (a new
+incarnation, seen in its batches) gets a new session: what it had not acknowledged is
+not resent (``cluster_dropped["peer_restarted"]``, traced), its snapshot replaces its
+old replicas.
 
 ``balance`` is op 7 load balancing as the reference does it (singyeong-as-coded §11),
 against the node list the daemon gives (``GatewayCore.set_nodes``).
@@ -47,6 +61,7 @@ from gossamer.proto.gateway.query import Query, QueryError
 from gossamer.proto.gateway.routing import Client, Directory
 from gossamer.proto.gateway.tracing import LAYER
 from gossamer.wire.gateway_cluster import (
+    Header,
     Record,
     batch_overhead,
     decode_batch,
@@ -55,6 +70,8 @@ from gossamer.wire.gateway_cluster import (
 )
 
 if TYPE_CHECKING:
+    from random import Random
+
     from gossamer.proto.gateway.core import GatewayConfig
     from gossamer.trace.sink import Tracer
 
@@ -73,6 +90,11 @@ class ClusterConfig(Checked):
     batch_records: PositiveCount = 512
     #: Bytes of one link message at most, accepted and built.
     max_batch: PositiveCount = 4 << 20
+    #: Batches sent to one peer and not yet acknowledged, at most (kept to be resent).
+    window: PositiveCount = 64
+    #: Seconds an acknowledgement may wait for a batch to ride on before it goes alone
+    #: (it goes at once when half a window is owed, or after a duplicate or a gap).
+    ack_delay: float = 0.01
     #: A SEND whose chosen client left before the delivery is routed again this often.
     reroutes: PositiveCount = 3
     #: Seconds between two load-balancing checks (the reference: 1 s).
@@ -80,11 +102,14 @@ class ClusterConfig(Checked):
 
 
 class PeerOutbox:
-    """Records waiting for one peer, in order, with the two bounds above."""
+    """Records waiting for one peer, in order, with the two bounds above; and the
+    session's batches sent and not yet acknowledged."""
 
-    __slots__ = ("ask", "deliveries", "records", "resync", "snapshot", "updates")
+    __slots__ = ("ack_due", "ask", "cursor", "deliveries", "in_flight", "next_seq", "owed",
+                 "peer_incarnation", "records", "resync", "rewind", "sent", "session",
+                 "snapshot", "updates", "window")
 
-    def __init__(self) -> None:
+    def __init__(self, session: int = 0, window: int = 64) -> None:
         self.records: deque[Record] = deque()
         self.deliveries = 0
         self.updates = 0
@@ -94,9 +119,56 @@ class PeerOutbox:
         self.ask = True
         #: Records of a snapshot being sent, at the front of ``records``.
         self.snapshot = 0
+        self.session = session
+        self.window = window
+        self.next_seq = 1
+        #: ``(seq, batch, deliveries in it)`` sent and not acknowledged, oldest first.
+        self.sent: deque[tuple[int, bytes, int]] = deque()
+        #: Index in ``sent`` of the next batch to send again (``len(sent)``: none).
+        self.cursor = 0
+        #: Deliveries (``D``, ``U``) in ``sent``.
+        self.in_flight = 0
+        #: An acknowledgement (``A``) is owed to the peer; with ``rewind``, a request to
+        #: send again what it has not acknowledged.
+        self.ack_due = False
+        self.rewind = False
+        #: Batches taken from the peer since the last acknowledgement sent to it.
+        self.owed = 0
+        #: The peer's incarnation as its batches name it (0: none received yet).
+        self.peer_incarnation = 0
 
     def __bool__(self) -> bool:
-        return self.resync or self.ask or bool(self.records)
+        return (
+            self.ack_due
+            or self.cursor < len(self.sent)
+            or (len(self.sent) < self.window
+                and (self.resync or self.ask or bool(self.records)))
+        )
+
+    def backlog(self) -> int:
+        """Deliveries held for the peer: waiting, and sent but not acknowledged."""
+        return self.deliveries + self.in_flight
+
+    def acknowledged(self, seq: int, rewind: bool) -> None:
+        """The peer took every batch up to ``seq``; ``rewind``: send the rest again."""
+        sent = self.sent
+        while sent and sent[0][0] <= seq:
+            self.in_flight -= sent.popleft()[2]
+            self.cursor = max(0, self.cursor - 1)
+        if rewind:
+            self.cursor = 0
+
+    def restart(self, session: int) -> int:
+        """A new session (the peer restarted): forget what was sent (nothing is sent
+        again to a new incarnation) and start with a snapshot; the deliveries forgotten."""
+        lost = self.in_flight
+        self.sent.clear()
+        self.cursor = self.in_flight = 0
+        self.session = session
+        self.next_seq = 1
+        self.resynchronize()
+        self.ask = True
+        return lost
 
     def push_update(self, record: Record, limit: int) -> None:
         """Queue a replication record (``J``, ``L``, ``M``); overflow becomes a resync."""
@@ -123,8 +195,9 @@ class PeerOutbox:
         self.snapshot = len(records)
 
     def push_delivery(self, record: Record, limit: int) -> bool:
-        """Queue a ``D`` or ``U`` record; False (nothing queued) when the bound is reached."""
-        if self.deliveries >= limit:
+        """Queue a ``D`` or ``U`` record; False (nothing queued) when the bound
+        (deliveries waiting and in flight) is reached."""
+        if self.backlog() >= limit:
             return False
         self.records.append(record)
         self.deliveries += 1
@@ -133,7 +206,8 @@ class PeerOutbox:
     def take(self, count: int, room: int) -> tuple[list[bytes], list[Record]]:
         """``(packed, too_large)``: up to ``count`` records, oldest first, packed, whose
         sizes add up to at most ``room`` bytes; and the records taken that could never
-        fit a batch (the caller counts them: they are not sent)."""
+        fit a batch (the caller counts them: they are not sent). Deliveries taken are
+        counted ``in_flight`` until acknowledged."""
         packed: list[bytes] = []
         too_large: list[Record] = []
         records = self.records
@@ -144,18 +218,34 @@ class PeerOutbox:
             if used + len(data) > room and len(data) <= room:
                 break  # the next batch takes it
             records.popleft()
+            delivery = False
             if self.snapshot:
                 self.snapshot -= 1
             elif record[0] in "DU":
                 self.deliveries -= 1
+                delivery = True
             else:
                 self.updates -= 1
             if len(data) > room:
                 too_large.append(record)
                 continue
+            self.in_flight += delivery
             packed.append(data)
             used += len(data)
         return packed, too_large
+
+
+@dataclass(slots=True)
+class _Inbound:
+    """What a node took of one sender's session: every batch before ``expected``. A
+    session is named by the sender's incarnation and its number (a restarted process
+    seeded alike may draw the same numbers again)."""
+
+    incarnation: int
+    session: int
+    expected: int
+    #: A rewind was asked for since the last batch taken.
+    asked: bool = False
 
 
 def balance(own: int, others: Mapping[str, int]) -> int:
@@ -186,6 +276,7 @@ class ClusterMember:
     if TYPE_CHECKING:
         config: GatewayConfig
         directory: Directory
+        _rng: Random
         _trace: Tracer | None
         _client_watchers: set[int]
 
@@ -216,6 +307,14 @@ class ClusterMember:
         # arrived, the node list, the next load-balancing check.
         self._peers: dict[str, PeerOutbox] = {}
         self._remote: dict[str, dict[tuple[str, str], Client]] = {}
+        # This process's incarnation (batches name it), drawn when the first peer is
+        # added (``_start``): 0 until then.
+        self._incarnation = 0
+        # sender -> what this node took of its current session. Kept when the sender
+        # is removed: added again in the same session, it is not taken twice.
+        self._inbound: dict[str, _Inbound] = {}
+        # peer -> when the acknowledgement owed to it goes alone (``ack_delay``).
+        self._ack_at: dict[str, float] = {}
         self._synced: set[str] = set()
         # sender -> its clients not yet named by the snapshot it is sending.
         self._stale: dict[str, set[tuple[str, str]]] = {}
@@ -232,6 +331,12 @@ class ClusterMember:
         self.cluster_dropped: Counter[str] = Counter()
         #: Clients sent away by load balancing (op 7).
         self.balanced = 0
+        #: Batches sent again (``resent``), received again and dropped (``duplicate``),
+        #: received after a missing one and dropped until it is resent (``gap``).
+        self.cluster_retransmit: Counter[str] = Counter()
+
+    def _new_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
 
     @property
     def node(self) -> str:
@@ -246,27 +351,38 @@ class ClusterMember:
     def add_peer(self, name: str, now: float) -> None:
         """Start exchanging with node ``name``: its batches are accepted from now on, and
         the first batch for it is a snapshot of this node's clients and a request for
-        its own. Adding a known peer again (its link came back) does the same."""
+        its own. Adding a known peer again (its link came back) does the same, after
+        sending again, in order, every batch it has not acknowledged (some may have been
+        lost with the link), and acknowledges what it took from the peer."""
         if name == self.config.node_id:
             raise LocalProtocolError("a node is not its own peer", node=name)
+        if not self._incarnation:
+            # The time is mixed in so that a restarted process draws another incarnation
+            # even when its rng is seeded alike (the daemon seeds it from its
+            # configuration); ``now`` is a clock shared by the processes of a host.
+            self._incarnation = (self._rng.getrandbits(64) ^ round(now * 1e6)) % (1 << 64) or 1
         outbox = self._peers.get(name)
         if outbox is None:
-            self._peers[name] = PeerOutbox()
+            self._peers[name] = PeerOutbox(self._new_id(), self.config.cluster.window)
             self._remote.setdefault(name, {})
         else:
             outbox.resynchronize()
             outbox.ask = True
+            outbox.cursor = 0
+            inbound = self._inbound.get(name)
+            outbox.ack_due = inbound is not None
+            # A request to send again may have been lost with the link: repeat it.
+            outbox.rewind = inbound is not None and inbound.asked
 
     def remove_peer(self, name: str, now: float) -> None:
         """Forget node ``name``: its clients leave routing (CLIENT_DISCONNECTED to the
-        watchers); deliveries that waited for it are counted in
-        ``cluster_dropped["peer_removed"]`` and traced (``drop``, ``attrs.count``)."""
+        watchers); deliveries that waited for it, or were sent and not acknowledged,
+        are counted in ``cluster_dropped["peer_removed"]`` and traced (``drop``,
+        ``attrs.count``). Added again, it gets a new session."""
         outbox = self._peers.pop(name, None)
-        if outbox is not None and outbox.deliveries:
-            self.cluster_dropped["peer_removed"] += outbox.deliveries
-            if self._trace is not None:
-                self._trace(now, LAYER, "drop", peer=name, attrs={
-                    "reason": "peer_removed", "count": str(outbox.deliveries)})
+        self._ack_at.pop(name, None)
+        if outbox is not None:
+            self._lost(name, "peer_removed", outbox.backlog(), now)
         self._synced.discard(name)
         self._stale.pop(name, None)
         for client in list(self._remote.pop(name, {}).values()):
@@ -279,14 +395,24 @@ class ClusterMember:
         if self._next_balance is None:
             self._next_balance = now + self.config.cluster.balance_interval
 
+    def _lost(self, peer: str, why: str, count: int, now: float) -> None:
+        """``count`` deliveries for ``peer`` that will never be sent: counted, traced."""
+        if not count:
+            return
+        self.cluster_dropped[why] += count
+        if self._trace is not None:
+            self._trace(now, LAYER, "drop", peer=peer, attrs={"reason": why, "count": str(count)})
+
     def peer_backlog(self, name: str) -> tuple[int, int]:
-        """``(deliveries, replication records)`` waiting for peer ``name`` (each bounded
-        by ``ClusterConfig``); ``(0, 0)`` for a node that is not a peer."""
+        """``(deliveries, replication records)`` held for peer ``name`` (deliveries
+        waiting or sent and not acknowledged; each bounded by ``ClusterConfig``);
+        ``(0, 0)`` for a node that is not a peer."""
         outbox = self._peers.get(name)
-        return (0, 0) if outbox is None else (outbox.deliveries, outbox.updates)
+        return (0, 0) if outbox is None else (outbox.backlog(), outbox.updates)
 
     def peers_waiting(self) -> list[str]:
-        """The peers with records waiting (take them with ``peer_batch``)."""
+        """The peers with a batch to take (``peer_batch``): records waiting (and room in
+        the window), batches to send again, or an acknowledgement owed."""
         return [name for name, outbox in self._peers.items() if outbox]
 
     def peer_batch(self, name: str, now: float) -> bytes | None:
@@ -294,38 +420,78 @@ class ClusterMember:
 
         The driver calls this when the link to ``name`` can take a message (it has
         credit), so records wait here, bounded (``cluster.py``), while a peer is slow.
+        Batches to send again come first, as they were; then a new batch, numbered
+        unless it carries only an acknowledgement.
         """
         outbox = self._peers.get(name)
         if outbox is None or not outbox:
             return None
+        if outbox.cursor < len(outbox.sent):
+            outbox.cursor += 1
+            self.cluster_retransmit["resent"] += 1
+            return outbox.sent[outbox.cursor - 1][1]
+        packed: list[bytes] = []
+        if outbox.ack_due or name in self._ack_at:  # owed now, or riding on this batch
+            inbound = self._inbound[name]
+            packed.append(pack_record(["A", inbound.session, inbound.expected - 1, outbox.rewind]))
+            outbox.ack_due = outbox.rewind = False
+            outbox.owed = 0
+            self._ack_at.pop(name, None)
+        header = Header(self.config.node_id, self._incarnation, outbox.peer_incarnation,
+                        outbox.session)
+        if len(outbox.sent) >= outbox.window:
+            return join_batch(header, packed)  # an acknowledgement alone
+        acks = len(packed)
         limits = self.config.cluster
         if outbox.resync:
             local = [c for c in self.directory.clients.values() if c.node is None]
             outbox.start_snapshot(
                 [["S"], *(["J", self._client_record(c)] for c in local), ["E"]]
             )
-        packed: list[bytes] = []
         if outbox.ask:
             outbox.ask = False
             packed.append(pack_record(["R"]))
-        sender = self.config.node_id
+        before = outbox.in_flight
         more, too_large = outbox.take(
-            limits.batch_records - len(packed), limits.max_batch - batch_overhead(sender) - 8
+            limits.batch_records - len(packed),
+            limits.max_batch - batch_overhead(header.sender) - 8 - sum(map(len, packed)),
         )
         for record in too_large:
             self._dropped("too_large", str(record[0]), None, now)
-        return join_batch(sender, packed + more)
+        packed += more
+        if len(packed) == acks:
+            return join_batch(header, packed) if acks else None
+        seq = outbox.next_seq
+        outbox.next_seq += 1
+        base = outbox.sent[0][0] if outbox.sent else seq
+        batch = join_batch(header._replace(seq=seq, base=base), packed)
+        outbox.sent.append((seq, batch, outbox.in_flight - before))
+        outbox.cursor = len(outbox.sent)
+        return batch
 
     def peer_receive(self, data: bytes, now: float) -> None:
-        """A link message from a peer. A malformed batch or one from a node that is not
-        a peer is counted in ``cluster_rejected`` and ignored, never raised."""
+        """A link message from a peer. A malformed batch, one from a node that is not
+        a peer, or one meant for this node's previous incarnation is counted in
+        ``cluster_rejected`` and ignored, never raised (and never acknowledged: its
+        sender keeps it). A numbered batch is taken only in order, once."""
         try:
-            sender, records = decode_batch(data, max_size=self.config.cluster.max_batch)
+            header, records = decode_batch(data, max_size=self.config.cluster.max_batch)
         except DecodeError as exc:
             self.cluster_rejected[exc.reason] += 1
             return
-        if sender not in self._peers:
+        sender = header.sender
+        outbox = self._peers.get(sender)
+        if outbox is None:
             self.cluster_rejected["unknown peer"] += 1
+            return
+        if header.to not in (0, self._incarnation):
+            self.cluster_rejected["stale incarnation"] += 1
+            return
+        if outbox.peer_incarnation != header.incarnation:
+            if outbox.peer_incarnation:  # it restarted: a new session, nothing resent
+                self._lost(sender, "peer_restarted", outbox.restart(self._new_id()), now)
+            outbox.peer_incarnation = header.incarnation
+        if header.seq and not self._in_order(outbox, header, now):
             return
         for record in records:
             kind = record[0]
@@ -344,9 +510,57 @@ class ClusterMember:
             elif kind == "E":
                 self._end_snapshot(sender, now)
             elif kind == "R":
-                self._peers[sender].resynchronize()
+                outbox.resynchronize()
+            elif kind == "A":
+                if record[1] != outbox.session:
+                    continue  # for a session this node has since replaced
+                if record[2] >= outbox.next_seq:
+                    self.cluster_rejected["bad acknowledgement"] += 1
+                    continue
+                outbox.acknowledged(record[2], record[3])
             else:
                 self._on_bounce(record, now)
+
+    def _in_order(self, outbox: PeerOutbox, header: Header, now: float) -> bool:
+        """Take numbered batch ``header.seq`` of the sender's session? Only the next one:
+        an older one is a duplicate, a later one follows a batch this node missed (it
+        asks, once, for the rest again); for those an acknowledgement is owed at once,
+        for the one taken within ``ack_delay`` (or at once past half a window)."""
+        inbound = self._inbound.get(header.sender)
+        if inbound is None or (inbound.incarnation, inbound.session) != (
+                header.incarnation, header.session):
+            inbound = self._inbound[header.sender] = _Inbound(
+                header.incarnation, header.session, header.base)
+        inbound.expected = max(inbound.expected, header.base)
+        if header.seq < inbound.expected:
+            self.cluster_retransmit["duplicate"] += 1
+            outbox.ack_due = True
+            return False
+        if header.seq > inbound.expected:
+            self.cluster_retransmit["gap"] += 1
+            outbox.ack_due = True
+            if not inbound.asked:
+                inbound.asked = outbox.rewind = True
+            return False
+        inbound.expected += 1
+        inbound.asked = False
+        outbox.owed += 1
+        if outbox.owed * 2 >= outbox.window:
+            outbox.ack_due = True
+        else:
+            self._ack_at.setdefault(header.sender, now + self.config.cluster.ack_delay)
+        return True
+
+    def _cluster_deadline(self) -> float | None:
+        """When the next delayed acknowledgement goes (``GatewayCore.next_deadline``)."""
+        return min(self._ack_at.values(), default=None)
+
+    def _cluster_timer(self, now: float) -> None:
+        """Delayed acknowledgements that are due go alone (``GatewayCore.handle_timer``)."""
+        for name, at in list(self._ack_at.items()):
+            if at <= now:
+                del self._ack_at[name]
+                self._peers[name].ack_due = True
 
     def _replicate(self, record: Record) -> None:
         limit = self.config.cluster.peer_updates

@@ -372,6 +372,9 @@ class GatewayCore(ClusterMember):
                 best = due
         if self._next_balance is not None and (best is None or self._next_balance < best):
             best = self._next_balance
+        acks = self._cluster_deadline()
+        if acks is not None and (best is None or acks < best):
+            best = acks
         return best
 
     @property
@@ -476,6 +479,7 @@ class GatewayCore(ClusterMember):
         if self._next_balance is not None and now >= self._next_balance:
             self._next_balance = now + self.config.cluster.balance_interval
             self._load_balance(now)
+        self._cluster_timer(now)
 
     def shutdown(self, now: float, reason: str = "shutdown") -> None:
         """Say goodbye (op 7) to every connection and close them (1001)."""
