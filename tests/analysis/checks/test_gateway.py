@@ -53,7 +53,8 @@ def test_in_a_cluster_only_targets_on_the_routing_node_are_owed(spark: SparkSess
         event("b", 0.5, "gateway", "peer_up", peer="c2"),
         event("a", 1.0, "gateway", "route", msg="m1", matched="c1,c2", targets="c1,c2"),
     ]
-    found = [(r["msg"], r["client"]) for r in gateway.routing(events_frame(spark, events)).collect()]
+    rows = gateway.routing(events_frame(spark, events)).collect()
+    found = [(r["msg"], r["client"]) for r in rows]
     assert found == [("m1", "c1")]
     events.append(event("a", 1.1, "gateway", "deliver", msg="m1", peer="c1"))
     assert gateway.routing(events_frame(spark, events)).count() == 0
