@@ -548,8 +548,13 @@ def _window_text(w: Mapping[str, Any], origin: float, *, brief: bool = False) ->
 
 def _window_scopes(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """``(scope, row)`` for the ISIS latency scopes this run has windows for: outside the
-    crash windows if any crash, outside every window if any other fault."""
-    fw = summary.get("metrics", {}).get("isis_fault_windows") or {}
+    crash windows if any crash, outside every window if any other fault; none when
+    nothing was delivered in total order (a fault window of a run without ISIS traffic)."""
+    m = summary.get("metrics", {})
+    fw = m.get("isis_fault_windows") or {}
+    by_layer = (m.get("latency") or {}).get("by_layer") or []
+    if not any(r.get("layer") == "isis" and r.get("count") for r in by_layer):
+        return []
     faults = {w["fault"] for w in fw.get("windows", [])}
     latency = fw.get("latency") or {}
     out = []

@@ -119,7 +119,7 @@ PROTOCOLS: Final[Mapping[str, Protocol]] = {
     ),
     "gateway": Protocol(
         config=GatewayConfig,
-        managed=frozenset({"node_id"}),
+        managed=frozenset({"node_id", "trace_name"}),
     ),
 }
 

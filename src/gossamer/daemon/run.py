@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import random
 import sys
 from typing import Any, TextIO
@@ -119,7 +120,10 @@ class Daemon:
             if c.gateway.db is not None:
                 self.store = SqliteQueueStore(c.gateway.db)
             self.gateway = await open_gateway_server(
-                c.gateway_config(), host=host,
+                dataclasses.replace(
+                    c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
+                ),
+                host=host,
                 port=c.ports.gateway, store=self.store, tracer=self.tracer, rng=self.rng(5),
                 on_event=self.gateway_event,
             )

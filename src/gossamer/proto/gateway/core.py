@@ -168,6 +168,11 @@ class GatewayConfig(Checked):
     """Everything a gateway core needs to know; defaults follow the reference (§12)."""
 
     node_id: str = "gateway"
+    #: How traces name this gateway's messages (``<trace_name>/<n>``; ``None``: the
+    #: ``node_id``). A process that restarts under the same ``node_id`` gives each
+    #: incarnation its own (the daemon: ``name#incarnation``), so that the analysis
+    #: never takes a restarted node's messages for its previous incarnation's.
+    trace_name: str | None = None
     #: Sent in hello (reference: fixed 45000).
     heartbeat_interval_ms: Annotated[int, Bounds(low=1, unit="ms")] = 45_000
     #: A client is closed after this many intervals without a heartbeat (reference 1.5).
@@ -746,7 +751,7 @@ class GatewayCore(ClusterMember):
         msg_id: str | None = None
         if self._trace is not None:
             self._next_msg += 1
-            msg_id = f"{self.config.node_id}/{self._next_msg}"
+            msg_id = f"{self.config.trace_name or self.config.node_id}/{self._next_msg}"
         out = {"nonce": nonce, "payload": d["payload"], "target": None}
         local = targets if not self._remote else [c for c in targets if c.node is None]
         if local:
