@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import random
 import sys
+import time
 from typing import Any, TextIO
 
 from gossamer._types import Address
@@ -236,6 +237,10 @@ class Daemon:
             )
 
     async def shutdown(self) -> None:
+        """Close every service within ``SHUTDOWN_BUDGET``. Traced first: ``net``/``stop``,
+        a *clean* stop (a crash is a ``net``/``fault``), after which the node starts
+        nothing new; what was in flight then is unfinished, not lost (docs/analysis.md)."""
+        self.tracer(time.monotonic(), "net", "stop")
         for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)

@@ -84,3 +84,19 @@ def test_negative_grants_and_new_incarnations_follow_the_credit_rules(spark: Spa
     # Links without any credit information are not judged.
     bare = [e for e in events if e.kind == "send"]
     assert link.credit(events_frame(spark, bare)).count() == 0
+
+
+def test_a_message_in_flight_when_its_link_ended_at_a_clean_stop_is_unfinished(
+    spark: SparkSession,
+) -> None:
+    # p sent p/L/2; q stopped cleanly and unlinked before delivering it; p saw the link end.
+    events = [e for e in pushes() if not (e.kind == "deliver" and e.msg == "p/L/2")] + [
+        event("q", 3.15, "net", "stop"),
+        event("p", 3.3, "link", "link_down", peer="q", link="L", reason="unlinked"),
+    ]
+    rows = link.delivery(events_frame(spark, events)).collect()
+    assert [(r["problem"], r["msg"], r["unfinished"]) for r in rows] == [("lost", "p/L/2", True)]
+    # Without the clean stop the same message is lost.
+    crashed = [e for e in events if e.layer != "net"]
+    rows = link.delivery(events_frame(spark, crashed)).collect()
+    assert [(r["problem"], r["msg"], r["unfinished"]) for r in rows] == [("lost", "p/L/2", False)]

@@ -16,7 +16,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from gossamer.analysis.checks.common import (
+    UNFINISHED,
     attr,
+    clean_stops,
     correct_nodes,
     layer_events,
     location,
@@ -34,13 +36,14 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
 
     Property: each message sent on a link between two correct nodes is delivered to
     the receiver exactly once (Exon promised exactly-once per incarnation, over UDP
-    too), and nothing is delivered that was not sent. Columns: ``problem, msg,
-    sender, receiver, count, at, detail``.
+    too), and nothing is delivered that was not sent. A message still in flight when
+    its link ended at a clean stop of either end is ``unfinished``, not lost. Columns:
+    ``problem, msg, sender, receiver, count, at, detail, unfinished``.
     """
     sends = (
         message_events(events, LAYER, "send")
         .groupBy("msg", F.col("node").alias("sender"), F.col("peer").alias("receiver"))
-        .agg(F.min(position()).alias("p"))
+        .agg(F.min(position()).alias("p"), F.first(attr("link")).alias("link"))
     )
     delivs = message_events(events, LAYER, "deliver").select(
         "msg",
@@ -51,10 +54,32 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     correct = correct_nodes(events, nodes)
     ok_sender = correct.select(F.col("node").alias("sender"))
     ok_receiver = correct.select(F.col("node").alias("receiver"))
-    lost = _problems(
+    missing = (
         sends.join(F.broadcast(ok_sender), "sender", "left_semi")
         .join(F.broadcast(ok_receiver), "receiver", "left_semi")
-        .join(delivs.select("msg", "receiver"), ["msg", "receiver"], "left_anti"),
+        .join(delivs.select("msg", "receiver"), ["msg", "receiver"], "left_anti")
+    )
+    # In flight when its link ended at a clean stop of either end (the sender traced the
+    # link's end after the send): unfinished, not lost.
+    stopped = clean_stops(events).select("node")
+    ends = layer_events(events, LAYER, "link_down").select(
+        F.col("node").alias("sender"), attr("link").alias("link"), position().alias("end")
+    )
+    ended = (
+        missing.join(ends, ["sender", "link"])
+        .where(F.col("end") > F.col("p"))
+        .select("msg", "sender", "receiver")
+        .distinct()
+    )
+    at_stop = ended.join(
+        stopped.select(F.col("node").alias("sender")), "sender", "left_semi"
+    ).unionByName(
+        ended.join(stopped.select(F.col("node").alias("receiver")), "receiver", "left_semi")
+    ).distinct().withColumn(UNFINISHED, F.lit(True))
+    lost = _problems(
+        missing.join(at_stop, ["msg", "sender", "receiver"], "left").fillna(
+            False, subset=[UNFINISHED]
+        ),
         "lost",
         F.lit(0).cast("long"),
         F.format_string(
@@ -92,8 +117,10 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
 
 
 def _problems(rows: DataFrame, problem: str, count: Column, detail: Column) -> DataFrame:
-    """``rows`` (``msg, sender, receiver, p`` and what ``count`` and ``detail`` use) as
-    ``delivery`` results: ``problem, msg, sender, receiver, count, at, detail``."""
+    """``rows`` (``msg, sender, receiver, p`` and what ``count`` and ``detail`` use; and
+    ``UNFINISHED`` if they have it) as ``delivery`` results: ``problem, msg, sender,
+    receiver, count, at, detail, unfinished``."""
+    unfinished = F.col(UNFINISHED) if UNFINISHED in rows.columns else F.lit(False)
     return rows.select(
         F.lit(problem).alias("problem"),
         "msg",
@@ -102,6 +129,7 @@ def _problems(rows: DataFrame, problem: str, count: Column, detail: Column) -> D
         count.alias("count"),
         location("p."),
         detail.alias("detail"),
+        unfinished.alias(UNFINISHED),
     )
 
 
