@@ -245,15 +245,14 @@ async def measure_routing(files: dict[str, Path], rounds: int, count: int,
     return out
 
 
-def first_peer_down(trace: Path, victim: Path, after: float) -> float | None:
-    """When a survivor's discovery first reported the node of file ``victim`` down after
-    ``after`` (discovery names a peer by its address)."""
+def first_peer_down(trace: Path, victim: str, after: float) -> float | None:
+    """When a survivor's discovery first reported node ``victim`` down after ``after``
+    (the daemon's trace names a peer by its node name, from the peer's card)."""
     from gossamer.trace import TraceReader
 
-    peer = f"{HOST}:{ports(victim)['discovery']}"
     times = [e.t for e in TraceReader().read(trace)
              if e.layer == "discovery" and e.kind == "peer_down" and e.t > after
-             and e.peer == peer]
+             and e.peer == victim]
     return min(times) if times else None
 
 
@@ -268,7 +267,7 @@ def measure_kills(files: dict[str, Path], daemons: dict[str, Daemon],
         killed = time.monotonic()
         daemons[victim].kill()
         views = [daemons[name].view(survivors, after=killed) for name in survivors]
-        downs = [first_peer_down(files[name].with_suffix(".jsonl"), files[victim], killed)
+        downs = [first_peer_down(files[name].with_suffix(".jsonl"), victim, killed)
                  for name in survivors]
         detected = min(t for t in downs if t is not None)
         restarted = time.monotonic()
