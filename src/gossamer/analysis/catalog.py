@@ -99,6 +99,9 @@ class Check:
     #: layer will do); without them it is skipped, e.g. when the gateway's clients do
     #: not trace.
     kinds: tuple[str, ...] = ()
+    #: Events of other layers the check needs, each ``layer/kind``: without one of them
+    #: it is skipped (the cluster's routing check needs the daemons' views).
+    requires: tuple[str, ...] = ()
     shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
 
     @builtins.property  # the field ``property`` hides the builtin in this class body
@@ -268,6 +271,7 @@ CHECKS: tuple[Check, ...] = (
         order=("problem", "msg", "client"),
         run=lambda e, i: cluster.routing(e),
         kinds=("client_send", "client_query"),
+        requires=("views/view_change",),
     ),
     Check(
         name="demo.pings",

@@ -134,13 +134,18 @@ def run_check(
     present: set[str],
     listed: int = 10,
 ) -> CheckResult:
-    """Run one check: skip it without events of its layer (or of the kinds it needs,
-    ``layer/kind`` in ``present``) or without its bounds."""
+    """Run one check: skip it without events of its layer (or of the kinds it needs, or
+    of the other layers' kinds it requires: ``layer/kind`` in ``present``) or without
+    its bounds."""
     base: dict[str, Any] = {"name": check.name, "layer": check.layer, "property": check.property}
     if check.layer not in present:
         return CheckResult(**base, status="skipped", violations=0, note=f"no {check.layer} events")
     if check.kinds and not any(f"{check.layer}/{kind}" in present for kind in check.kinds):
         note = f"no {check.layer} {' or '.join(check.kinds)} events"
+        return CheckResult(**base, status="skipped", violations=0, note=note)
+    absent = [r for r in check.requires if r not in present]
+    if absent:
+        note = "no " + " or ".join(r.replace("/", " ") for r in absent) + " events"
         return CheckResult(**base, status="skipped", violations=0, note=note)
     missing = [p for p in check.needs if p not in inputs.params]
     if missing:
