@@ -70,6 +70,7 @@ from gossamer.wire import (
     exon,
     framing,
     gateway,
+    gateway_cluster,
     isis,
     ping,
     prototari,
@@ -689,6 +690,38 @@ def _build_ping(rng: Random) -> Harness:
     return Harness(corpus=corpus, decode=ping.decode, check=_round_trip(ping.encode))
 
 
+def _build_gateway_cluster(rng: Random) -> Harness:
+    client = ["app", "c1", False, "json", "10.0.0.9", True, False, {"k": ["integer", 1]}]
+    reroute = ["app", "c0", {"application": "app", "ops": []}, 1]
+    records: list[gateway_cluster.Record] = [
+        ["S"], ["J", client], ["E"], ["L", "app", "c1"], ["M", "app", "c1", {"k": ["string", "v"]}],
+        ["D", "n1/7", "SEND", {"nonce": None, "payload": [1, 2]}, [["app", "c1"]], reroute],
+        ["D", None, "BROADCAST", {"payload": "x"}, [["app", "c1"], ["app", "c2"]], None],
+        ["U", "SEND", {"payload": 1}, reroute], ["A", _u32(rng), _u32(rng), False], ["R"],
+    ]
+    header = gateway_cluster.Header(
+        "n1", rng.getrandbits(64), rng.getrandbits(64), rng.getrandbits(64), 1 + _u32(rng), 1
+    )
+    corpus = [gateway_cluster.encode_batch(header, [r]) for r in records]
+    corpus.append(gateway_cluster.encode_batch(header, records))
+    corpus.append(gateway_cluster.encode_batch(header._replace(seq=0), [["A", 1, 2, True]]))
+
+    def decode(data: bytes) -> object:
+        return gateway_cluster.decode_batch(data, max_size=1 << 20)
+
+    def encode(result: Any) -> bytes:
+        return gateway_cluster.encode_batch(*result)
+
+    return Harness(corpus=corpus, decode=decode, check=_re_decode(encode, decode))
+
+
+def _gateway_cluster_worst(n: int) -> bytes:
+    """A batch of as many empty-identity deliveries as fit: nested lists, each decoded."""
+    delivery = ["D", None, "SEND", {}, [[]] * (n // 2), None]
+    packed: bytes = msgpack.packb([gateway_cluster.VERSION, "n", 1, 0, 1, 1, 1, [delivery]])
+    return packed
+
+
 def _build_views(rng: Random) -> Harness:
     ballot = views.Ballot(round=_u32(rng), name="n1")
     members = tuple(
@@ -849,6 +882,13 @@ TARGETS: tuple[Target, ...] = (
     Target(name="ping.decode", where="wire/ping.py", build=_build_ping, length_offsets=(8,)),
     Target(name="prototari.decode", where="wire/prototari.py", build=_build_prototari),
     Target(name="views.decode", where="wire/views.py", build=_build_views, length_offsets=(12,)),
+    Target(
+        name="gateway_cluster.decode_batch",
+        where="wire/gateway_cluster.py",
+        build=_build_gateway_cluster,
+        length_offsets=(0, 1),
+        worst=_gateway_cluster_worst,
+    ),
     Target(
         name="varint.decode_uint", where="wire/varint.py", build=_build_varint, length_offsets=(0,)
     ),
