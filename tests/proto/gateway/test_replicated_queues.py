@@ -66,7 +66,7 @@ def test_an_acked_message_is_gone_and_a_second_ack_is_refused() -> None:
     m = ReplicatedQueues()
     m.apply(request("c1"))
     m.apply(push(1))
-    assert m.apply(ack(1, "c1")).acks[0].message_id == "n1#1/1"
+    assert m.apply(ack(1, "c1")).acks == (ack(1, "c1"),)
     [refused] = m.apply(ack(1, "c1")).refusals
     assert refused.reason == "unknown message id" and refused.node == "n2#1"
     assert m.records() == []
@@ -96,7 +96,7 @@ def test_a_message_dies_after_max_attempts_and_a_replay_brings_it_back() -> None
     m.apply(request("c1"))
     m.apply(push(1))
     [dead] = m.apply(qc.Expire(message_id="n1#1/1", attempt=1)).dead_letters
-    assert dead.message_id == "n1#1/1" and "ack timeout" in dead.reason
+    assert dead.id == "n1#1/1" and "ack timeout" in dead.reason
     m.apply(request("c1"))
     assert m.apply(qc.Replay(queue="jobs", ids=None)).deliveries[0].attempt == 1
 

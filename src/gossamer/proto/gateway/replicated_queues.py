@@ -63,9 +63,11 @@ from gossamer.proto.gateway.queues import (
     StoreOp,
 )
 from gossamer.proto.gateway.routing import Client, Directory
+from gossamer.wire.packed import unpack_value
 from gossamer.wire.queue_commands import (
     Ack,
     Cancel,
+    ClientAt,
     ClientGone,
     Command,
     Expire,
@@ -77,9 +79,7 @@ from gossamer.wire.queue_commands import (
 
 __all__ = [
     "SNAPSHOT_VERSION",
-    "AckDone",
     "Confirm",
-    "DeadLetter",
     "Deliver",
     "Effects",
     "Refuse",
@@ -91,13 +91,10 @@ _STATES: Final = {s.value: s for s in MessageState}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
+class Deliver(ClientAt):
     """``node`` sends its client ``(app, client)`` the QUEUE dispatch of ``message_id``
     (delivery ``attempt``, from 1; above 1 a redelivery)."""
 
-    node: str
-    app: str
-    client: str
     queue: str
     message_id: str
     payload: Any
@@ -105,14 +102,11 @@ class Deliver:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Confirm:
+class Confirm(ClientAt):
     """A Push applied at ``position``: ``node`` confirms it to its client once a majority
     of the view has committed through ``position``. ``duplicate``: the id was known
     (a re-proposal); the message is stored once."""
 
-    node: str
-    app: str
-    client: str
     queue: str
     message_id: str
     nonce: Any
@@ -121,37 +115,14 @@ class Confirm:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Refuse:
+class Refuse(ClientAt):
     """``node`` answers its client with op 3 INVALID: ``reason`` (and the Push's
     ``nonce``, or the Ack's ``message_id``)."""
 
-    node: str
-    app: str
-    client: str
     reason: str
     queue: str | None = None
     nonce: Any = None
     message_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AckDone:
-    """``message_id`` was acked by ``(app, client)`` at ``node``: gone for good."""
-
-    node: str
-    app: str
-    client: str
-    queue: str
-    message_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLetter:
-    """``message_id`` moved to its queue's dead letters."""
-
-    queue: str
-    message_id: str
-    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,8 +134,10 @@ class Effects:
     deliveries: tuple[Deliver, ...] = ()
     confirms: tuple[Confirm, ...] = ()
     refusals: tuple[Refuse, ...] = ()
-    acks: tuple[AckDone, ...] = ()
-    dead_letters: tuple[DeadLetter, ...] = ()
+    #: The applied Acks that removed their message.
+    acks: tuple[Ack, ...] = ()
+    #: The messages that moved to the dead letters (``reason`` says why).
+    dead_letters: tuple[QueueRecord, ...] = ()
 
 
 class _Collect:
@@ -174,12 +147,8 @@ class _Collect:
         self.deliveries: list[Deliver] = []
         self.confirms: list[Confirm] = []
         self.refusals: list[Refuse] = []
-        self.acks: list[AckDone] = []
-        self.dead: list[DeadLetter] = []
-
-
-def _dead(message: QueuedMessage) -> DeadLetter:
-    return DeadLetter(queue=message.queue, message_id=message.id, reason=message.reason or "")
+        self.acks: list[Ack] = []
+        self.dead: list[QueueRecord] = []
 
 
 class ReplicatedQueues:
@@ -306,8 +275,7 @@ class ReplicatedQueues:
     def _ack(self, command: Ack, out: _Collect) -> None:
         outcome = self._book.ack(command.queue, command.message_id, (command.app, command.client))
         if outcome is AckOutcome.ACKED:
-            out.acks.append(AckDone(node=command.node, app=command.app, client=command.client,
-                                    queue=command.queue, message_id=command.message_id))
+            out.acks.append(command)
         else:
             out.refusals.append(Refuse(node=command.node, app=command.app,
                                        client=command.client, reason=outcome.value,
@@ -330,7 +298,7 @@ class ReplicatedQueues:
     def _after_return(
         self, returned: list[QueuedMessage], touched: list[str], out: _Collect
     ) -> None:
-        out.dead.extend(_dead(m) for m in returned if m.state is MessageState.DEAD)
+        out.dead.extend(m.record() for m in returned if m.state is MessageState.DEAD)
         self._dispatch(touched, out)
 
     def _dispatch(self, queues: Iterable[str], out: _Collect) -> None:
@@ -411,7 +379,7 @@ class ReplicatedQueues:
         them before applying what the order delivered after the cut. ``DecodeError`` for
         a state it cannot read, and then nothing changed."""
         try:
-            value = msgpack.unpackb(state, raw=False, strict_map_key=False, use_list=True)
+            value = unpack_value(state, max_size=len(state), what="queue snapshot")
             version, position, next_seq, people, messages, waiting = value
             if version != SNAPSHOT_VERSION:
                 raise DecodeError("queue snapshot: unknown version", version=repr(version)[:20])
@@ -446,8 +414,7 @@ class ReplicatedQueues:
             credits = {name: [consumers[i] for i in slots] for name, slots in waiting.items()}
         except DecodeError:
             raise
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError,
-                msgpack.ExtraData, msgpack.FormatError) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             raise DecodeError(f"queue snapshot: {type(exc).__name__}") from exc
         book = QueueBook(self.config, directory, rng=None)
         book.load(loaded, credits, next_seq)
