@@ -180,3 +180,13 @@ def test_the_store_holds_what_the_machine_holds_and_rebuilds_it(tmp_path: Path) 
     # In-flight messages are ready again after a rebuild; nobody holds anything.
     assert rebuilt.consumers() == [] and rebuilt.position == m.position
     assert all(rebuilt.holder(r.id) is None for r in rebuilt.records())
+
+
+def test_a_view_install_applies_node_gone_only_for_nodes_with_consumers() -> None:
+    m = ReplicatedQueues()
+    m.apply(request("c1", node="n2#1"))
+    m.apply(push(1))
+    assert m.install(["n1#1", "n2#1", "n3#1"]) == []
+    [gone] = m.install(["n1#1", "n3#1", "n4#1"])  # n2#1 left; n4 never had consumers
+    assert gone.position == 3 and gone.returned == ("n1#1/1",)
+    assert m.position == 3 and m.consumers() == []

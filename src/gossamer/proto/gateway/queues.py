@@ -471,6 +471,10 @@ class QueueBook:
     def message(self, message_id: str) -> QueuedMessage | None:
         return self._messages.get(message_id)
 
+    def held_by(self, client: Client) -> list[str]:
+        """Ids of the messages ``client`` holds in flight, sorted."""
+        return sorted(self._held.get(client.handle, ()))
+
     def messages(self) -> list[QueuedMessage]:
         """Every message (ready, in flight, dead), in ``seq`` order."""
         return sorted(self._messages.values(), key=lambda m: m.seq)

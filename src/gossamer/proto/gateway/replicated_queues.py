@@ -3,9 +3,10 @@
 Every member of the cluster holds one ``ReplicatedQueues`` and applies to it the same
 commands (``gossamer.wire.queue_commands``) in the same order: the group's total order,
 plus ``NodeGone`` for every node incarnation that a view install leaves out, applied by
-every member at that install (the view cut). Nothing local enters a decision (no clock,
-no rng, no directory of connected clients): what a node knows locally (a client pushed,
-asked, acked, disconnected; an ack timer fired) it *proposes* as a command, and the
+every member at that install (the view cut: the driver calls ``install(members)``).
+Nothing local enters a decision (no clock, no rng, no directory of connected clients):
+what a node knows locally (a client pushed, asked, acked, disconnected; an ack timer
+fired) it *proposes* as a command, and the
 decision is taken when the command is applied, identically everywhere. So every
 member's store holds the same queues.
 
@@ -138,6 +139,9 @@ class Effects:
     acks: tuple[Ack, ...] = ()
     #: The messages that moved to the dead letters (``reason`` says why).
     dead_letters: tuple[QueueRecord, ...] = ()
+    #: Ids of the in-flight messages taken back from their holder (Expire, ClientGone,
+    #: NodeGone, a client that moved), in order: ready again or dead.
+    returned: tuple[str, ...] = ()
 
 
 class _Collect:
@@ -149,6 +153,7 @@ class _Collect:
         self.refusals: list[Refuse] = []
         self.acks: list[Ack] = []
         self.dead: list[QueueRecord] = []
+        self.returned: list[str] = []
 
 
 class ReplicatedQueues:
@@ -186,6 +191,7 @@ class ReplicatedQueues:
         elif isinstance(command, Expire):
             message = self._book.expire_delivery(command.message_id, command.attempt)
             if message is not None:
+                out.returned.append(message.id)
                 self._after_return([message], [message.queue], out)
         elif isinstance(command, ClientGone):
             consumer = self._consumer(command.node, command.app, command.client)
@@ -208,7 +214,19 @@ class ReplicatedQueues:
             refusals=tuple(out.refusals),
             acks=tuple(out.acks),
             dead_letters=tuple(out.dead),
+            returned=tuple(out.returned),
         )
+
+    def install(self, members: Iterable[str]) -> list[Effects]:
+        """A view was installed whose members are ``members`` (node names as the commands
+        give them): ``NodeGone`` is applied for every node that has a consumer registered
+        here and is not among them, in name order; returns their effects. Every member
+        calls it at the same point of the order (the joiner right after ``restore``), and
+        the decision depends only on the machine's state and the view, so positions stay
+        equal everywhere (a node that left without consumers costs no position)."""
+        staying = set(members)
+        nodes = {c.node for c in self._directory.clients.values() if c.node is not None}
+        return [self.apply(NodeGone(node=node)) for node in sorted(nodes - staying)]
 
     def _push(self, command: Push, out: _Collect) -> None:
         def refuse(reason: str) -> None:
@@ -290,6 +308,7 @@ class ReplicatedQueues:
         touched: list[str] = []
         for consumer in consumers:
             self._directory.remove(consumer)
+            out.returned.extend(self._book.held_by(consumer))
             died, queues = self._book.client_gone(consumer, 0.0)
             dead.extend(died)
             touched.extend(queues)
