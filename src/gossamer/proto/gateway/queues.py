@@ -155,10 +155,12 @@ class Cleared:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Position:
-    """The replicated machine applied the cluster's order through ``position`` (kept
-    with the messages, in the same transaction, so the store says where it stands)."""
+    """The replicated machine applied the cluster's order through ``position``, whose
+    history digest is ``chain`` (kept with the messages, in the same transaction, so the
+    store says where it stands)."""
 
     position: int
+    chain: str = ""
 
 
 StoreOp: TypeAlias = Enqueued | Delivered | Acked | DeadLettered | Replayed | Cleared | Position

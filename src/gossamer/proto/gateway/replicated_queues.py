@@ -14,6 +14,12 @@ Contract of ``apply(command) -> Effects``:
 
 - ``position`` counts the commands applied (``NodeGone`` included); the same command has
   the same position on every member, and ``snapshot`` carries it to joiners.
+- ``chain`` is a digest of the whole history through ``position`` (each command chained
+  onto the previous digest). ISIS delivery is not uniform: a member about to leave the
+  view (cut off, or crashing) may have applied a message the others then discard, so
+  from there its positions name other commands than theirs. An ``applied_through``
+  report therefore carries ``(position, chain)``, and a node counts a report towards a
+  confirm only when the chain equals its own at that position.
 - ``store_ops``: what the driver commits to its ``SqliteQueueStore`` (one transaction,
   ending with ``Position``) before acting on anything else of the effects.
 - ``deliveries``: ``Deliver(node, app, client, ...)``; only ``node`` acts: it sends its
@@ -76,6 +82,7 @@ from gossamer.wire.queue_commands import (
     Push,
     Replay,
     Request,
+    encode,
 )
 
 __all__ = [
@@ -89,6 +96,16 @@ __all__ = [
 
 SNAPSHOT_VERSION: Final = 1
 _STATES: Final = {s.value: s for s in MessageState}
+_GENESIS: Final = "0" * 16
+
+
+def _chained(chain: str, command: Command) -> str:
+    """The history digest after ``command`` (``NodeGone`` has no wire form: its own)."""
+    if isinstance(command, NodeGone):
+        data = b"\x00gone\x00" + command.node.encode("utf-8", "surrogatepass")
+    else:
+        data = encode(command)
+    return xxhash.xxh64_hexdigest(chain.encode() + data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +148,7 @@ class Effects:
     """What one applied command did (module docstring)."""
 
     position: int
+    chain: str = ""
     store_ops: tuple[StoreOp, ...] = ()
     deliveries: tuple[Deliver, ...] = ()
     confirms: tuple[Confirm, ...] = ()
@@ -171,12 +189,15 @@ class ReplicatedQueues:
         self._directory = Directory()
         self._book = QueueBook(self.config, self._directory, rng=None)
         self.position = 0
+        #: The digest of the history through ``position`` (module docstring).
+        self.chain = _GENESIS
 
     # -- the order -------------------------------------------------------------------
 
     def apply(self, command: Command) -> Effects:
         """Apply the next command of the order (module docstring for the effects)."""
         self.position += 1
+        self.chain = _chained(self.chain, command)
         out = _Collect()
         if isinstance(command, Push):
             self._push(command, out)
@@ -205,9 +226,10 @@ class ReplicatedQueues:
             self._book.replay(command.queue, command.ids)
             self._dispatch([command.queue], out)
         ops = self._book.store_ops()
-        ops.append(Position(position=self.position))
+        ops.append(Position(position=self.position, chain=self.chain))
         return Effects(
             position=self.position,
+            chain=self.chain,
             store_ops=tuple(ops),
             deliveries=tuple(out.deliveries),
             confirms=tuple(out.confirms),
@@ -382,7 +404,8 @@ class ReplicatedQueues:
             if book.waiting(name)
         }
         packed: bytes = msgpack.packb(
-            [SNAPSHOT_VERSION, self.position, book.next_seq, people, messages, waiting],
+            [SNAPSHOT_VERSION, self.position, self.chain, book.next_seq, people, messages,
+             waiting],
             use_bin_type=True,
         )
         return packed
@@ -399,7 +422,7 @@ class ReplicatedQueues:
         a state it cannot read, and then nothing changed."""
         try:
             value = unpack_value(state, max_size=len(state), what="queue snapshot")
-            version, position, next_seq, people, messages, waiting = value
+            version, position, chain, next_seq, people, messages, waiting = value
             if version != SNAPSHOT_VERSION:
                 raise DecodeError("queue snapshot: unknown version", version=repr(version)[:20])
             directory = Directory()
@@ -438,21 +461,29 @@ class ReplicatedQueues:
         book = QueueBook(self.config, directory, rng=None)
         book.load(loaded, credits, next_seq)
         self._directory, self._book, self.position = directory, book, position
+        self.chain = str(chain)
         return (
             Cleared(),
             *(Enqueued(record=r) for r in self.records()),
-            Position(position=self.position),
+            Position(position=self.position, chain=self.chain),
         )
 
     @classmethod
     def from_store(
-        cls, records: Iterable[QueueRecord], position: int, config: QueueConfig | None = None
+        cls,
+        records: Iterable[QueueRecord],
+        position: int,
+        config: QueueConfig | None = None,
+        *,
+        chain: str = _GENESIS,
     ) -> ReplicatedQueues:
-        """A machine rebuilt from a member's store (``SqliteQueueStore.load`` and
-        ``position``): the messages, with in-flight ones ready again, and no consumers.
-        Equal to the others' state only when every member restarts from its store (the
-        whole cluster went down); a node rejoining a live cluster takes ``restore``."""
+        """A machine rebuilt from a member's store (``SqliteQueueStore.load``, with its
+        ``position()`` and ``chain()``): the messages, with in-flight ones ready again,
+        and no consumers. Equal to the others' state only when every member restarts
+        from its store (the whole cluster went down); a node rejoining a live cluster
+        takes ``restore``."""
         machine = cls(config)
         machine._book.restore(records)
         machine.position = position
+        machine.chain = chain
         return machine

@@ -31,7 +31,9 @@ reconnects to the next node after ``detect`` seconds (a consumer drops what it h
 
 The summary runs the checkers of ``gossamer.proto.gateway.queue_checks`` (``violations``)
 and reports pushes, confirms, refusals, deliveries, acks, and whether the live members
-converged to one view and the same queue state.
+converged to one view (``converged``) and applied the same history to the end
+(``quiet``). The checks of a finished run (every member holds the same queues; with
+``drain``, every confirmed message was received and acked) apply when both hold.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.records: dict[str, QueueRecord] = {}
         self.position = 0
+        self.chain = ""
 
     def apply(self, ops: tuple[StoreOp, ...] | list[StoreOp]) -> None:
         records = self.records
@@ -114,7 +117,7 @@ class MemoryStore:
                 records.clear()
                 self.position = 0
             elif isinstance(op, Position):
-                self.position = op.position
+                self.position, self.chain = op.position, op.chain
             elif isinstance(op, Acked):
                 records.pop(op.id, None)
             else:
@@ -166,10 +169,13 @@ class QueueMember(DatagramLayer[GroupCore]):
         self.me = isis_name(inner.me)
         self.store = store
         self.machine = ReplicatedQueues.from_store(
-            list(store.records.values()), store.position, config
+            list(store.records.values()), store.position, config, chain=store.chain
         )
         self.log = MemberLog()
-        self.reports: dict[str, int] = {}
+        #: Member -> its latest report ``(position, chain)``.
+        self.reports: dict[str, tuple[int, str]] = {}
+        #: This member's own chain at each position since its oldest pending Push.
+        self.chains: dict[int, str] = {}
         self.pending: dict[str, _Pending] = {}
         self.told: list[Told] = []
         self.inner_events: list[object] = []
@@ -286,6 +292,8 @@ class QueueMember(DatagramLayer[GroupCore]):
                 self.store.apply(self.machine.restore(event.state))
                 self.log.first = self.machine.position + 1
                 self.log.applied.append((now, self.machine.position))
+                self.log.restored.update(r.id for r in self.machine.records())
+                self.chains = {self.machine.position: self.machine.chain}
             members = [isis_name(m) for m in event.view.members]
             self.reports = {m: p for m, p in self.reports.items() if m in members}
             for effects in self.machine.install(members):
@@ -302,6 +310,7 @@ class QueueMember(DatagramLayer[GroupCore]):
     def _effects(self, effects: Effects, now: float) -> None:
         self.store.apply(effects.store_ops)
         position = effects.position
+        self.chains[position] = effects.chain
         self.log.applied.append((now, position))
         steps = self.log.steps
         for confirm in effects.confirms:
@@ -333,16 +342,24 @@ class QueueMember(DatagramLayer[GroupCore]):
         view = self.inner.view
         if view is None or self.inner.isis is None:
             return
-        data = REPORT_TAG + msgpack.packb([self.me, self.machine.position])
+        data = REPORT_TAG + msgpack.packb([self.me, self.machine.position, self.machine.chain])
         self._outbox.extend((data, m.address) for m in view.members if isis_name(m) != self.me)
 
     def _on_report(self, body: bytes) -> None:
         try:
-            name, position = msgpack.unpackb(body)
+            name, position, chain = msgpack.unpackb(body)
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError):
             return
-        if isinstance(name, str) and type(position) is int:
-            self.reports[name] = max(position, self.reports.get(name, 0))
+        if not isinstance(name, str) or type(position) is not int or not isinstance(chain, str):
+            return
+        if position > self.reports.get(name, (0, ""))[0]:
+            self.reports[name] = (position, chain)
+
+    def _vouches(self, member: str, position: int) -> bool:
+        """``member``'s latest report shows it committed ``position`` of *this* history:
+        its chain at the reported position is this member's own there."""
+        reported, chain = self.reports.get(member, (0, ""))
+        return reported >= position and self.chains.get(reported) == chain
 
     def _confirm(self, now: float) -> None:
         view = self.inner.view
@@ -354,14 +371,19 @@ class QueueMember(DatagramLayer[GroupCore]):
             if not pending.position or pending.position > mine:
                 continue
             count = sum(
-                1 for m in members
-                if m == self.me or self.reports.get(m, 0) >= pending.position
+                1 for m in members if m == self.me or self._vouches(m, pending.position)
             )
             if 2 * count > len(members):
                 del self.pending[message_id]
                 self.told.append(Told(kind="confirm", client=pending.producer,
                                       nonce=pending.nonce, message_id=message_id,
                                       position=pending.position, view=members))
+        # Only positions a pending Push may still need are kept (a report of a position
+        # below the oldest pending Push vouches for nothing).
+        oldest = min((p.position or mine for p in self.pending.values()), default=mine)
+        keep = min(oldest, mine - 64)
+        if len(self.chains) > 256:
+            self.chains = {p: c for p, c in self.chains.items() if p >= keep}
 
 
 @dataclass(slots=True)
@@ -369,7 +391,8 @@ class _Client:
     name: str
     node: int  # index of the node it is connected to
     incarnation: int = 0  # of that node, when it connected
-    held: set[str] = field(default_factory=set)
+    #: ``(message id, attempt)`` of the deliveries it works on.
+    held: set[tuple[str, int]] = field(default_factory=set)
     pushed: int = 0
     moving: bool = False
 
@@ -548,9 +571,10 @@ class QueuesRun(ViewsRun):
                 self._at(node.node_id, lambda m, now: m.propose(gone, now))
                 return
             self.received.append(Received(told.message_id, client.name, told.attempt, now))
-            client.held.add(told.message_id)
+            client.held.add((told.message_id, told.attempt))
             self._arm_expiry(member, told.message_id, told.attempt)
-            self.sim.at(now + self.params["work"], self._ack, client, told.message_id)
+            self.sim.at(now + self.params["work"], self._ack, client, told.message_id,
+                        told.attempt)
 
     def _arm_expiry(self, member: QueueMember, message_id: str, attempt: int) -> None:
         me = member.me
@@ -566,14 +590,17 @@ class QueuesRun(ViewsRun):
 
         self.sim.local(me.split("#")[0], expire, when=self.sim.now + self.params["ack_timeout"])
 
-    def _ack(self, client: _Client, message_id: str) -> None:
-        if message_id not in client.held or self._connected(client) is None:
+    def _ack(self, client: _Client, message_id: str, attempt: int) -> None:
+        """The consumer is done with a delivery: it acks it (even if the message came
+        back meanwhile: a redelivery's ack is then refused) and asks for one more."""
+        delivery = (message_id, attempt)
+        if delivery not in client.held or self._connected(client) is None:
             return
 
         def ack(member: QueueMember, now: float) -> None:
-            if self._connected(client) is not member or message_id not in client.held:
+            if self._connected(client) is not member or delivery not in client.held:
                 return
-            client.held.discard(message_id)
+            client.held.discard(delivery)
             command = qc.Ack(queue=QUEUE, message_id=message_id, node=member.me, app=APP,
                              client=client.name)
             if not member.propose(command, now):
@@ -618,16 +645,20 @@ class QueuesRun(ViewsRun):
             if (name.split("#")[0], int(name.split("#")[1])) in live
         }
         digests = {name: m.machine.digest() for name, m in sorted(members.items())}
+        # Quiet: every live member applied the same history to the end (nothing was still
+        # on its way through the order when the run stopped).
+        quiet = len({(m.machine.position, m.machine.chain) for m in members.values()}) == 1
         stored = {name: list(m.store.records) for name, m in members.items()}
         violations = (
             check_confirm_majority(self.confirms, self.logs)
             + check_minority_never_confirms(self.confirms, self.minority())
             + check_acked_never_again(self.logs)
             + check_exclusive_holds(self.logs)
-            + check_logs_agree(self.logs)
+            + check_logs_agree({name: self.logs[name] for name in members})
         )
         if converged:
             violations += check_none_lost(self.confirms, self.logs, stored)
+        if converged and quiet:
             if len(set(digests.values())) > 1:
                 violations.append(f"live members hold different queues: {digests}")
             if self.params["drain"]:
@@ -640,6 +671,7 @@ class QueuesRun(ViewsRun):
             "violations": violations[:20],
             "violation_count": len(violations),
             "converged": converged,
+            "quiet": quiet,
             "not_converged": stuck[:10],
             "live": [f"{n}#{i}" for n, i in sorted(live)],
             "pushed": self.pushed,
