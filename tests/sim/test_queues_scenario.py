@@ -14,8 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import RunResult
+from gossamer.sim.scenarios.queues import QueueMember
 from gossamer.testing.sim import replay_command
 
 from . import runs
@@ -172,3 +175,15 @@ def test_the_promises_hold_over_hundreds_of_seeds(tmp_path: Path) -> None:
     assert seen["confirmed"] >= SWEEP_SEEDS * 9 // 10, seen
     # The drain checks ran (the run ended quiet) in nearly every run that kept a majority.
     assert seen["drained"] >= seen["majority"] * 9 // 10, seen
+
+
+def test_the_checks_catch_a_node_that_confirms_without_a_majority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deliberately broken rule, every report vouching for any history and the view
+    size ignored, makes the cut-off n2 confirm on its own: the checkers report it."""
+    monkeypatch.setattr(QueueMember, "_vouches", lambda self, member, position: True)
+    monkeypatch.setattr(QueueMember, "serving", property(lambda self: True))
+    result = simulate(tmp_path, 3, 4, partition="n2@1.5-4", producers=3, stop=3, duration=8)
+    found = " ".join(result.summary["violations"])
+    assert "on a minority side" in found or "committed by 1 of its view" in found, found
