@@ -395,6 +395,12 @@ class _Client:
     held: set[tuple[str, int]] = field(default_factory=set)
     pushed: int = 0
     moving: bool = False
+    connections: int = 0
+
+    @property
+    def session(self) -> str:
+        """The client's current connection, as its node names it."""
+        return f"{self.name}/{self.connections}"
 
 
 class QueuesRun(ViewsRun):
@@ -490,6 +496,7 @@ class QueuesRun(ViewsRun):
             self.connect(client, self.sim.now + self.params["detect"])
             return
         client.incarnation, client.moving = node.incarnation, False
+        client.connections += 1
         if client in self.consumers:
             self._request(client, self.params["credits"])
         self.sim.at(self.sim.now + self.params["detect"], self._watch, client, node.incarnation)
@@ -511,7 +518,8 @@ class QueuesRun(ViewsRun):
         old = self._member(self.names[client.node])
         client.held.clear()
         if old is not None and client in self.consumers:
-            gone = qc.ClientGone(node=old.me, app=APP, client=client.name)
+            gone = qc.ClientGone(node=old.me, app=APP, client=client.name,
+                                 session=client.session)
             self._at(self.names[client.node], lambda m, now: m.propose(gone, now))
         client.node = (client.node + 1) % len(self.names)
         self.connect(client, self.sim.now + self.params["detect"])
@@ -526,7 +534,8 @@ class QueuesRun(ViewsRun):
             if self._connected(client) is not member:
                 return
             command = qc.Request(queue=QUEUE, node=member.me, app=APP, client=client.name,
-                                 restricted=False, metadata={}, count=count)
+                                 restricted=False, metadata={}, count=count,
+                                 session=client.session)
             if not member.propose(command, now):
                 self._refused(client, NO_MAJORITY)
 
@@ -567,6 +576,7 @@ class QueuesRun(ViewsRun):
             self._refused(client, told.reason)
         elif told.kind == "deliver":
             if self._connected(client) is not member:
+                # Not (or no more) its client here: whichever connection it was is gone.
                 gone = qc.ClientGone(node=member.me, app=APP, client=client.name)
                 self._at(node.node_id, lambda m, now: m.propose(gone, now))
                 return
@@ -608,7 +618,7 @@ class QueuesRun(ViewsRun):
                 return
             command_more = qc.Request(queue=QUEUE, node=member.me, app=APP,
                                       client=client.name, restricted=False, metadata={},
-                                      count=1)
+                                      count=1, session=client.session)
             member.propose(command_more, now)
 
         self._at(self.names[client.node], ack)
