@@ -53,6 +53,7 @@ __all__ = [
     "Cancel",
     "ClientAt",
     "ClientGone",
+    "ClientQueue",
     "Command",
     "Expire",
     "NodeGone",
@@ -81,12 +82,18 @@ class ClientAt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Push(ClientAt):
+class ClientQueue(ClientAt):
+    """A client's command (or effect) about ``queue``."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Push(ClientQueue):
     """Append a message to ``queue``. ``message_id`` is made by the proposing node and is
     unique (``name#incarnation/n``): a second Push of a known id changes nothing, so a
     re-proposal after a view change is harmless."""
 
-    queue: str
     message_id: str
     nonce: Any
     target: Any
@@ -94,11 +101,10 @@ class Push(ClientAt):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Request(ClientAt):
+class Request(ClientQueue):
     """``count`` credits on ``queue`` for the client, whose metadata (at request time)
     the messages' targets are matched against."""
 
-    queue: str
     restricted: bool
     metadata: dict[str, Any]
     count: int = 1
@@ -107,17 +113,14 @@ class Request(ClientAt):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel(ClientAt):
+class Cancel(ClientQueue):
     """Take back every credit the client has on ``queue``."""
-
-    queue: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Ack(ClientAt):
+class Ack(ClientQueue):
     """The client acknowledges ``message_id``: it is removed for good."""
 
-    queue: str
     message_id: str
 
 

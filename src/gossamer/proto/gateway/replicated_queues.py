@@ -79,6 +79,7 @@ from gossamer.wire.queue_commands import (
     Cancel,
     ClientAt,
     ClientGone,
+    ClientQueue,
     Command,
     Expire,
     NodeGone,
@@ -112,23 +113,21 @@ def _chained(chain: str, command: Command) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver(ClientAt):
+class Deliver(ClientQueue):
     """``node`` sends its client ``(app, client)`` the QUEUE dispatch of ``message_id``
     (delivery ``attempt``, from 1; above 1 a redelivery)."""
 
-    queue: str
     message_id: str
     payload: Any
     attempt: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Confirm(ClientAt):
+class Confirm(ClientQueue):
     """A Push applied at ``position``: ``node`` confirms it to its client once a majority
     of the view has committed through ``position``. ``duplicate``: the id was known
     (a re-proposal); the message is stored once."""
 
-    queue: str
     message_id: str
     nonce: Any
     position: int

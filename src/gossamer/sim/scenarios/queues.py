@@ -458,12 +458,7 @@ class QueuesRun(ViewsRun):
         elif isinstance(event, Blocked):
             self.blocked += 1
         elif isinstance(event, Excluded):
-            # It restarts as a new incarnation, as a real node must (scenario ``views``).
-            self.excluded += 1
-            when = self.sim.now + self.params["rejoin"]
-            self.sim.crash(node.node_id, self.sim.now)
-            self.sim.restart(node.node_id, when)
-            self.announce(node.node_id, when)
+            self.restart_excluded(node)
 
     def _at(self, node_id: str, action: Any) -> None:
         """Run ``action(member, now)`` on ``node_id``'s member now, then let the simulator
