@@ -731,7 +731,7 @@ SCENARIO = sc.register(
             ("ack_timeout", _SECONDS, 1.0, "seconds before an unacked delivery expires"),
             ("max_attempts", sc.positive_int, 50, "deliveries before a dead letter"),
             ("report", _SECONDS, 0.2, "seconds between a member's applied_through reports"),
-            ("grace", _SECONDS, 0.05, "seconds after a cut a minority confirm may still come"),
+            ("grace", _SECONDS, 0.1, "seconds after a cut a minority confirm may still come"),
             ("drain", _flag, True, "check every confirmed message was received and acked"),
             ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
             ("retransmit_max", _SECONDS, 2.0, "ISIS: the largest retransmission interval"),
