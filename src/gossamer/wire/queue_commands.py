@@ -291,5 +291,7 @@ def decode_report(data: bytes, *, max_size: int = MAX_REPORT) -> Report:
     position = value[3]
     if type(position) is not int or not 0 <= position < _U63:
         raise DecodeError("queue report: position is not a non-negative integer")
-    return Report(member=_text(value[2], "member"), position=position,
-                  chain=_text(value[4], "chain"))
+    member, chain = value[2], value[4]
+    if not isinstance(member, str) or not isinstance(chain, str):
+        raise DecodeError("queue report: member or chain is not a string")
+    return Report(member=member, position=position, chain=chain)
