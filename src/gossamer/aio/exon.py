@@ -106,11 +106,8 @@ def open_exon(
         node = ExonNode(ExonCore(node_id, config, clock=clock))
         try:
             sock = udp_socket(host, port)
-        except OSError as exc:
-            if isinstance(exc, NetworkError):
-                raise
-            raise NetworkError(f"cannot listen on {host}:{port}: {exc.strerror}",
-                               host=host, port=port) from exc
+        except OSError as exc:  # a port in use, an address not ours
+            raise NetworkError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         node._driver = await open_datagram(node.core, sock, on_event=node._on_event,
                                            faults=faults)
         return node
