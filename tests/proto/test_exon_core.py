@@ -8,10 +8,12 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gossamer._types import Address
 from gossamer.errors import LocalProtocolError, NoRouteError
-from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage
+from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage, _FreeSlots
 from gossamer.wire import exon_transport as wire
 
 
@@ -218,3 +220,25 @@ def test_an_idle_receive_record_probes_and_is_forgotten() -> None:
     # The probe, SLOTS(n=0), reached a, which has no record: its closing REQSLOTS
     # (n=0, l=4) freed the slots and b forgot the record.
     assert not b._receives and b.counters["slots_sent"] == 2
+
+
+@given(st.lists(st.tuples(st.sampled_from(["extend", "take", "drop"]),
+                          st.integers(min_value=0, max_value=80)), max_size=60))
+def test_free_slots_behave_like_the_originals_sliding_bitmap(ops: list[tuple[str, int]]) -> None:
+    """Against a plain set: extend adds [end, n), take uses one, drop frees those below."""
+    free, model, end = _FreeSlots(), set(), 0
+    for op, n in ops:
+        if op == "extend":
+            free.extend_to(n)
+            if n > end:
+                model |= set(range(end, n))
+                end = n
+        elif op == "take":
+            assert free.take(n) == (n in model)
+            model.discard(n)
+        else:
+            free.drop_below(n)
+            model = {s for s in model if s >= n}
+        assert len(free) == len(model) and free.empty() == (not model)
+        assert all(lo < hi for lo, hi in zip(free.los, free.his, strict=True))
+        assert all(a < b for a, b in zip(free.his, free.los[1:], strict=False))
