@@ -201,6 +201,16 @@ def test_node_ids_addresses_and_refusals() -> None:
     assert b.addresses["a"] == ("10.0.0.9", 9) and b.counters["stale"] == 1
     b.receive_datagram(b"\x00junk", ("10.0.0.9", 9), 0.0)
     assert b.counters["malformed"] == 1
+    # Slots past the largest number a datagram carries are refused, both ways.
+    top = 2**63 - 1
+    b.receive_datagram(wire.encode(wire.ExonDatagram("a", "b", wire.ReqSlots(top, 1, 0, 1.0))),
+                       ("10.0.0.9", 9), 0.0)
+    assert b.counters["malformed"] == 2 and not b._receives and not b.datagrams_to_send()
+    a.clock = 5
+    a.send("b", b"x", 0.0)
+    a.receive_datagram(wire.encode(wire.ExonDatagram("b", "a", wire.Slots(5, 0, top))),
+                       ("10.0.0.1", 2), 0.0)
+    assert a.counters["malformed"] == 1 and a.counters["tokens_sent"] == 0
 
 
 def test_an_idle_receive_record_probes_and_is_forgotten() -> None:

@@ -64,6 +64,8 @@ from gossamer.wire.exon_transport import Ack, ExonDatagram, ReqSlots, Slots, Tok
 
 __all__ = ["ExonConfig", "ExonCore", "ExonMessage"]
 
+_I64_MAX = (1 << 63) - 1
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExonConfig:
@@ -302,6 +304,9 @@ class ExonCore:
         self._send_queued(src, record, now)
 
     def _on_reqslots(self, src: str, req: ReqSlots, now: float) -> None:
+        if req.s + req.n > _I64_MAX:
+            self.counters["malformed"] += 1  # slots no datagram could name
+            return
         record = self._receives.get(src)
         if (record is not None and req.n > 0 and self.config.renew_records
                 and req.l == req.s == record.sck):
@@ -333,6 +338,9 @@ class ExonCore:
             return
         if slots.s != record.sck:
             return  # a grant for an older request
+        if slots.s + slots.n > _I64_MAX:
+            self.counters["malformed"] += 1  # slots no datagram could name
+            return
         if record.asked_at is not None:
             record.rtt = 0.2 * record.rtt + 0.8 * (now - record.asked_at)
         record.rck = slots.r
