@@ -215,10 +215,9 @@ def _counts(values: tuple[int, ...], offset: int) -> None:
             raise DecodeError(f"negative clock, slot or count {value}", offset=offset)
 
 
-def decode(data: bytes) -> ExonDatagram:
+def decode(data: bytes | bytearray | memoryview) -> ExonDatagram:
     """One Exon datagram. Raises only ``DecodeError`` (with the reason and the offset)."""
-    if not isinstance(data, bytes):
-        data = bytes(data)
+    data = data if isinstance(data, bytes) else bytes(data)
     if len(data) > MTU:
         raise DecodeError(f"datagram of {len(data)} bytes exceeds the {MTU}-byte MTU")
     src, offset = _pull_id(data, 0, "source")
