@@ -3,6 +3,7 @@ with 10 % of the datagrams dropped by the fault injector (and the drops counted)
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import Counter
 
@@ -63,7 +64,14 @@ def test_errors_and_close(run: Runner) -> None:
             a.send("nobody", b"x")
         a.send("a", b"to myself")
         assert await a.receive(timeout=1.0) == ExonMessage("a", b"to myself")
+        a.send("a", b"kept")
+        waiting = asyncio.create_task(anext(aiter(a)))
+        assert await waiting == ExonMessage("a", b"kept")
+        waiting = asyncio.create_task(a.receive())
+        await asyncio.sleep(0.01)
         await a.close()
+        with pytest.raises(ClosedError):
+            await waiting  # a receive waiting when the node closed
         await a.close()
         with pytest.raises(ClosedError):
             a.send("a", b"x")

@@ -18,6 +18,7 @@ datagrams between the core and the socket.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from gossamer._types import Address
 from gossamer.aio._pump import deadline
@@ -37,7 +38,8 @@ class ExonNode:
     def __init__(self, core: ExonCore) -> None:
         self.core = core
         self._driver: DatagramDriver[ExonCore] | None = None
-        self._inbox: asyncio.Queue[ExonMessage] = asyncio.Queue()
+        # Messages delivered, then None once closed (it stays, for every later receive).
+        self._inbox: asyncio.Queue[ExonMessage | None] = asyncio.Queue()
 
     @property
     def address(self) -> Address:
@@ -71,13 +73,21 @@ class ExonNode:
 
     async def receive(self, *, timeout: float | None = None) -> ExonMessage:
         """The next message delivered; ``TimedOutError`` after ``timeout`` seconds,
-        ``ClosedError`` once closed and drained."""
-        if not self._inbox.empty():
-            return self._inbox.get_nowait()
-        if self.closed:
-            raise ClosedError("the Exon node is closed")
+        ``ClosedError`` once closed and drained (also to a receive waiting then)."""
         async with deadline(timeout, "an Exon message"):
-            return await self._inbox.get()
+            message = await self._inbox.get()
+        if message is None:
+            self._inbox.put_nowait(None)
+            raise ClosedError("the Exon node is closed")
+        return message
+
+    async def __aiter__(self) -> AsyncIterator[ExonMessage]:
+        """The messages delivered, until the node closes."""
+        while True:
+            try:
+                yield await self.receive()
+            except ClosedError:
+                return
 
     async def close(self) -> None:
         """Close the socket (idempotent). Unacknowledged messages are abandoned."""
@@ -85,6 +95,7 @@ class ExonNode:
         if driver is not None and not driver.closed:
             driver.close()
             await driver.wait_closed()
+            self._inbox.put_nowait(None)
 
     def _on_event(self, event: object) -> None:
         assert isinstance(event, ExonMessage)
