@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, NoRouteError
+from gossamer.params import Checked, PositiveCount, PositiveSeconds, check
 from gossamer.wire import exon_transport as wire
 from gossamer.wire.exon_transport import Ack, ExonDatagram, ReqSlots, Slots, Token
 
@@ -68,20 +69,21 @@ _I64_MAX = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExonConfig:
-    """The original's constants, by default (P, N, the RTT and timeout bounds)."""
+class ExonConfig(Checked):
+    """The original's constants, by default (P, N, the RTT and timeout bounds). Times in
+    seconds (the RTT travels in milliseconds)."""
 
     #: P: unacknowledged TOKENs per destination.
-    in_transit: int = 625
+    in_transit: PositiveCount = 625
     #: N: the spare slots a sender keeps asking for.
-    slots: int = 2500
-    #: The RTT estimate of a new send record (seconds; milliseconds on the wire).
-    initial_rtt: float = 0.010
-    #: Bounds of every timeout (seconds).
-    timeout_min: float = 0.1
-    timeout_max: float = 1.0
-    #: Seconds without SLOTS sent after which a receive record probes its sender.
-    probe_after: float = 50.0
+    slots: PositiveCount = 2500
+    #: The RTT estimate of a new send record.
+    initial_rtt: PositiveSeconds = 0.010
+    #: Bounds of every timeout.
+    timeout_min: PositiveSeconds = 0.1
+    timeout_max: PositiveSeconds = 1.0
+    #: Time without SLOTS sent after which a receive record probes its sender.
+    probe_after: PositiveSeconds = 50.0
     #: Number new send records' TOKENs from slot 0, like the original (see the module).
     original_numbering: bool = False
     #: Start a fresh receive record for a REQSLOTS that can only come from a new send
@@ -89,10 +91,9 @@ class ExonConfig:
     renew_records: bool = True
 
     def __post_init__(self) -> None:
-        if self.in_transit < 1 or self.slots < 1:
-            raise ConfigError("in_transit and slots must be at least 1")
-        if not 0 < self.timeout_min <= self.timeout_max:
-            raise ConfigError("timeouts must satisfy 0 < timeout_min <= timeout_max")
+        check(self)  # not super(): a slots dataclass is a copy of the class it was written as
+        if self.timeout_min > self.timeout_max:
+            raise ConfigError("need timeout_min <= timeout_max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,9 @@ class _FreeSlots:
 
 @dataclass(slots=True)
 class _Receive:
+    """A receive record (one per sending node): its slots end at ``sck``, its clock is
+    ``rck``, and ``last_slots`` is when it last sent SLOTS."""
+
     sck: int
     rck: int
     free: _FreeSlots = field(default_factory=_FreeSlots)
@@ -166,6 +170,8 @@ class _Receive:
 
 @dataclass(slots=True)
 class _Token:
+    """A TOKEN sent and not yet acknowledged, with its current retransmission timeout."""
+
     slot: int
     rck: int
     data: bytes
@@ -174,6 +180,9 @@ class _Token:
 
 @dataclass(slots=True)
 class _Send:
+    """A send record (one per destination node): slots granted up to ``sck`` under the
+    receiver's clock ``rck``, messages waiting, TOKENs in flight, the RTT estimate."""
+
     sck: int
     rck: int = 0
     next_slot: int = 0  # the first spare slot (the original's envelopes.from)
