@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gossamer._types import Address
-from gossamer.errors import LocalProtocolError, NoRouteError
+from gossamer.errors import ConfigError, LocalProtocolError, NoRouteError
 from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage, _FreeSlots
 from gossamer.wire import exon_transport as wire
 
@@ -283,3 +283,13 @@ def test_any_datagram_sequence_leaves_the_core_working(
         for data, _ in core.datagrams_to_send():
             assert wire.decode(data).src == "b"
         core.events_received()
+
+
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [({"in_transit": 0}, "in_transit"), ({"slots": -1}, "slots"),
+     ({"initial_rtt": 0.0}, "initial_rtt"), ({"timeout_min": 2.0}, "timeout_min <= timeout_max")],
+)
+def test_config_refuses_what_cannot_work(values: dict[str, float], reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        ExonConfig(**values)  # type: ignore[arg-type]
