@@ -18,6 +18,7 @@ datagrams between the core and the socket.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator
 
 from gossamer._types import Address
@@ -54,6 +55,13 @@ class ExonNode:
     @property
     def closed(self) -> bool:
         return self._driver is None or self._driver.closed
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams refused, by reason: ``malformed`` (not an Exon datagram, or slots
+        beyond what one can name) and ``not_for_me`` (for another node id)."""
+        counters = self.core.counters
+        return Counter({k: counters[k] for k in ("malformed", "not_for_me") if counters[k]})
 
     def register(self, node_id: str, address: Address) -> None:
         """Node ``node_id`` is at ``address``."""
