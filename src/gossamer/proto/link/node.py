@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.link import machine
+from gossamer.proto.link.a3m import ExonLinkTransport
 from gossamer.proto.link.channel import Channel
 from gossamer.proto.link.config import (
     CONTROL_SUBSCRIBE,
@@ -83,6 +84,7 @@ from gossamer.proto.link.transport import LinkTransport
 from gossamer.proto.link.udp import UdpTransport
 from gossamer.trace.sink import Tracer
 from gossamer.wire import exon
+from gossamer.wire.a3m import A3MLimits
 from gossamer.wire.exon import (
     DATA_HEADER,
     EXTENDED_HEADER_SIZE,
@@ -161,9 +163,14 @@ class LinkNode:
         self._now = 0.0
         self._udp: UdpTransport | None = None
         self._tcp: TcpTransport | None = None
+        #: The original wire: A3M's messages, carried by the driver's Exon.
+        self.exon: ExonLinkTransport | None = None
         self.transport: LinkTransport
         if config.transport is Transport.TCP:
             self.transport = self._tcp = TcpTransport(self)
+        elif config.transport is Transport.EXON:
+            assert config.node_id is not None  # LinkConfig checks it
+            self.transport = self.exon = ExonLinkTransport(self, config.node_id, A3MLimits())
         else:
             self.transport = self._udp = UdpTransport(self, rng)
         # Bound once: every DATA goes through it.
@@ -303,6 +310,16 @@ class LinkNode:
             peer = Peer(address, self.config.peer_name(address), self.limits)
             self.records[address] = peer
         return peer
+
+    def pattern_of(self, tag: int) -> str | None:
+        """The pattern name of the socket ``tag`` (``None``: no such socket)."""
+        sock = self.sockets.get(tag)
+        return None if sock is None else sock.pattern.name
+
+    def pattern_capacity(self, tag: int) -> int:
+        """The capacity of the socket ``tag`` (0: no such socket)."""
+        sock = self.sockets.get(tag)
+        return 0 if sock is None else sock.capacity
 
     def post(self, event: Event) -> None:
         """Queue ``event`` for the driver (``events_received``)."""
