@@ -1,0 +1,257 @@
+"""Links on the original wire (``Transport.EXON``): gossamer sockets linked with
+emulated Java A3M sockets (:mod:`.a3m_original`) over an in-memory Exon that delivers
+exactly once and out of order, with and without datagram loss. Every message arrives,
+in order, and no sender ever has more DATA in flight than the receiver granted."""
+
+from __future__ import annotations
+
+import pytest
+
+from gossamer.proto.link import LinkUp
+from gossamer.proto.link.machine import LinkState
+from gossamer.wire import a3m
+from gossamer.wire.a3m import A3MType
+
+from .a3m_original import OSocket
+from .exon_fabric import ExonFabric
+
+COUNT = 300
+LOSSES = [0.0, 0.1]
+
+
+def _types(fabric: ExonFabric, src: str, dst: str) -> list[int]:
+    return [a3m.decode_message(p).kind for s, d, p in fabric.sent if (s, d) == (src, dst)]
+
+
+def _check_exon(fabric: ExonFabric, loss: float, sender: str) -> None:
+    """The sender's DATA arrived out of order (Exon is orderless, so the receiver's
+    reordering was exercised), and datagrams were lost exactly when asked."""
+    def data(log: list[tuple[str, str, bytes]]) -> list[bytes]:
+        return [p for s, _, p in log if s == sender and a3m.decode_message(p).kind == A3MType.DATA]
+
+    reordered = data(fabric.sent) != data(fabric.delivered)
+    assert (fabric.lost_datagrams > 0) == (loss > 0)
+    assert reordered
+
+
+def _max_in_flight(fabric: ExonFabric, sender: str, receiver: str) -> int:
+    """The most DATA the sender had sent beyond the credits granted back, counted on the
+    wire in sending order (FLOWs counted when they were sent, which is generous to the
+    sender: so a positive excess is certainly a violation)."""
+    data = flows = peak = 0
+    for src, dst, payload in fabric.sent:
+        msg = a3m.decode_message(payload)
+        if (src, dst) == (sender, receiver) and msg.kind == A3MType.DATA:
+            data += 1
+        elif (src, dst) == (receiver, sender) and msg.kind == A3MType.FLOW:
+            flows += int.from_bytes(msg.body, "big", signed=True)
+        peak = max(peak, data - flows)
+    return peak
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gossamer_push_to_original_pull(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=3)
+    f.gossamer_node("g")
+    orig = f.original_node("o")
+    push = f.socket("g", "push", "feeder")
+    pull = orig.socket("pull", "jobs", capacity=20)
+    push.link(f.addr["o"], f.gossamer["g"].exon.tags.tag("jobs"), f.now)  # type: ignore[union-attr]
+    f.run(lambda: push.established == 1)
+    assert _types(f, "g", "o")[:2] == [A3MType.LINK, A3MType.LINKREPLY]
+    assert _types(f, "o", "g")[0] == A3MType.LINKREPLY
+    sent: list[bytes] = []
+    got: list[bytes] = []
+
+    def app() -> None:
+        while len(sent) < COUNT and push.send(b"job %d" % len(sent), f.now):
+            sent.append(b"job %d" % len(sent))
+        while (message := pull.receive()) is not None:
+            got.append(message)
+
+    f.run(lambda: len(got) == COUNT, app)
+    assert got == [b"job %d" % i for i in range(COUNT)]
+    assert _max_in_flight(f, "g", "o") <= 20
+    _check_exon(f, loss, "g")
+    assert orig.malformed == 0
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_original_push_to_gossamer_pull(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=4)
+    g = f.gossamer_node("g")
+    orig = f.original_node("o")
+    pull = f.socket("g", "pull", "jobs", capacity=10, batch=0.5)
+    push = orig.socket("push", "feeder")
+    push.link("g", "jobs")
+    f.run(lambda: len(push.established()) == 1)
+    sent: list[bytes] = []
+    got: list[bytes] = []
+
+    def app() -> None:
+        while len(sent) < COUNT and push.send(b"m%d" % len(sent)):
+            sent.append(b"m%d" % len(sent))
+        while (message := pull.take(f.now)) is not None:
+            assert isinstance(message, bytes)
+            got.append(message)
+
+    f.run(lambda: len(got) == COUNT, app)
+    assert got == [b"m%d" % i for i in range(COUNT)]
+    assert _max_in_flight(f, "o", "g") <= 10
+    _check_exon(f, loss, "o")
+    assert g.counters["violations"] == 0 and g.counters["malformed"] == 0
+    (up,) = [e for e in f.events["g"] if isinstance(e, LinkUp)]
+    assert up.credits == 0  # a PUSH grants nothing
+
+
+def _serve(rep: OSocket) -> None:
+    while (request := rep.receive()) is not None:
+        assert rep.send(request.upper())
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gossamer_req_to_original_rep(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=5)
+    f.gossamer_node("g")
+    orig = f.original_node("o")
+    req = f.socket("g", "req", "client")
+    rep = orig.socket("rep", "service")
+    req.link(f.addr["o"], f.gossamer["g"].exon.tags.tag("service"), f.now)  # type: ignore[union-attr]
+    f.run(lambda: req.established == 1)
+    replies: list[bytes] = []
+
+    def app() -> None:
+        _serve(rep)
+        message = req.take(f.now)
+        if message is not None:
+            assert isinstance(message, bytes)
+            replies.append(message)
+
+    for n in range(40):
+        assert req.send(b"ask %d" % n, f.now)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert replies == [b"ASK %d" % n for n in range(40)]
+    assert orig.malformed == 0
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_original_req_to_gossamer_rep(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=6)
+    f.gossamer_node("g")
+    orig = f.original_node("o")
+    rep = f.socket("g", "rep", "service")
+    req = orig.socket("req", "client")
+    req.link("g", "service")
+    f.run(lambda: len(req.established()) == 1)
+    replies: list[bytes] = []
+
+    def app() -> None:
+        question = rep.take(f.now)
+        if question is not None:
+            assert isinstance(question, bytes)
+            assert rep.send(question.upper(), f.now)
+        reply = req.receive()
+        if reply is not None:
+            replies.append(reply)
+
+    for n in range(40):
+        assert req.send(b"ask %d" % n)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert replies == [b"ASK %d" % n for n in range(40)]
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gossamer_pub_to_original_sub(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=7)
+    f.gossamer_node("g")
+    orig = f.original_node("o")
+    pub = f.socket("g", "pub", "news")
+    sub = orig.socket("sub", "reader", capacity=8)
+    sub.subscribe(b"sport/")
+    sub.link("g", "news")
+    f.run(lambda: pub.established == 1 and any(lk.subs for lk in pub.links.values()))
+    sent: list[bytes] = []
+    got: list[bytes] = []
+    wanted = [b"sport/%d" % i for i in range(100)]
+
+    def app() -> None:
+        while len(sent) < 200:
+            n = len(sent)
+            data = b"sport/%d" % (n // 2) if n % 2 == 0 else b"weather/%d" % n
+            if not pub.send(data, f.now):
+                break
+            sent.append(data)
+        while (message := sub.receive()) is not None:
+            got.append(message)
+
+    f.run(lambda: len(got) == len(wanted), app)
+    assert got == wanted
+    assert _max_in_flight(f, "g", "o") <= 8
+    _check_exon(f, loss, "g")
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_original_pub_to_gossamer_sub(loss: float) -> None:
+    f = ExonFabric(loss=loss, seed=8)
+    g = f.gossamer_node("g")
+    orig = f.original_node("o")
+    sub = f.socket("g", "sub", "reader", capacity=8)
+    sub.subscribe(b"sport/", f.now)
+    pub = orig.socket("pub", "news")
+    pub.link("g", "reader")
+    f.run(lambda: any(lk.subs for lk in pub.links.values()))
+    sent: list[bytes] = []
+    got: list[bytes] = []
+
+    def app() -> None:
+        while len(sent) < 200:
+            n = len(sent)
+            data = b"sport/%d" % (n // 2) if n % 2 == 0 else b"weather/%d" % n
+            if not pub.send(data):
+                break
+            sent.append(data)
+        while (message := sub.take(f.now)) is not None:
+            assert isinstance(message, bytes)
+            got.append(message)
+
+    f.run(lambda: len(got) == 100, app)
+    assert got == [b"sport/%d" % i for i in range(100)]
+    assert g.counters["violations"] == 0
+    assert _max_in_flight(f, "o", "g") <= 8
+    _check_exon(f, loss, "o")
+
+
+def test_unlink_from_gossamer_delivers_everything_sent() -> None:
+    f = ExonFabric(loss=0.1, seed=9)
+    f.gossamer_node("g")
+    orig = f.original_node("o")
+    push = f.socket("g", "push", "feeder")
+    pull = orig.socket("pull", "jobs", capacity=50)
+    tag = f.gossamer["g"].exon.tags.tag("jobs")  # type: ignore[union-attr]
+    push.link(f.addr["o"], tag, f.now)
+    f.run(lambda: push.established == 1)
+    for n in range(30):
+        assert push.send(b"%d" % n, f.now)
+    push.unlink(f.addr["o"], tag, f.now)
+    got: list[bytes] = []
+
+    def app() -> None:
+        while (message := pull.receive()) is not None:
+            got.append(message)
+
+    f.run(lambda: push.link_state(f.addr["o"], tag) is LinkState.IDLE and not pull.links, app)
+    assert got == [b"%d" % n for n in range(30)]
+
+
+def test_link_to_a_missing_original_socket_is_retried_then_given_up() -> None:
+    f = ExonFabric(seed=10)
+    f.gossamer_node("g")
+    f.original_node("o")
+    push = f.socket("g", "push", "feeder", retry_limit=2)
+    tag = f.gossamer["g"].exon.tags.tag("nobody")  # type: ignore[union-attr]
+    push.link(f.addr["o"], tag, f.now)
+    f.run(lambda: push.link_state(f.addr["o"], tag) is LinkState.IDLE)
+    errors = [a3m.decode_message(p) for s, d, p in f.sent if s == "o"]
+    assert errors and all(e.kind == A3MType.ERROR and e.clock == a3m.MISSING_CLOCK
+                          for e in errors)
+    assert _types(f, "g", "o").count(A3MType.LINK) == 3  # the first and two retries
