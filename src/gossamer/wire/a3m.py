@@ -338,14 +338,20 @@ def decode_subscriptions(
     return tuple(topics)
 
 
-def encode_routed(hops: Sequence[int], body: bytes, *, limits: A3MLimits = DEFAULT_LIMITS) -> bytes:
-    """DEALER/ROUTER's payload: int32 routing ids (clock ids) stacked before ``body``."""
+def encode_routed(
+    hops: Sequence[int | tuple[str, str]], body: bytes, *, limits: A3MLimits = DEFAULT_LIMITS
+) -> bytes:
+    """DEALER/ROUTER's payload: routing ids stacked before ``body``, each an int32 clock
+    id or a socket's ``(node, tag)``."""
     if len(hops) > limits.max_hops:
         raise ValueError(f"{len(hops)} routing ids exceed {limits.max_hops}")
     routed = a3m_pb2.Routed(body=body)
     for hop in hops:
-        _check_i32("routing id", hop)
-        routed.hops.add(clock=hop)
+        if isinstance(hop, tuple):
+            routed.hops.add(socket=a3m_pb2.SocketName(node=hop[0], tag=hop[1]))
+        else:
+            _check_i32("routing id", hop)
+            routed.hops.add(clock=hop)
     return routed.SerializeToString()
 
 
