@@ -3,6 +3,8 @@ encoding rules, strict decoding, and the translation to gossamer's link records.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -222,7 +224,5 @@ def test_the_decoders_raise_only_decode_error(data: bytes) -> None:
     for decode in (a3m.decode_fields, a3m.decode_published, a3m.decode_subscriptions,
                    a3m.decode_routed,
                    lambda d: a3m.to_link_message(a3m.decode_message(d), book)):
-        try:
+        with contextlib.suppress(DecodeError):
             decode(data)
-        except DecodeError:
-            pass
