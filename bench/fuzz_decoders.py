@@ -69,6 +69,7 @@ from gossamer.wire import (
     envelope,
     etf,
     exon,
+    exon_transport,
     framing,
     gateway,
     gateway_cluster,
@@ -552,6 +553,30 @@ def _build_a3m_payloads(rng: Random) -> Harness:
     return Harness(corpus=corpus, decode=decode, check=check)
 
 
+def _exon_id(rng: Random) -> str:
+    return rng.choice(("a", "node-1", "127.0.0.1:7001", "n\u00f3", "x" * exon_transport.MAX_ID))
+
+
+def _i64(rng: Random) -> int:
+    return rng.choice((0, 1, 2500, 2**31, 2**63 - 1, rng.getrandbits(63)))
+
+
+def _build_exon_transport(rng: Random) -> Harness:
+    et = exon_transport
+    corpus = []
+    for _ in range(4):
+        src, dst = _exon_id(rng), _exon_id(rng)
+        bodies: list[et.Body] = [
+            et.ReqSlots(_i64(rng), _i64(rng), _i64(rng), rng.choice((0.0, 10.0, rng.random()))),
+            et.Slots(_i64(rng), _i64(rng), _i64(rng)),
+            et.Token(_i64(rng), _i64(rng), rng.randbytes(rng.choice((0, 1, 100)))),
+            et.Token(_i64(rng), _i64(rng), rng.randbytes(et.max_payload(src, dst))),
+            et.Ack(_i64(rng), tuple(_i64(rng) for _ in range(rng.choice((1, 1, 3))))),
+        ]
+        corpus += [et.encode(et.ExonDatagram(src, dst, body)) for body in bodies]
+    return Harness(corpus=corpus, decode=et.decode, check=_round_trip(et.encode))
+
+
 _EXON_STREAM_LIMITS = exon.ExonLimits(max_frame=4096)
 
 
@@ -965,6 +990,12 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         name="snappy.decompress", where="wire/snappy.py", build=_build_snappy, length_offsets=(0,)
+    ),
+    Target(
+        name="exon_transport.decode",
+        where="wire/exon_transport.py",
+        build=_build_exon_transport,
+        length_offsets=(0, 2),
     ),
     Target(name="isis.decode", where="wire/isis.py", build=_build_isis, length_offsets=(0,)),
     Target(name="ping.decode", where="wire/ping.py", build=_build_ping, length_offsets=(8,)),
@@ -1388,11 +1419,12 @@ fifth of the mutated ones are *crafted* with the key, below the cryptography). S
 
 *Accepted* counts inputs that decoded (in brackets, how many of them were mutated, and
 crafted: the fuzzer gets past the first checks). Accepted inputs also pass an oracle:
-canonical formats re-encode to the same bytes (ISIS, ping, Prototari, Exon), the others
-decode, re-encode and decode to the same value (gossip, ETF, trace lines; gateway packets
-in all three encodings), stream readers give the same messages fed whole or in random
-chunks and never buffer more than one frame, and a blindly mutated envelope never opens
-(every corpus envelope was opened once before, so an identical one is a replay).
+canonical formats re-encode to the same bytes (ISIS, ping, Prototari, Exon frames and
+datagrams), the others decode, re-encode and decode to the same value (gossip, ETF, trace
+lines; gateway packets in all three encodings), stream readers give the same messages fed
+whole or in random chunks and never buffer more than one frame, and a blindly mutated
+envelope never opens (every corpus envelope was opened once before, so an identical one is
+a replay).
 *Peak alloc/call* is the largest Python allocation of one call (tracemalloc, over a sample
 of the inputs, with the size of that input); the budget is 4 MiB + 64 bytes per input byte.
 *Worst case* is what one hostile input of about 256 KiB built to maximise memory (nested
