@@ -357,6 +357,11 @@ class OriginalNode:
         except (DecodeError, KeyError, ValueError):
             self.malformed += 1
 
+    def next_deadline(self) -> float | None:
+        due = [lk.retry_at for s in self.sockets.values() for lk in s.links.values()
+               if lk.retry_at is not None]
+        return min(due, default=None)
+
     def handle_timer(self, now: float) -> None:
         for sock in self.sockets.values():
             sock.retry(now)

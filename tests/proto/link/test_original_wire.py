@@ -56,7 +56,7 @@ def test_gossamer_push_to_original_pull(loss: float) -> None:
     orig = f.original_node("o")
     push = f.socket("g", "push", "feeder")
     pull = orig.socket("pull", "jobs", capacity=20)
-    push.link(f.addr["o"], f.gossamer["g"].exon.tags.tag("jobs"), f.now)  # type: ignore[union-attr]
+    push.link(f.addr["o"], f.tag("g", "jobs"), f.now)
     f.run(lambda: push.established == 1)
     assert _types(f, "g", "o")[:2] == [A3MType.LINK, A3MType.LINKREPLY]
     assert _types(f, "o", "g")[0] == A3MType.LINKREPLY
@@ -116,7 +116,7 @@ def test_gossamer_req_to_original_rep(loss: float) -> None:
     orig = f.original_node("o")
     req = f.socket("g", "req", "client")
     rep = orig.socket("rep", "service")
-    req.link(f.addr["o"], f.gossamer["g"].exon.tags.tag("service"), f.now)  # type: ignore[union-attr]
+    req.link(f.addr["o"], f.tag("g", "service"), f.now)
     f.run(lambda: req.established == 1)
     replies: list[bytes] = []
 
@@ -227,7 +227,7 @@ def test_unlink_from_gossamer_delivers_everything_sent() -> None:
     orig = f.original_node("o")
     push = f.socket("g", "push", "feeder")
     pull = orig.socket("pull", "jobs", capacity=50)
-    tag = f.gossamer["g"].exon.tags.tag("jobs")  # type: ignore[union-attr]
+    tag = f.tag("g", "jobs")
     push.link(f.addr["o"], tag, f.now)
     f.run(lambda: push.established == 1)
     for n in range(30):
@@ -248,7 +248,7 @@ def test_link_to_a_missing_original_socket_is_retried_then_given_up() -> None:
     f.gossamer_node("g")
     f.original_node("o")
     push = f.socket("g", "push", "feeder", retry_limit=2)
-    tag = f.gossamer["g"].exon.tags.tag("nobody")  # type: ignore[union-attr]
+    tag = f.tag("g", "nobody")
     push.link(f.addr["o"], tag, f.now)
     f.run(lambda: push.link_state(f.addr["o"], tag) is LinkState.IDLE)
     errors = [a3m.decode_message(p) for s, d, p in f.sent if s == "o"]

@@ -1,9 +1,10 @@
-"""The original wire of links: a node's frames as the Java A3M's messages, over Exon.
+"""The original wire of links: a node's frames as the Java A3M's messages.
 
-With ``Transport.EXON`` a :class:`~.node.LinkNode` keeps everything it has on its own
-wire, the link state machine (:mod:`~.machine`), credits (:mod:`~.credit`) and patterns,
-and this transport translates each frame at the edge, one A3M message per Exon payload
-(:mod:`gossamer.wire.a3m`):
+With ``Transport.EXON`` and the original wire, a :class:`~.node.LinkNode` keeps
+everything it has on its own wire, the link state machine (:mod:`~.machine`), credits
+(:mod:`~.credit`) and patterns, and :class:`A3MFrames` translates each frame at the edge,
+between the node and the Exon transport (:mod:`~.exon_transport`), one A3M message per
+Exon message (:mod:`gossamer.wire.a3m`):
 
 - the node's records become A3M messages (:func:`~gossamer.wire.a3m.from_link_message`)
   and back: string tags through a :class:`~gossamer.wire.a3m.TagBook`, int32 clocks,
@@ -21,13 +22,10 @@ and this transport translates each frame at the edge, one A3M message per Exon p
   DEALER/ROUTER the original's routed message;
 - SUBSCRIBE / UNSUBSCRIBE become the original's control types 0x7E / 0x7F.
 
-What the original wire cannot say is refused where it is produced, and counted: no
-receipts (TAKEN), no custom control types, no custom link metadata. There is no HELLO
-(Exon names every node by its id).
-
-Exon itself (slots, tokens, acks, retransmission) is below this transport: the driver
-moves :meth:`ExonLinkTransport.messages_to_send` to Exon and hands what Exon delivers to
-:meth:`ExonLinkTransport.receive_message`.
+What the original wire cannot say is not sent, and is counted (``unsayable``) and
+traced: receipts (TAKEN), custom control types, custom link metadata. There is no HELLO
+(Exon names every node by its id). A frame is translated when the node hands it over,
+so the order counter is the DATA's index on its link at that moment.
 """
 
 from __future__ import annotations
@@ -41,12 +39,11 @@ from gossamer.proto.link.config import CONTROL_SUBSCRIBE, CONTROL_UNSUBSCRIBE
 from gossamer.proto.link.host import TransportHost
 from gossamer.proto.link.patterns import pull_envelope, push_envelope
 from gossamer.proto.link.records import Peer
-from gossamer.proto.link.transport import LinkTransport
 from gossamer.wire import a3m, exon
 from gossamer.wire.a3m import A3MLimits, TagBook
 from gossamer.wire.exon import ControlBody, DataBody, SocketMessage
 
-__all__ = ["ORDERED", "ExonLinkTransport", "Outgoing"]
+__all__ = ["ORDERED", "A3MFrames"]
 
 #: Patterns whose DATA carry the original's order counter (its FIFO sockets).
 ORDERED = frozenset({"push", "pull", "pub", "sub"})
@@ -54,15 +51,6 @@ _REQUEST_REPLY = frozenset({"req", "rep"})
 _ROUTED = frozenset({"dealer", "router"})
 _HEADER = exon.DATA_HEADER
 _I32 = struct.Struct(">i")
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One Exon payload to send: to the node named ``node_id`` at ``address``."""
-
-    node_id: str
-    address: Address
-    payload: bytes
 
 
 @dataclass(slots=True)
@@ -74,18 +62,14 @@ class _Inbound:
     early: dict[int, SocketMessage] = field(default_factory=dict)
 
 
-class ExonLinkTransport(LinkTransport):
-    """The node's frames as A3M messages (module docstring). ``node_id`` names this
-    node to Exon; peers are named by :meth:`register` or by the messages they send."""
+class A3MFrames:
+    """The node's frames as A3M messages and back (module docstring): the frame codec
+    of an :class:`~.exon_transport.ExonTransport` on the original wire."""
 
-    def __init__(self, node: TransportHost, node_id: str, limits: A3MLimits) -> None:
+    def __init__(self, node: TransportHost, limits: A3MLimits) -> None:
         self.node = node
-        self.node_id = node_id
         self.limits = limits
         self.tags = TagBook()
-        self._ids: dict[Address, str] = {}
-        self._addresses: dict[str, Address] = {}
-        self._outbox: list[Outgoing] = []
         #: (peer address, src tag, dst tag, clock) -> DATA waiting for their turn.
         self._inbound: dict[tuple[Address, int, int, int], _Inbound] = {}
         #: (peer address, local tag, peer tag, clock) -> next control order number.
@@ -93,56 +77,35 @@ class ExonLinkTransport(LinkTransport):
         #: REQ: (peer address, local tag, peer tag) -> the request id of our envelope.
         self._request_ids: dict[tuple[Address, int, int], int] = {}
 
-    # -- names -----------------------------------------------------------------------
-
-    def register(self, node_id: str, address: Address) -> None:
-        """The Exon node ``node_id`` is at ``address`` (a node moves: the latest wins)."""
-        old = self._addresses.get(node_id)
-        if old is not None and old != address:
-            self._ids.pop(old, None)
-        self._ids[address] = node_id
-        self._addresses[node_id] = address
-
-    def node_id_of(self, address: Address) -> str:
-        """The Exon node id of the peer at ``address`` (its ``host:port`` if unnamed)."""
-        return self._ids.get(address) or f"{address[0]}:{address[1]}"
-
-    # -- the node's interface --------------------------------------------------------
-
-    def send_frame(self, peer: Peer, frame: bytes) -> None:
-        self._send(peer, exon.decode(frame, limits=self.node.limits))
-
-    def send_data(self, peer: Peer, header: bytes, payload: bytes) -> None:
-        _, _, _, _, src, dst, clock = _HEADER.unpack(header)
-        self._send(peer, SocketMessage(src_tag=src, dst_tag=dst, clock=clock,
-                                       body=DataBody(payload=payload)))
-
-    def messages_to_send(self) -> list[Outgoing]:
-        """The Exon payloads to send, in order; the driver hands them to Exon."""
-        out, self._outbox = self._outbox, []
-        return out
-
-    def datagrams_to_send(self) -> list[tuple[bytes, Address]]:
-        return []
-
     # -- out -------------------------------------------------------------------------
 
-    def _send(self, peer: Peer, msg: SocketMessage) -> None:
+    def frame_out(self, peer: Peer, frame: bytes, now: float) -> bytes | None:
+        """The A3M message for one of the node's frames, or ``None`` (counted, traced)
+        when the original wire cannot say it."""
+        return self._out(peer, exon.decode(frame, limits=self.node.limits), now)
+
+    def data_out(self, peer: Peer, header: bytes, payload: bytes, now: float) -> bytes | None:
+        """The A3M message for one DATA of the node (its header and payload)."""
+        _, _, _, _, src, dst, clock = _HEADER.unpack(header)
+        return self._out(peer, SocketMessage(src_tag=src, dst_tag=dst, clock=clock,
+                                             body=DataBody(payload=payload)), now)
+
+    def _out(self, peer: Peer, msg: SocketMessage, now: float) -> bytes | None:
         try:
             body = msg.body
             if isinstance(body, DataBody):
                 msg = self._data_out(peer, msg, body.payload)
             elif isinstance(body, ControlBody):
                 msg = self._control_out(peer, msg, body)
-            wire = a3m.encode_message(a3m.from_link_message(msg, self.tags, limits=self.limits),
+            return a3m.encode_message(a3m.from_link_message(msg, self.tags, limits=self.limits),
                                       limits=self.limits)
         except (ValueError, DecodeError) as exc:
             # What the original wire cannot say is not sent, loudly.
-            self.node.counters["unsayable"] = self.node.counters.get("unsayable", 0) + 1
-            self.node.trace(0.0, "drop", peer=peer.name,
+            counters = self.node.counters
+            counters["unsayable"] = counters.get("unsayable", 0) + 1
+            self.node.trace(now, "drop", peer=peer.name,
                             attrs={"reason": f"not on the original wire: {exc}"})
-            return
-        self._outbox.append(Outgoing(self.node_id_of(peer.address), peer.address, wire))
+            return None
 
     def _pattern(self, local_tag: int) -> str:
         return self.node.pattern_of(local_tag) or ""
@@ -185,24 +148,26 @@ class ExonLinkTransport(LinkTransport):
 
     # -- in ----------------------------------------------------------------------------
 
-    def receive_message(self, node_id: str, address: Address, payload: bytes,
-                        now: float) -> None:
-        """One Exon payload from the node ``node_id`` at ``address``."""
+    def frames_in(self, peer: Peer, payload: bytes, now: float) -> list[bytes]:
+        """The node's frames for one A3M message from ``peer``: none while a DATA waits
+        for its turn, several when it completes a run. A message that does not decode
+        is counted (``malformed``) and traced."""
         node = self.node
-        self.register(node_id, address)
-        peer = node.peer(address)
         try:
             msg = a3m.to_link_message(a3m.decode_message(payload, limits=self.limits),
                                       self.tags, limits=self.limits)
-            frames = self._data_in(peer, msg) if isinstance(msg.body, DataBody) else (
-                self._control_in(msg) if isinstance(msg.body, ControlBody) else [msg])
+            if isinstance(msg.body, DataBody):
+                messages = self._data_in(peer, msg)
+            elif isinstance(msg.body, ControlBody):
+                messages = self._control_in(msg)
+            else:
+                messages = [msg]
         except DecodeError as exc:
             node.counters["malformed"] += 1
             node.trace(now, "drop", peer=peer.name, size=len(payload),
                        attrs={"reason": f"malformed: {exc.reason}"})
-            return
-        for each in frames:
-            node.receive_frames(peer, exon.encode(each, limits=node.limits), now)
+            return []
+        return [exon.encode(each, limits=node.limits) for each in messages]
 
     def _data_in(self, peer: Peer, msg: SocketMessage) -> list[SocketMessage]:
         assert isinstance(msg.body, DataBody)

@@ -11,8 +11,10 @@ from gossamer._types import Address
 from gossamer.errors import ConfigError
 from gossamer.proto.backoff import AROUND, Backoff
 from gossamer.proto.link.channel import ChannelConfig
+from gossamer.proto.link.exon_core import ExonConfig
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, Authorizer
 from gossamer.wire import exon
+from gossamer.wire.mode import WireMode
 
 __all__ = [
     "CONTROL_HELLO",
@@ -133,13 +135,21 @@ class LinkConfig:
     max_message: int | None = None
     names: Mapping[Address, str] = field(default_factory=dict)
     trace_data: bool = True
+    #: Exon only: ``ORIGINAL`` speaks the Java A3M's messages (:mod:`~.a3m`);
+    #: ``SEALED`` carries the node's own frames (sealing them is the driver's).
+    wire: WireMode = WireMode.SEALED
+    #: Exon only: the Exon core's constants (the original's by default).
+    exon: ExonConfig = field(default_factory=ExonConfig)
 
     def __post_init__(self) -> None:
         limit = self.message_limit
         if limit < 1:
             raise ConfigError("max_message must be positive", max_message=limit)
         if self.transport is Transport.EXON and not self.node_id:
-            raise ConfigError("the original wire (Exon) names every node: give node_id")
+            raise ConfigError("Exon names every node: give node_id")
+        if self.wire is WireMode.ORIGINAL and self.transport is not Transport.EXON:
+            raise ConfigError("links speak the original wire (A3M's messages) over Exon only",
+                              transport=self.transport.value)
         if self.transport is Transport.EXON and limit > EXON_MESSAGE_ROOM:
             raise ConfigError(f"over Exon a message must fit one datagram: max_message <= "
                               f"{EXON_MESSAGE_ROOM}", max_message=limit)

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.link import machine
-from gossamer.proto.link.a3m import ExonLinkTransport
+from gossamer.proto.link.a3m import A3MFrames
 from gossamer.proto.link.channel import Channel
 from gossamer.proto.link.config import (
     CONTROL_SUBSCRIBE,
@@ -75,6 +75,8 @@ from gossamer.proto.link.events import (
     RequestFailed,
     Writable,
 )
+from gossamer.proto.link.exon_core import ExonCore
+from gossamer.proto.link.exon_transport import ExonTransport
 from gossamer.proto.link.machine import Action, LinkInput, LinkState
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, decide, pattern_for
 from gossamer.proto.link.records import Context, Link, Peer
@@ -106,6 +108,7 @@ from gossamer.wire.exon import (
     SocketMessage,
     UnlinkBody,
 )
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
@@ -163,14 +166,20 @@ class LinkNode:
         self._now = 0.0
         self._udp: UdpTransport | None = None
         self._tcp: TcpTransport | None = None
-        #: The original wire: A3M's messages, carried by the driver's Exon.
-        self.exon: ExonLinkTransport | None = None
+        #: Exon: the transport (peers' node ids, the Exon core), and on the original
+        #: wire the translation of frames into A3M's messages.
+        self.exon: ExonTransport | None = None
+        self.a3m: A3MFrames | None = None
         self.transport: LinkTransport
         if config.transport is Transport.TCP:
             self.transport = self._tcp = TcpTransport(self)
         elif config.transport is Transport.EXON:
             assert config.node_id is not None  # LinkConfig checks it
-            self.transport = self.exon = ExonLinkTransport(self, config.node_id, A3MLimits())
+            if config.wire is WireMode.ORIGINAL:
+                self.a3m = A3MFrames(self, A3MLimits())
+            self.transport = self.exon = ExonTransport(
+                self, ExonCore(config.node_id, config.exon), self.a3m
+            )
         else:
             self.transport = self._udp = UdpTransport(self, rng)
         # Bound once: every DATA goes through it.
@@ -245,8 +254,11 @@ class LinkNode:
     # -- the driver's interface ------------------------------------------------------
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        """UDP: one datagram from ``addr``."""
+        """UDP and Exon: one datagram from ``addr``."""
         self._now = now
+        if self.exon is not None:
+            self.exon.receive_datagram(data, addr, now)
+            return
         self._datagrams().receive_datagram(data, addr, now)
 
     def datagrams_to_send(self) -> list[Datagram]:
