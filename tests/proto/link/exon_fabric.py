@@ -1,5 +1,5 @@
 """Datagrams between gossamer link nodes on the original wire and emulated A3M nodes
-(:mod:`.a3m_original`), in simulated time, through real Exon cores.
+(:mod:`gossamer.testing.a3m_original`), in simulated time, through real Exon cores.
 
 Every node runs an :class:`~gossamer.proto.link.exon_core.ExonCore` (the gossamer
 nodes inside their ``ExonTransport``; the emulated originals with the original's slot
@@ -18,10 +18,9 @@ from collections.abc import Callable
 from gossamer._types import Address
 from gossamer.proto.link import Event, LinkConfig, LinkNode, LinkSocket, SocketOptions, Transport
 from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage
+from gossamer.testing.a3m_original import OriginalNode
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire.mode import WireMode
-
-from .a3m_original import OriginalNode
 
 #: The emulated originals' Exon: the Java node's numbering and record handling.
 ORIGINAL_EXON = ExonConfig(original_numbering=True, renew_records=False)

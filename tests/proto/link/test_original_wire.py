@@ -1,7 +1,8 @@
-"""Links on the original wire (``Transport.EXON``): gossamer sockets linked with
-emulated Java A3M sockets (:mod:`.a3m_original`) over an in-memory Exon that delivers
-exactly once and out of order, with and without datagram loss. Every message arrives,
-in order, and no sender ever has more DATA in flight than the receiver granted."""
+"""Links on the original wire (``Transport.EXON``, ``WireMode.ORIGINAL``): gossamer
+sockets linked with emulated Java A3M sockets (:mod:`gossamer.testing.a3m_original`),
+every node on a real Exon core (:mod:`.exon_fabric`), with and without 10 % datagram
+loss. Every message arrives, in order, and no sender ever has more DATA in flight than
+the receiver granted."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 
 from gossamer.proto.link import LinkUp
 from gossamer.proto.link.machine import LinkState
+from gossamer.testing.a3m_original import OSocket
 from gossamer.wire import a3m
 from gossamer.wire.a3m import A3MType
 
-from .a3m_original import OSocket
 from .exon_fabric import ExonFabric
 
 COUNT = 300
