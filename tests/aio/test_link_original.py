@@ -44,7 +44,8 @@ async def _drive(orig: OriginalNode, exon: ExonNode, tick: asyncio.Event) -> Non
 async def _pair(
     drop: float,
 ) -> AsyncIterator[tuple[Node, OriginalNode, asyncio.Event, FaultInjector]]:
-    faults = FaultInjector(FaultPlan(drop=drop), rng=random.Random(5))
+    plan = FaultPlan(drop=drop)  # both ways: every datagram of the link passes here
+    faults = FaultInjector(plan, incoming=plan, rng=random.Random(5))
     config = ExonConfig(original_numbering=True, renew_records=False)
     async with open_exon("o", config=config, faults=faults) as exon, \
             open_node(transport="exon", wire=ORIGINAL, node_id="g") as node:
