@@ -47,22 +47,7 @@ from google.protobuf.message import Message as ProtobufMessage
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from gossamer.errors import DecodeError
-from gossamer.wire import a3m_pb2
-from gossamer.wire.exon import (
-    NO_CLOCK,
-    Body,
-    ControlBody,
-    DataBody,
-    ErrorBody,
-    ErrorCode,
-    FlowBody,
-    LinkAckBody,
-    LinkBody,
-    LinkDecision,
-    LinkMetadata,
-    SocketMessage,
-    UnlinkBody,
-)
+from gossamer.wire import a3m_pb2, exon
 
 __all__ = [
     "CONTROL_MIN",
@@ -126,17 +111,15 @@ class A3MError(IntEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class A3MLimits:
-    """Bounds applied by the decoders (and checked by the encoders)."""
+    """Bounds applied by the decoders (and checked by the encoders): the largest whole
+    message (one Exon payload: Exon's datagrams are at most 1400 bytes), the longest tag
+    in bytes of UTF-8, and the most entries of a ``Fields`` map, topics of a subscription
+    message and routing ids of a ``Routed`` message."""
 
-    #: Largest whole message: one Exon payload (Exon's datagrams are at most 1400 bytes).
     max_message: int = 1400
-    #: Longest socket tag, in bytes of UTF-8.
     max_tag: int = 255
-    #: Most entries of a ``Fields`` map.
     max_fields: int = 16
-    #: Most topics of a subscription message.
     max_topics: int = 64
-    #: Most routing ids of a ``Routed`` message.
     max_hops: int = 16
 
 
@@ -424,19 +407,19 @@ class TagBook:
 
 
 def _clock_in(clock: int) -> int:
-    return NO_CLOCK if clock == MISSING_CLOCK else clock & 0xFFFF_FFFF
+    return exon.NO_CLOCK if clock == MISSING_CLOCK else clock & 0xFFFF_FFFF
 
 
 def _clock_out(clock: int) -> int:
-    if clock == NO_CLOCK:
+    if clock == exon.NO_CLOCK:
         return MISSING_CLOCK
     if clock == 1 << 31:
         raise ValueError("clock 0x80000000 is the original's 'missing socket' clock")
     return clock - (1 << 32) if clock >= 1 << 31 else clock
 
 
-_ERRORS_IN = {A3MError.SOCK_NFOUND: ErrorCode.SOCKET_NOT_FOUND,
-              A3MError.SOCK_NLINKED: ErrorCode.SOCKET_NOT_LINKED}
+_ERRORS_IN = {A3MError.SOCK_NFOUND: exon.ErrorCode.SOCKET_NOT_FOUND,
+              A3MError.SOCK_NLINKED: exon.ErrorCode.SOCKET_NOT_LINKED}
 _ERRORS_OUT = {v: k for k, v in _ERRORS_IN.items()}
 
 
@@ -445,40 +428,40 @@ _ERRORS_OUT = {v: k for k, v in _ERRORS_IN.items()}
 
 def to_link_message(
     msg: A3MMessage, tags: TagBook, *, limits: A3MLimits = DEFAULT_LIMITS
-) -> SocketMessage:
+) -> exon.SocketMessage:
     """``msg`` as a gossamer link record. DATA and control bodies are passed as they are
     (their per-pattern layout is the caller's: :func:`split_order` and friends). Raises
     only ``DecodeError``: for a body its type does not allow, and for SOCK_NAVAIL, an
     error code the original defines but never sends."""
     kind = msg.kind
-    body: Body
+    body: exon.Body
     if kind == A3MType.DATA:
-        body = DataBody(payload=msg.body)
+        body = exon.DataBody(payload=msg.body)
     elif kind >= CONTROL_MIN:
-        body = ControlBody(kind=kind, payload=msg.body)
+        body = exon.ControlBody(kind=kind, payload=msg.body)
     elif kind in (A3MType.FLOW, A3MType.UNLINK):
         if len(msg.body) != 4:
             raise DecodeError(f"{A3MType(kind).name} body of {len(msg.body)} bytes (must be 4)")
         if kind == A3MType.FLOW:
-            body = FlowBody(credits=_I32.unpack(msg.body)[0])
+            body = exon.FlowBody(credits=_I32.unpack(msg.body)[0])
         else:
             sent = _I32.unpack(msg.body)[0]
             if sent < 0:
                 raise DecodeError(f"UNLINK with a negative count {sent}")
-            body = UnlinkBody(sent=sent)
+            body = exon.UnlinkBody(sent=sent)
     else:
         fields = decode_fields(msg.body, limits=limits)
         if kind == A3MType.LINK:
-            body = LinkBody(metadata=_metadata(fields, "LINK"))
+            body = exon.LinkBody(metadata=_metadata(fields, "LINK"))
         elif kind == A3MType.LINKREPLY:
             code = _int_field(fields, "replyCode", "LINKREPLY")
             try:
-                decision = LinkDecision(code)
+                decision = exon.LinkDecision(code)
             except ValueError:
                 raise DecodeError(f"unknown reply code {code}") from None
             dest = _clock_in(_int_field(fields, "destClockId", "LINKREPLY"))
             meta = _metadata(fields, "LINKREPLY") if "protocolId" in fields else None
-            body = LinkAckBody(decision=decision, dest_clock=dest, metadata=meta)
+            body = exon.LinkAckBody(decision=decision, dest_clock=dest, metadata=meta)
         else:  # ERROR
             raw = fields.get("code")
             if not isinstance(raw, str) or not raw.isdigit() or len(raw) > 3:
@@ -487,26 +470,26 @@ def to_link_message(
             if code not in _ERRORS_IN:
                 raise DecodeError(f"error code {code} is not one the original sends")
             dest = _clock_in(_int_field(fields, "destClockId", "ERROR"))
-            body = ErrorBody(code=_ERRORS_IN[A3MError(code)], dest_clock=dest)
-    return SocketMessage(src_tag=tags.tag(msg.src_tag), dst_tag=tags.tag(msg.dst_tag),
+            body = exon.ErrorBody(code=_ERRORS_IN[A3MError(code)], dest_clock=dest)
+    return exon.SocketMessage(src_tag=tags.tag(msg.src_tag), dst_tag=tags.tag(msg.dst_tag),
                          clock=_clock_in(msg.clock), body=body)
 
 
-def _metadata(fields: Mapping[str, FieldValue], what: str) -> LinkMetadata:
+def _metadata(fields: Mapping[str, FieldValue], what: str) -> exon.LinkMetadata:
     protocol = _int_field(fields, "protocolId", what)
     if not 0 <= protocol <= 0xFFFF:
         raise DecodeError(f"{what} with protocol id {protocol}")
-    return LinkMetadata(socket_type=protocol, credits=_int_field(fields, "credits", what))
+    return exon.LinkMetadata(socket_type=protocol, credits=_int_field(fields, "credits", what))
 
 
-def _meta_fields(meta: LinkMetadata) -> dict[str, FieldValue]:
+def _meta_fields(meta: exon.LinkMetadata) -> dict[str, FieldValue]:
     if meta.custom:
         raise ValueError("the original wire has no custom link metadata")
     return {"protocolId": meta.socket_type, "credits": meta.credits}
 
 
 def from_link_message(
-    msg: SocketMessage, tags: TagBook, *, limits: A3MLimits = DEFAULT_LIMITS
+    msg: exon.SocketMessage, tags: TagBook, *, limits: A3MLimits = DEFAULT_LIMITS
 ) -> A3MMessage:
     """A gossamer link record as an A3M message (DATA and control bodies as given).
     Raises ``ValueError`` for what the original wire cannot say: custom metadata, the
@@ -514,19 +497,19 @@ def from_link_message(
     body = msg.body
     raw: bytes
     kind: int
-    if isinstance(body, DataBody):
+    if isinstance(body, exon.DataBody):
         kind, raw = A3MType.DATA, body.payload
-    elif isinstance(body, ControlBody):
+    elif isinstance(body, exon.ControlBody):
         kind, raw = body.kind, body.payload
-    elif isinstance(body, FlowBody):
+    elif isinstance(body, exon.FlowBody):
         _check_i32("credits", body.credits)
         kind, raw = A3MType.FLOW, _I32.pack(body.credits)
-    elif isinstance(body, UnlinkBody):
+    elif isinstance(body, exon.UnlinkBody):
         _check_i32("sent", body.sent)
         kind, raw = A3MType.UNLINK, _I32.pack(body.sent)
-    elif isinstance(body, LinkBody):
+    elif isinstance(body, exon.LinkBody):
         kind, raw = A3MType.LINK, encode_fields(_meta_fields(body.metadata), limits=limits)
-    elif isinstance(body, LinkAckBody):
+    elif isinstance(body, exon.LinkAckBody):
         fields = {} if body.metadata is None else _meta_fields(body.metadata)
         fields["destClockId"] = _clock_out(body.dest_clock)
         fields["replyCode"] = int(body.decision)

@@ -135,8 +135,9 @@ class LinkConfig:
     max_message: int | None = None
     names: Mapping[Address, str] = field(default_factory=dict)
     trace_data: bool = True
-    #: Exon only: ``ORIGINAL`` speaks the Java A3M's messages (:mod:`~.a3m`);
-    #: ``SEALED`` carries the node's own frames (sealing them is the driver's).
+    #: The wire mode. It changes the node only over Exon, where ``ORIGINAL`` speaks the
+    #: Java A3M's messages (:mod:`~.a3m`) and ``SEALED`` carries the node's own frames;
+    #: over TCP and UDP the frames are the node's in both modes (the driver seals them).
     wire: WireMode = WireMode.SEALED
     #: Exon only: the Exon core's constants (the original's by default).
     exon: ExonConfig = field(default_factory=ExonConfig)
@@ -147,9 +148,6 @@ class LinkConfig:
             raise ConfigError("max_message must be positive", max_message=limit)
         if self.transport is Transport.EXON and not self.node_id:
             raise ConfigError("Exon names every node: give node_id")
-        if self.wire is WireMode.ORIGINAL and self.transport is not Transport.EXON:
-            raise ConfigError("links speak the original wire (A3M's messages) over Exon only",
-                              transport=self.transport.value)
         if self.transport is Transport.EXON and limit > EXON_MESSAGE_ROOM:
             raise ConfigError(f"over Exon a message must fit one datagram: max_message <= "
                               f"{EXON_MESSAGE_ROOM}", max_message=limit)
