@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from gossamer.errors import ConfigError
 from gossamer.proto.link import LinkUp
+from gossamer.proto.link.config import CONTROL_TAKEN
 from gossamer.proto.link.machine import LinkState
 from gossamer.testing.a3m_original import OSocket
-from gossamer.wire import a3m
-from gossamer.wire.a3m import A3MType
+from gossamer.wire import a3m, exon
+from gossamer.wire.a3m import A3MMessage, A3MType
+from gossamer.wire.exon import ControlBody, SocketMessage
 
 from .exon_fabric import ExonFabric
 
@@ -256,3 +259,44 @@ def test_link_to_a_missing_original_socket_is_retried_then_given_up() -> None:
     assert errors and all(e.kind == A3MType.ERROR and e.clock == a3m.MISSING_CLOCK
                           for e in errors)
     assert _types(f, "g", "o").count(A3MType.LINK) == 3  # the first and two retries
+
+
+def test_what_the_original_wire_cannot_say_is_refused_or_counted() -> None:
+    f = ExonFabric(seed=11)
+    g = f.gossamer_node("g")
+    with pytest.raises(ConfigError, match="no receipts"):
+        f.socket("g", "push", "feeder", receipts=True)
+    with pytest.raises(ConfigError, match="custom link"):
+        f.socket("g", "pull", "jobs", custom={"auth": b"x"})
+    sub = f.socket("g", "sub", "reader")
+    assert g.a3m is not None
+    link = SocketMessage(src_tag=sub.tag, dst_tag=7, clock=1,
+                         body=ControlBody(kind=CONTROL_TAKEN, payload=bytes(4)))
+    assert g.a3m.frame_out(g.peer(f.addr["g"]), exon.encode(link), 0.0) is None
+    assert g.counters["unsayable"] == 1
+
+
+def test_early_data_beyond_the_credits_is_refused() -> None:
+    f = ExonFabric(seed=12)
+    g = f.gossamer_node("g")
+    orig = f.original_node("o")
+    pull = f.socket("g", "pull", "jobs", capacity=10)
+    push = orig.socket("push", "feeder")
+    push.link("g", "jobs")
+    f.run(lambda: len(push.established()) == 1)
+    (link,) = push.established()
+    assert g.a3m is not None
+    peer = g.peer(f.addr["o"])
+
+    def data(order: int) -> bytes:
+        return a3m.encode_message(A3MMessage(src_tag="feeder", dst_tag="jobs", kind=A3MType.DATA,
+                                             clock=link.clock,
+                                             body=a3m.join_order(order, b"x")))
+
+    assert g.a3m.frames_in(peer, data(10), f.now) == []  # beyond 10 credits: refused
+    assert g.counters["malformed"] == 1
+    assert g.a3m.frames_in(peer, data(3), f.now) == []  # early: held
+    assert g.a3m.frames_in(peer, data(3), f.now) == []  # twice: refused
+    assert g.counters["malformed"] == 2
+    assert len(g.a3m.frames_in(peer, data(0), f.now)) == 1
+    assert pull.take(f.now) is None  # frames_in only translates: nothing reached the node

@@ -139,6 +139,9 @@ class A3MFrames:
         if kind is None:
             raise ValueError(f"control type {body.kind:#x} is gossamer's own")
         key = (peer.address, msg.src_tag, msg.dst_tag, msg.clock)
+        if key not in self._control_order:  # a new incarnation: forget the older ones
+            for old in [k for k in self._control_order if k[:3] == key[:3]]:
+                del self._control_order[old]
         order = self._control_order.get(key, 0)
         self._control_order[key] = order + 1
         payload = a3m.join_order(order, a3m.encode_subscriptions([body.payload],
@@ -195,6 +198,9 @@ class A3MFrames:
         key = (peer.address, msg.src_tag, msg.dst_tag, msg.clock)
         inbound = self._inbound.get(key)
         if inbound is None:
+            # A new incarnation: forget the drained state of the link's older ones.
+            for old in [k for k, v in self._inbound.items() if k[:3] == key[:3] and not v.early]:
+                del self._inbound[old]
             inbound = self._inbound[key] = _Inbound()
         room = self._room(peer, msg)
         if not 0 <= order - inbound.expected < room or order in inbound.early:

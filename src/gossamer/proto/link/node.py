@@ -218,10 +218,14 @@ class LinkNode:
         if tag in self.sockets:
             raise ConfigError(f"tag {tag} is already used on this node", tag=tag)
         pattern = pattern_for(kind)
+        options = options or SocketOptions()
+        if self.a3m is not None and (options.receipts or options.custom):
+            raise ConfigError("the original wire (A3M) has no receipts and no custom link "
+                              "metadata", tag=tag)
         # A random first clock: a socket re-created with the same tag (a restart) does
         # not reuse its predecessor's clock ids, so the predecessor's late messages are
         # recognised as stale (the Java code restarted at 0: reference (c) bug 5).
-        sock = LinkSocket(self, tag, pattern, options or SocketOptions(), self._rng.getrandbits(32))
+        sock = LinkSocket(self, tag, pattern, options, self._rng.getrandbits(32))
         self.sockets[tag] = sock
         return sock
 
