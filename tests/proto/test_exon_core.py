@@ -8,10 +8,12 @@ import random
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gossamer._types import Address
-from gossamer.errors import LocalProtocolError, NoRouteError
-from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage
+from gossamer.errors import ConfigError, LocalProtocolError, NoRouteError
+from gossamer.proto.link.exon_core import ExonConfig, ExonCore, ExonMessage, _FreeSlots
 from gossamer.wire import exon_transport as wire
 
 
@@ -199,6 +201,16 @@ def test_node_ids_addresses_and_refusals() -> None:
     assert b.addresses["a"] == ("10.0.0.9", 9) and b.counters["stale"] == 1
     b.receive_datagram(b"\x00junk", ("10.0.0.9", 9), 0.0)
     assert b.counters["malformed"] == 1
+    # Slots past the largest number a datagram carries are refused, both ways.
+    top = 2**63 - 1
+    b.receive_datagram(wire.encode(wire.ExonDatagram("a", "b", wire.ReqSlots(top, 1, 0, 1.0))),
+                       ("10.0.0.9", 9), 0.0)
+    assert b.counters["malformed"] == 2 and not b._receives and not b.datagrams_to_send()
+    a.clock = 5
+    a.send("b", b"x", 0.0)
+    a.receive_datagram(wire.encode(wire.ExonDatagram("b", "a", wire.Slots(5, 0, top))),
+                       ("10.0.0.1", 2), 0.0)
+    assert a.counters["malformed"] == 1 and a.counters["tokens_sent"] == 0
 
 
 def test_an_idle_receive_record_probes_and_is_forgotten() -> None:
@@ -218,3 +230,66 @@ def test_an_idle_receive_record_probes_and_is_forgotten() -> None:
     # The probe, SLOTS(n=0), reached a, which has no record: its closing REQSLOTS
     # (n=0, l=4) freed the slots and b forgot the record.
     assert not b._receives and b.counters["slots_sent"] == 2
+
+
+@given(st.lists(st.tuples(st.sampled_from(["extend", "take", "drop"]),
+                          st.integers(min_value=0, max_value=80)), max_size=60))
+def test_free_slots_behave_like_the_originals_sliding_bitmap(ops: list[tuple[str, int]]) -> None:
+    """Against a plain set: extend adds [end, n), take uses one, drop frees those below."""
+    free, model, end = _FreeSlots(), set(), 0
+    for op, n in ops:
+        if op == "extend":
+            free.extend_to(n)
+            if n > end:
+                model |= set(range(end, n))
+                end = n
+        elif op == "take":
+            assert free.take(n) == (n in model)
+            model.discard(n)
+        else:
+            free.drop_below(n)
+            model = {s for s in model if s >= n}
+        assert len(free) == len(model) and free.empty() == (not model)
+        assert all(lo < hi for lo, hi in zip(free.los, free.his, strict=True))
+        assert all(a < b for a, b in zip(free.his, free.los[1:], strict=False))
+
+
+_numbers = st.one_of(st.integers(0, 40), st.just(2**63 - 1), st.integers(0, 2**63 - 1))
+_bodies = st.one_of(
+    st.builds(wire.ReqSlots, _numbers, _numbers, _numbers, st.floats(0, 1e6)),
+    st.builds(wire.Slots, _numbers, _numbers, _numbers),
+    st.builds(wire.Token, _numbers, _numbers, st.binary(max_size=8)),
+    st.builds(wire.Ack, _numbers, st.lists(_numbers, min_size=1, max_size=3).map(tuple)),
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "c"]), _bodies, st.floats(0, 100)),
+                max_size=40))
+def test_any_datagram_sequence_leaves_the_core_working(
+    inputs: list[tuple[str, wire.Body, float]],
+) -> None:
+    """Whatever well-formed datagrams arrive, in whatever order, the core neither raises
+    nor sends anything the codec cannot decode."""
+    core = ExonCore("b", ExonConfig(in_transit=2, slots=3))
+    core.register("a", ("10.0.0.1", 1))
+    now = 0.0
+    core.send("a", b"mine", now)
+    for src, body, step in inputs:
+        now += step
+        core.receive_datagram(wire.encode(wire.ExonDatagram(src, "b", body)), ("10.0.0.1", 1), now)
+        core.handle_timer(now)
+        if step > 50:
+            core.send("a", b"more", now)
+        for data, _ in core.datagrams_to_send():
+            assert wire.decode(data).src == "b"
+        core.events_received()
+
+
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [({"in_transit": 0}, "in_transit"), ({"slots": -1}, "slots"),
+     ({"initial_rtt": 0.0}, "initial_rtt"), ({"timeout_min": 2.0}, "timeout_min <= timeout_max")],
+)
+def test_config_refuses_what_cannot_work(values: dict[str, float], reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        ExonConfig(**values)  # type: ignore[arg-type]

@@ -18,6 +18,8 @@ datagrams between the core and the socket.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
 
 from gossamer._types import Address
 from gossamer.aio._pump import deadline
@@ -37,7 +39,8 @@ class ExonNode:
     def __init__(self, core: ExonCore) -> None:
         self.core = core
         self._driver: DatagramDriver[ExonCore] | None = None
-        self._inbox: asyncio.Queue[ExonMessage] = asyncio.Queue()
+        # Messages delivered, then None once closed (it stays, for every later receive).
+        self._inbox: asyncio.Queue[ExonMessage | None] = asyncio.Queue()
 
     @property
     def address(self) -> Address:
@@ -52,6 +55,13 @@ class ExonNode:
     @property
     def closed(self) -> bool:
         return self._driver is None or self._driver.closed
+
+    @property
+    def rejected(self) -> Counter[str]:
+        """Datagrams refused, by reason: ``malformed`` (not an Exon datagram, or slots
+        beyond what one can name) and ``not_for_me`` (for another node id)."""
+        counters = self.core.counters
+        return Counter({k: counters[k] for k in ("malformed", "not_for_me") if counters[k]})
 
     def register(self, node_id: str, address: Address) -> None:
         """Node ``node_id`` is at ``address``."""
@@ -71,13 +81,21 @@ class ExonNode:
 
     async def receive(self, *, timeout: float | None = None) -> ExonMessage:
         """The next message delivered; ``TimedOutError`` after ``timeout`` seconds,
-        ``ClosedError`` once closed and drained."""
-        if not self._inbox.empty():
-            return self._inbox.get_nowait()
-        if self.closed:
-            raise ClosedError("the Exon node is closed")
+        ``ClosedError`` once closed and drained (also to a receive waiting then)."""
         async with deadline(timeout, "an Exon message"):
-            return await self._inbox.get()
+            message = await self._inbox.get()
+        if message is None:
+            self._inbox.put_nowait(None)
+            raise ClosedError("the Exon node is closed")
+        return message
+
+    async def __aiter__(self) -> AsyncIterator[ExonMessage]:
+        """The messages delivered, until the node closes."""
+        while True:
+            try:
+                yield await self.receive()
+            except ClosedError:
+                return
 
     async def close(self) -> None:
         """Close the socket (idempotent). Unacknowledged messages are abandoned."""
@@ -85,6 +103,7 @@ class ExonNode:
         if driver is not None and not driver.closed:
             driver.close()
             await driver.wait_closed()
+            self._inbox.put_nowait(None)
 
     def _on_event(self, event: object) -> None:
         assert isinstance(event, ExonMessage)
@@ -106,11 +125,8 @@ def open_exon(
         node = ExonNode(ExonCore(node_id, config, clock=clock))
         try:
             sock = udp_socket(host, port)
-        except OSError as exc:
-            if isinstance(exc, NetworkError):
-                raise
-            raise NetworkError(f"cannot listen on {host}:{port}: {exc.strerror}",
-                               host=host, port=port) from exc
+        except OSError as exc:  # a port in use, an address not ours
+            raise NetworkError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         node._driver = await open_datagram(node.core, sock, on_event=node._on_event,
                                            faults=faults)
         return node

@@ -37,6 +37,7 @@ import math
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 from gossamer.errors import DecodeError
 
@@ -135,7 +136,9 @@ def _id_bytes(node_id: str, what: str) -> bytes:
     return raw
 
 
+@lru_cache(maxsize=1024)
 def _head(src: str, dst: str, kind: ExonType) -> bytes:
+    # Cached: a node sends to a few peers, each datagram starting with the same ids.
     a = _id_bytes(src, "source")
     b = _id_bytes(dst, "destination")
     return b"".join((_I32.pack(len(a)), a, _I32.pack(len(b)), b, _I32.pack(kind)))
@@ -212,9 +215,9 @@ def _counts(values: tuple[int, ...], offset: int) -> None:
             raise DecodeError(f"negative clock, slot or count {value}", offset=offset)
 
 
-def decode(data: bytes) -> ExonDatagram:
+def decode(data: bytes | bytearray | memoryview) -> ExonDatagram:
     """One Exon datagram. Raises only ``DecodeError`` (with the reason and the offset)."""
-    data = bytes(data)
+    data = data if isinstance(data, bytes) else bytes(data)
     if len(data) > MTU:
         raise DecodeError(f"datagram of {len(data)} bytes exceeds the {MTU}-byte MTU")
     src, offset = _pull_id(data, 0, "source")

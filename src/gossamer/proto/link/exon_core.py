@@ -17,9 +17,9 @@ two interoperate:
   used; a TOKEN of a used slot is acknowledged again but not delivered (a duplicate).
   TOKENs under another clock are ignored. Delivery is in arrival order, **not** in
   sending order, like the original's.
-- **Timers** (RTT in milliseconds, as on the wire: the sender's estimate, an EWMA
-  ``0.2 x old + 0.8 x sample`` of REQSLOTS-to-SLOTS times starting at 10 ms; every
-  timeout clamped to ``[timeout_min, timeout_max]``, 100 ms to 1 s): REQSLOTS repeats
+- **Timers** (the sender's RTT estimate is an EWMA ``0.2 x old + 0.8 x sample`` of
+  REQSLOTS-to-SLOTS times starting at 10 ms, sent in milliseconds in each REQSLOTS;
+  every timeout is clamped to ``[timeout_min, timeout_max]``, 100 ms to 1 s): REQSLOTS repeats
   after 1.5 x RTT while slots are wanted; a TOKEN is retransmitted after 2 x RTT, then
   after 6 x RTT, doubling from there (the original repeats 6 x RTT; both stop at
   ``timeout_max``); ACKs leave at once (the original's ``maxAcks = 1``); a receive
@@ -59,27 +59,31 @@ from dataclasses import dataclass, field
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, DecodeError, LocalProtocolError, NoRouteError
+from gossamer.params import Checked, PositiveCount, PositiveSeconds, check
 from gossamer.wire import exon_transport as wire
 from gossamer.wire.exon_transport import Ack, ExonDatagram, ReqSlots, Slots, Token
 
 __all__ = ["ExonConfig", "ExonCore", "ExonMessage"]
 
+_I64_MAX = (1 << 63) - 1
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExonConfig:
-    """The original's constants, by default (P, N, the RTT and timeout bounds)."""
+class ExonConfig(Checked):
+    """The original's constants, by default (P, N, the RTT and timeout bounds). Times in
+    seconds (the RTT travels in milliseconds)."""
 
     #: P: unacknowledged TOKENs per destination.
-    in_transit: int = 625
+    in_transit: PositiveCount = 625
     #: N: the spare slots a sender keeps asking for.
-    slots: int = 2500
-    #: The RTT estimate of a new send record, in milliseconds.
-    initial_rtt_ms: float = 10.0
-    #: Bounds of every timeout, in milliseconds.
-    timeout_min_ms: float = 100.0
-    timeout_max_ms: float = 1000.0
-    #: Seconds without SLOTS sent after which a receive record probes its sender.
-    probe_after: float = 50.0
+    slots: PositiveCount = 2500
+    #: The RTT estimate of a new send record.
+    initial_rtt: PositiveSeconds = 0.010
+    #: Bounds of every timeout.
+    timeout_min: PositiveSeconds = 0.1
+    timeout_max: PositiveSeconds = 1.0
+    #: Time without SLOTS sent after which a receive record probes its sender.
+    probe_after: PositiveSeconds = 50.0
     #: Number new send records' TOKENs from slot 0, like the original (see the module).
     original_numbering: bool = False
     #: Start a fresh receive record for a REQSLOTS that can only come from a new send
@@ -87,10 +91,9 @@ class ExonConfig:
     renew_records: bool = True
 
     def __post_init__(self) -> None:
-        if self.in_transit < 1 or self.slots < 1:
-            raise ConfigError("in_transit and slots must be at least 1")
-        if not 0 < self.timeout_min_ms <= self.timeout_max_ms:
-            raise ConfigError("timeouts must satisfy 0 < timeout_min_ms <= timeout_max_ms")
+        check(self)  # not super(): a slots dataclass is a copy of the class it was written as
+        if self.timeout_min > self.timeout_max:
+            raise ConfigError("need timeout_min <= timeout_max")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +159,9 @@ class _FreeSlots:
 
 @dataclass(slots=True)
 class _Receive:
+    """A receive record (one per sending node): its slots end at ``sck``, its clock is
+    ``rck``, and ``last_slots`` is when it last sent SLOTS."""
+
     sck: int
     rck: int
     free: _FreeSlots = field(default_factory=_FreeSlots)
@@ -164,14 +170,19 @@ class _Receive:
 
 @dataclass(slots=True)
 class _Token:
+    """A TOKEN sent and not yet acknowledged, with its current retransmission timeout."""
+
     slot: int
     rck: int
     data: bytes
-    timeout_ms: float = 0.0
+    timeout: float = 0.0
 
 
 @dataclass(slots=True)
 class _Send:
+    """A send record (one per destination node): slots granted up to ``sck`` under the
+    receiver's clock ``rck``, messages waiting, TOKENs in flight, the RTT estimate."""
+
     sck: int
     rck: int = 0
     next_slot: int = 0  # the first spare slot (the original's envelopes.from)
@@ -181,7 +192,7 @@ class _Send:
     tokens: dict[int, _Token] = field(default_factory=dict)
     asked_at: float | None = None  # when the last REQSLOTS left (seconds)
     asking: bool = False  # a REQSLOTS for n > 0 is repeated until SLOTS come
-    rtt_ms: float = 10.0
+    rtt: float = 0.010
     fresh: bool = True  # no SLOTS yet
 
 
@@ -241,7 +252,7 @@ class ExonCore:
         self.counters["messages_sent"] += 1
         record = self._sends.get(node_id)
         if record is None:
-            record = _Send(sck=self.clock, rtt_ms=self.config.initial_rtt_ms)
+            record = _Send(sck=self.clock, rtt=self.config.initial_rtt)
             record.next_slot = 0 if self.config.original_numbering else self.clock
             record.queue.append(bytes(data))
             self._sends[node_id] = record
@@ -302,6 +313,9 @@ class ExonCore:
         self._send_queued(src, record, now)
 
     def _on_reqslots(self, src: str, req: ReqSlots, now: float) -> None:
+        if req.s + req.n > _I64_MAX:
+            self.counters["malformed"] += 1  # slots no datagram could name
+            return
         record = self._receives.get(src)
         if (record is not None and req.n > 0 and self.config.renew_records
                 and req.l == req.s == record.sck):
@@ -333,9 +347,11 @@ class ExonCore:
             return
         if slots.s != record.sck:
             return  # a grant for an older request
+        if slots.s + slots.n > _I64_MAX:
+            self.counters["malformed"] += 1  # slots no datagram could name
+            return
         if record.asked_at is not None:
-            sample = (now - record.asked_at) * 1000.0
-            record.rtt_ms = 0.2 * record.rtt_ms + 0.8 * sample
+            record.rtt = 0.2 * record.rtt + 0.8 * (now - record.asked_at)
         record.rck = slots.r
         record.sck = slots.s + slots.n
         record.fresh = False
@@ -357,14 +373,13 @@ class ExonCore:
             record.asked_at = now
             record.asking = True
             self.counters["reqslots_sent"] += 1
-            self._emit(dst, ReqSlots(record.sck, wanted, low, record.rtt_ms))
-            self._schedule(now + self._timeout(record.rtt_ms, 1.5) / 1000.0, "reqslots", dst,
-                           _stamp(now))
+            self._emit(dst, ReqSlots(record.sck, wanted, low, record.rtt * 1000.0))
+            self._schedule(now + self._timeout(record.rtt, 1.5), "reqslots", dst, _stamp(now))
             return
         record.asking = False
         if not record.tokens and not record.queue:
             self.counters["reqslots_sent"] += 1
-            self._emit(dst, ReqSlots(record.sck, 0, record.sck, record.rtt_ms))
+            self._emit(dst, ReqSlots(record.sck, 0, record.sck, record.rtt * 1000.0))
             self.clock = max(self.clock, record.sck)
             del self._sends[dst]
 
@@ -376,10 +391,10 @@ class ExonCore:
             data = record.queue.popleft()
             slot = record.next_slot
             record.next_slot += 1
-            token = _Token(slot, record.rck, data, self._timeout(record.rtt_ms, 2.0))
+            token = _Token(slot, record.rck, data, self._timeout(record.rtt, 2.0))
             record.tokens[slot] = token
             self._send_token(dst, token)
-            self._schedule(now + token.timeout_ms / 1000.0, "token", dst, slot)
+            self._schedule(now + token.timeout, "token", dst, slot)
         if not record.asking and record.sck - record.next_slot < self.config.slots:
             # Spare slots were used: ask for more (the original asks when the first
             # of its N spare slots goes).
@@ -402,9 +417,9 @@ class ExonCore:
             return
         self._out.append((wire.encode(ExonDatagram(self.node_id, dst, body)), address))
 
-    def _timeout(self, rtt_ms: float, factor: float) -> float:
+    def _timeout(self, rtt: float, factor: float) -> float:
         config = self.config
-        return min(config.timeout_max_ms, max(config.timeout_min_ms, factor * rtt_ms))
+        return min(config.timeout_max, max(config.timeout_min, factor * rtt))
 
     # -- timers -------------------------------------------------------------------------
 
@@ -442,13 +457,13 @@ class ExonCore:
             self.counters["abandoned"] += 1
             self._send_queued(dst, record, now)
             return
-        if token.timeout_ms < self._timeout(record.rtt_ms, 6.0):
-            token.timeout_ms = self._timeout(record.rtt_ms, 6.0)
+        if token.timeout < self._timeout(record.rtt, 6.0):
+            token.timeout = self._timeout(record.rtt, 6.0)
         else:
-            token.timeout_ms = min(self.config.timeout_max_ms, token.timeout_ms * 2)
+            token.timeout = min(self.config.timeout_max, token.timeout * 2)
         self.counters["retransmissions"] += 1
         self._send_token(dst, token)
-        self._schedule(now + token.timeout_ms / 1000.0, "token", dst, slot)
+        self._schedule(now + token.timeout, "token", dst, slot)
 
     def _probe_timer(self, src: str, rck: int, now: float) -> None:
         record = self._receives.get(src)
