@@ -11,13 +11,14 @@ import pytest
 from gossamer.errors import ConfigError
 from gossamer.proto.link import LinkUp
 from gossamer.proto.link.config import CONTROL_TAKEN
+from gossamer.proto.link.exon_core import ExonCore
 from gossamer.proto.link.machine import LinkState
 from gossamer.testing.a3m_original import OSocket
 from gossamer.wire import a3m, exon
 from gossamer.wire.a3m import A3MMessage, A3MType
 from gossamer.wire.exon import ControlBody, SocketMessage
 
-from .exon_fabric import ExonFabric
+from .exon_fabric import ORIGINAL_EXON, ExonFabric
 
 COUNT = 300
 LOSSES = [0.0, 0.1]
@@ -300,3 +301,34 @@ def test_early_data_beyond_the_credits_is_refused() -> None:
     assert g.counters["malformed"] == 2
     assert len(g.a3m.frames_in(peer, data(0), f.now)) == 1
     assert pull.take(f.now) is None  # frames_in only translates: nothing reached the node
+
+
+def test_a_java_sender_whose_closing_reqslots_was_lost_is_still_heard() -> None:
+    """The Java Exon numbers a new send record's TOKENs from slot 0. When the REQSLOTS
+    closing its previous record to us was lost, we still hold that record (slot 0
+    used); its new record's REQSLOTS (``l == s``) names its clock, which its own receive
+    records advanced past our record's end (it received from us meanwhile). That
+    REQSLOTS can only come from a new record: we start a fresh one, or its first
+    messages would be acknowledged as duplicates and never delivered (seen against the
+    Java A3M: 20 DATA of a PUSH lost, its credits with them)."""
+    from gossamer.wire.exon_transport import ReqSlots
+
+    from ..test_exon_core import Net
+
+    net = Net(seed=1)
+    java = ExonCore("j", ORIGINAL_EXON)
+    ours = ExonCore("g")
+    net.add(java, 1)
+    net.add(ours, 2)
+    java.register("g", ("10.0.0.1", 2))
+    ours.register("j", ("10.0.0.1", 1))
+    net.drop_if = lambda d: d.src == "j" and isinstance(d.body, ReqSlots) and d.body.n == 0
+    net.send(java, "g", b"m1")
+    net.run(until=3.0)
+    assert net.lost >= 1  # its record closed; we did not hear it
+    net.send(ours, "j", b"reply")  # the Java node opens a receive record: its clock moves
+    net.run(until=6.0)
+    net.send(java, "g", b"m2")
+    net.run(until=9.0)
+    assert [m.data for m in net.delivered["g"]] == [b"m1", b"m2"]
+    assert ours.counters["records_renewed"] == 1

@@ -317,8 +317,12 @@ class ExonCore:
             self.counters["malformed"] += 1  # slots no datagram could name
             return
         record = self._receives.get(src)
+        # ``l == s``: nothing in flight and no spare slot. With ``s == sck`` that is a
+        # new send record or one that used every slot (renewing costs the latter
+        # nothing); with ``s > sck`` only a new one: its clock, which the sender's own
+        # receive records advance, has passed the end of the record we hold.
         if (record is not None and req.n > 0 and self.config.renew_records
-                and req.l == req.s == record.sck):
+                and req.l == req.s >= record.sck):
             self.counters["records_renewed"] += 1
             record = None
         if record is None:
