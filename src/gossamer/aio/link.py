@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from gossamer._types import Address, Datagram
-from gossamer.addresses import AddressLike, format_address
+from gossamer.addresses import AddressLike, format_address, parse_address
 from gossamer.aio._pump import Pump, deadline, now
 from gossamer.aio.addresses import resolve
 from gossamer.aio.datagram import DatagramDriver, open_datagram
@@ -48,6 +47,7 @@ from gossamer.aio.stream import StreamDriver, StreamServer, connect, serve
 from gossamer.errors import (
     ClosedError,
     ConfigError,
+    DecodeError,
     LinkError,
     LocalProtocolError,
     NetworkError,
@@ -71,9 +71,11 @@ from gossamer.proto.link import (
     Writable,
 )
 from gossamer.proto.link.channel import ChannelConfig
+from gossamer.proto.link.exon_transport import default_node_id
 from gossamer.proto.link.machine import LinkState
 from gossamer.proto.sealing import SealedStream, StreamSeals
 from gossamer.trace.sink import NullSink, Tracer
+from gossamer.wire.a3m import TagBook
 from gossamer.wire.mode import Wire
 
 __all__ = [
@@ -95,7 +97,7 @@ def tag_id(tag: Tag) -> int:
     UTF-8 (0 is reserved for the node, so a name hashing to 0 takes 1)."""
     if isinstance(tag, int):
         return tag
-    return zlib.crc32(tag.encode()) or 1
+    return TagBook.number(tag)
 
 
 class _FlushingDatagrams:
@@ -164,17 +166,22 @@ class Node:
         channel: ChannelConfig | None,
         max_message: int | None,
         seed: int | None,
+        node_id: str | None = None,
     ) -> None:
         rng = random.Random(seed)
 
         def make_core(address: Address) -> LinkNode:
+            name = self._tracer.node if self._tracer.node != "-" else None
+            if self.transport is Transport.EXON:
+                name = node_id or name or default_node_id(address)
             config = LinkConfig(
                 address=address,
-                node_id=self._tracer.node if self._tracer.node != "-" else None,
+                node_id=name,
                 transport=self.transport,
                 channel=channel or ChannelConfig(),
                 max_message=max_message,
                 trace_data=self._trace_data,
+                wire=self.wire.mode,
             )
             return LinkNode(config, tracer=self._tracer, rng=rng)
 
@@ -223,6 +230,24 @@ class Node:
         """Where peers link to this node's sockets."""
         return self.core.address
 
+    def register(self, node_id: str, address: AddressLike) -> None:
+        """Exon: the node named ``node_id`` (a Java A3M node's id) is at ``address``."""
+        exon = self.core.exon
+        if exon is None:
+            raise ConfigError("node ids name Exon nodes: open the node with transport='exon'")
+        exon.register(node_id, parse_address(address))
+
+    def _tag(self, tag: Tag) -> int:
+        """The number of a socket tag; on the original wire a string tag is also the
+        name A3M peers know the socket by (an int tag: its decimal digits)."""
+        frames = self.core.a3m
+        if frames is None or isinstance(tag, int):
+            return tag_id(tag)
+        try:
+            return frames.tags.tag(tag)
+        except DecodeError as exc:
+            raise ConfigError(f"socket tag {tag!r}: {exc.reason}") from None
+
     @property
     def rejected(self) -> Counter[str]:
         """Datagrams or stream records the envelope refused, by reason (a refused record
@@ -252,7 +277,7 @@ class Node:
             socket_options = SocketOptions(**options)
         except TypeError as exc:
             raise ConfigError(f"unknown socket option: {exc}") from exc
-        core = self.core.open_socket(kind, tag_id(tag), socket_options)
+        core = self.core.open_socket(kind, self._tag(tag), socket_options)
         sock = Socket(self, core)
         self._sockets[core.tag] = sock
         return sock
@@ -467,7 +492,7 @@ class Socket:
         or ``None`` when the link is already in the ``done`` state."""
         self._check_open()
         node = self.node
-        peer, peer_tag = await resolve(address, stream=True), tag_id(tag)
+        peer, peer_tag = await resolve(address, stream=True), node._tag(tag)
         waiter = node._link_waiter(self.tag, peer, peer_tag)
         request(peer, peer_tag, now())
         node._flush()
@@ -675,11 +700,15 @@ def open_node(
     channel: ChannelConfig | None = None,
     max_message: int | None = None,
     seed: int | None = None,
+    node_id: str | None = None,
 ) -> Opening[Node]:
     """Open a node listening on ``host:port`` (port 0: any free port); await it or use
     it with ``async with``.
 
-    ``transport`` is ``tcp`` or ``udp``. ``host`` is the address peers reach the node at
+    ``transport`` is ``tcp``, ``udp`` or ``exon`` (the original's reliable UDP; with
+    ``Wire(mode=WireMode.ORIGINAL)`` the node speaks the Java A3M's messages, and
+    ``node_id`` names it to Exon, by default ``"host:port"``; :meth:`Node.register`
+    tells it where the peers' node ids are). ``host`` is the address peers reach the node at
     (not a wildcard): the node names itself by it; a name (``localhost``) is resolved
     first, and ``::1`` gives an IPv6 node. ``tracer`` records ``layer=link`` events
     (per-message ``send``/``deliver`` too unless ``trace_data=False``); ``seed`` fixes
@@ -690,12 +719,14 @@ def open_node(
     try:
         kind = Transport(transport)
     except ValueError:
-        raise ConfigError("transport must be 'tcp' or 'udp'", transport=transport) from None
+        raise ConfigError("transport must be 'tcp', 'udp' or 'exon'",
+                          transport=transport) from None
 
     async def start() -> Node:
         address = await resolve((host, port), stream=kind is Transport.TCP)
         node = Node(kind, tracer, trace_data, wire)
-        await node._start(*address, channel=channel, max_message=max_message, seed=seed)
+        await node._start(*address, channel=channel, max_message=max_message, seed=seed,
+                          node_id=node_id)
         return node
 
     return Opening(start)

@@ -11,14 +11,17 @@ from gossamer._types import Address
 from gossamer.errors import ConfigError
 from gossamer.proto.backoff import AROUND, Backoff
 from gossamer.proto.link.channel import ChannelConfig
+from gossamer.proto.link.exon_core import ExonConfig
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, Authorizer
 from gossamer.wire import exon
+from gossamer.wire.mode import WireMode
 
 __all__ = [
     "CONTROL_HELLO",
     "CONTROL_SUBSCRIBE",
     "CONTROL_TAKEN",
     "CONTROL_UNSUBSCRIBE",
+    "EXON_MESSAGE_ROOM",
     "LAYER",
     "MAX_TAG",
     "URGENT_BYTES",
@@ -45,6 +48,10 @@ MAX_TAG = (1 << 32) - 1
 #: instead of at the end of the loop iteration (a sender that never yields would
 #: otherwise hold its whole window back; 64 KiB keeps writes large).
 URGENT_BYTES = 64 * 1024
+#: The largest DATA payload over Exon: its 1400-byte datagram less its own header (two
+#: node ids), the A3M message around the payload (two tags, type, clock) and the
+#: pattern's framing (order counter, topic), with room for ids and tags of 64 bytes each.
+EXON_MESSAGE_ROOM = 1024
 
 
 class Transport(Enum):
@@ -52,6 +59,8 @@ class Transport(Enum):
 
     UDP = "udp"
     TCP = "tcp"
+    #: The original wire: A3M's messages over Exon (``a3m``; the node id is ``node_id``).
+    EXON = "exon"
 
 
 def check_tag(tag: int) -> None:
@@ -126,11 +135,22 @@ class LinkConfig:
     max_message: int | None = None
     names: Mapping[Address, str] = field(default_factory=dict)
     trace_data: bool = True
+    #: The wire mode. It changes the node only over Exon, where ``ORIGINAL`` speaks the
+    #: Java A3M's messages (:mod:`~.a3m`) and ``SEALED`` carries the node's own frames;
+    #: over TCP and UDP the frames are the node's in both modes (the driver seals them).
+    wire: WireMode = WireMode.SEALED
+    #: Exon only: the Exon core's constants (the original's by default).
+    exon: ExonConfig = field(default_factory=ExonConfig)
 
     def __post_init__(self) -> None:
         limit = self.message_limit
         if limit < 1:
             raise ConfigError("max_message must be positive", max_message=limit)
+        if self.transport is Transport.EXON and not self.node_id:
+            raise ConfigError("Exon names every node: give node_id")
+        if self.transport is Transport.EXON and limit > EXON_MESSAGE_ROOM:
+            raise ConfigError(f"over Exon a message must fit one datagram: max_message <= "
+                              f"{EXON_MESSAGE_ROOM}", max_message=limit)
         if self.transport is Transport.UDP and limit > self._datagram_room:
             raise ConfigError(
                 f"over UDP a message must fit one datagram: max_message <= "
@@ -149,6 +169,8 @@ class LinkConfig:
             return self.max_message
         if self.transport is Transport.UDP:
             return self._datagram_room
+        if self.transport is Transport.EXON:
+            return EXON_MESSAGE_ROOM
         return 64 * 1024
 
     @property

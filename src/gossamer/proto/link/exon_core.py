@@ -160,12 +160,14 @@ class _FreeSlots:
 @dataclass(slots=True)
 class _Receive:
     """A receive record (one per sending node): its slots end at ``sck``, its clock is
-    ``rck``, and ``last_slots`` is when it last sent SLOTS."""
+    ``rck``, and ``last_slots`` is when it last sent SLOTS; ``start`` is the ``s`` of
+    the REQSLOTS that opened it (its own closing REQSLOTS names a larger one)."""
 
     sck: int
     rck: int
     free: _FreeSlots = field(default_factory=_FreeSlots)
     last_slots: float = 0.0
+    start: int = 0
 
 
 @dataclass(slots=True)
@@ -317,12 +319,24 @@ class ExonCore:
             self.counters["malformed"] += 1  # slots no datagram could name
             return
         record = self._receives.get(src)
+        if record is not None and req.n == 0 and req.s <= record.start:
+            # The close of the sender's previous record, overtaken by the REQSLOTS that
+            # opened this one: applied here it would free none of this record's slots
+            # and forget the others, so the new record's first TOKENs would be taken
+            # for duplicates.
+            self.counters["stale"] += 1
+            return
+        # ``l == s``: nothing in flight and no spare slot. With ``s == sck`` that is a
+        # new send record or one that used every slot (renewing costs the latter
+        # nothing); with ``s > sck`` only a new one: its clock, which the sender's own
+        # receive records advance, has passed the end of the record we hold.
         if (record is not None and req.n > 0 and self.config.renew_records
-                and req.l == req.s == record.sck):
+                and req.l == req.s >= record.sck):
             self.counters["records_renewed"] += 1
             record = None
         if record is None:
-            record = _Receive(sck=req.s, rck=self.clock, last_slots=now)
+            record = _Receive(sck=req.s, rck=self.clock, last_slots=now,
+                              start=req.s if req.n > 0 else -1)
             self.clock += 1
             self._receives[src] = record
             self._schedule(now + self.config.probe_after, "probe", src, record.rck)

@@ -20,9 +20,15 @@ The contract, for the node (and for codecs above it):
 
 Frames are handed to the Exon core when the node flushes (once per driver loop
 iteration), after each datagram in, and on each timer.
+
+On the original wire a :class:`FrameCodec` (:class:`~.a3m.A3MFrames`) turns each frame
+into the Java A3M's message when the node hands it over, and each message received
+into the frames it stands for (none, while it waits for its turn).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from gossamer._types import Address, Datagram
 from gossamer.proto.link.exon_core import ExonCore
@@ -30,7 +36,20 @@ from gossamer.proto.link.host import TransportHost
 from gossamer.proto.link.records import Peer
 from gossamer.proto.link.transport import LinkTransport
 
-__all__ = ["ExonTransport", "default_node_id"]
+__all__ = ["ExonTransport", "FrameCodec", "default_node_id"]
+
+
+class FrameCodec(Protocol):
+    """How frames look inside Exon messages, when not as the node writes them."""
+
+    def frame_out(self, peer: Peer, frame: bytes, now: float) -> bytes | None:
+        """The message for one frame (``None``: not sent; the codec said why)."""
+
+    def data_out(self, peer: Peer, header: bytes, payload: bytes, now: float) -> bytes | None:
+        """The message for one DATA, given as its header and payload."""
+
+    def frames_in(self, peer: Peer, payload: bytes, now: float) -> list[bytes]:
+        """The frames one message from ``peer`` stands for."""
 
 
 def default_node_id(address: Address) -> str:
@@ -47,11 +66,15 @@ class ExonTransport(LinkTransport):
     transport owns it: it feeds it the datagrams the driver receives and drains its
     output and deliveries."""
 
-    def __init__(self, node: TransportHost, core: ExonCore) -> None:
+    def __init__(self, node: TransportHost, core: ExonCore,
+                 codec: FrameCodec | None = None) -> None:
         self.node = node
         self.core = core
+        #: The original wire's translation of frames (``None``: frames as they are).
+        self.codec = codec
         self._ids: dict[Address, str] = {}
         self._pending: list[tuple[Peer, bytes]] = []
+        self._now = 0.0
 
     def register(self, node_id: str, address: Address) -> None:
         """The peer at ``address`` is Exon node ``node_id`` (a Java node's id)."""
@@ -75,9 +98,19 @@ class ExonTransport(LinkTransport):
     # -- the node's interface --------------------------------------------------------
 
     def send_frame(self, peer: Peer, frame: bytes) -> None:
+        if self.codec is not None:
+            message = self.codec.frame_out(peer, frame, self._now)
+            if message is not None:
+                self._pending.append((peer, message))
+            return
         self._pending.append((peer, frame))
 
     def send_data(self, peer: Peer, header: bytes, payload: bytes) -> None:
+        if self.codec is not None:
+            message = self.codec.data_out(peer, header, payload, self._now)
+            if message is not None:
+                self._pending.append((peer, message))
+            return
         self._pending.append((peer, header + payload))
 
     def flush(self, now: float) -> None:
@@ -108,12 +141,21 @@ class ExonTransport(LinkTransport):
         for message in core.events_received():
             address = core.addresses.get(message.node, addr)
             self._ids[address] = message.node
-            node.receive_frames(node.peer(address), message.data, now)
+            self._deliver(node.peer(address), message.data, now)
         self._drain(now)
+
+    def _deliver(self, peer: Peer, data: bytes, now: float) -> None:
+        self._now = now
+        if self.codec is None:
+            self.node.receive_frames(peer, data, now)
+            return
+        for frame in self.codec.frames_in(peer, data, now):
+            self.node.receive_frames(peer, frame, now)
 
     # -- frames out ------------------------------------------------------------------
 
     def _drain(self, now: float) -> None:
+        self._now = now
         # The node marks peers dirty after queuing frames; here every queued frame
         # leaves, so there is nothing left to mark.
         self.node.dirty.clear()
@@ -131,4 +173,4 @@ class ExonTransport(LinkTransport):
         # Frames to this node itself come back at once.
         node = self.node
         for message in core.events_received():
-            node.receive_frames(node.peer(node.address), message.data, now)
+            self._deliver(node.peer(node.address), message.data, now)

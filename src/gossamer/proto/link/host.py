@@ -16,6 +16,7 @@ from gossamer.proto.link.config import LinkConfig
 from gossamer.proto.link.events import Event
 from gossamer.proto.link.machine import LinkInput
 from gossamer.proto.link.records import Context, Link, Peer
+from gossamer.wire.exon import ExonLimits
 
 __all__ = ["NodeServices", "SocketHost", "TransportHost"]
 
@@ -74,6 +75,8 @@ class TransportHost(NodeServices, Protocol):
 
     config: LinkConfig
     counters: dict[str, int]
+    #: The bounds of the node's frames.
+    limits: ExonLimits
     #: Every remote address met, in the order met.
     records: dict[Address, Peer]
     wakeup: Callable[[], None] | None
@@ -86,6 +89,12 @@ class TransportHost(NodeServices, Protocol):
 
     def post(self, event: Event) -> None:
         """Queue ``event`` for the driver."""
+
+    def pattern_of(self, tag: int) -> str | None:
+        """The pattern name of the local socket ``tag``."""
+
+    def pattern_capacity(self, tag: int) -> int:
+        """The capacity of the local socket ``tag``."""
 
     def events_received(self) -> list[Event]:
         """The events queued for the driver, drained."""

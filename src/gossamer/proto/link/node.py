@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from gossamer._types import Address, Datagram
 from gossamer.errors import ConfigError, LocalProtocolError
 from gossamer.proto.link import machine
+from gossamer.proto.link.a3m import A3MFrames
 from gossamer.proto.link.channel import Channel
 from gossamer.proto.link.config import (
     CONTROL_SUBSCRIBE,
@@ -74,6 +75,8 @@ from gossamer.proto.link.events import (
     RequestFailed,
     Writable,
 )
+from gossamer.proto.link.exon_core import ExonCore
+from gossamer.proto.link.exon_transport import ExonTransport
 from gossamer.proto.link.machine import Action, LinkInput, LinkState
 from gossamer.proto.link.patterns import ENVELOPE_ROOM, decide, pattern_for
 from gossamer.proto.link.records import Context, Link, Peer
@@ -83,6 +86,7 @@ from gossamer.proto.link.transport import LinkTransport
 from gossamer.proto.link.udp import UdpTransport
 from gossamer.trace.sink import Tracer
 from gossamer.wire import exon
+from gossamer.wire.a3m import A3MLimits
 from gossamer.wire.exon import (
     DATA_HEADER,
     EXTENDED_HEADER_SIZE,
@@ -104,6 +108,7 @@ from gossamer.wire.exon import (
     SocketMessage,
     UnlinkBody,
 )
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
@@ -161,9 +166,20 @@ class LinkNode:
         self._now = 0.0
         self._udp: UdpTransport | None = None
         self._tcp: TcpTransport | None = None
+        #: Exon: the transport (peers' node ids, the Exon core), and on the original
+        #: wire the translation of frames into A3M's messages.
+        self.exon: ExonTransport | None = None
+        self.a3m: A3MFrames | None = None
         self.transport: LinkTransport
         if config.transport is Transport.TCP:
             self.transport = self._tcp = TcpTransport(self)
+        elif config.transport is Transport.EXON:
+            assert config.node_id is not None  # LinkConfig checks it
+            if config.wire is WireMode.ORIGINAL:
+                self.a3m = A3MFrames(self, A3MLimits())
+            self.transport = self.exon = ExonTransport(
+                self, ExonCore(config.node_id, config.exon), self.a3m
+            )
         else:
             self.transport = self._udp = UdpTransport(self, rng)
         # Bound once: every DATA goes through it.
@@ -202,10 +218,14 @@ class LinkNode:
         if tag in self.sockets:
             raise ConfigError(f"tag {tag} is already used on this node", tag=tag)
         pattern = pattern_for(kind)
+        options = options or SocketOptions()
+        if self.a3m is not None and (options.receipts or options.custom):
+            raise ConfigError("the original wire (A3M) has no receipts and no custom link "
+                              "metadata", tag=tag)
         # A random first clock: a socket re-created with the same tag (a restart) does
         # not reuse its predecessor's clock ids, so the predecessor's late messages are
         # recognised as stale (the Java code restarted at 0: reference (c) bug 5).
-        sock = LinkSocket(self, tag, pattern, options or SocketOptions(), self._rng.getrandbits(32))
+        sock = LinkSocket(self, tag, pattern, options, self._rng.getrandbits(32))
         self.sockets[tag] = sock
         return sock
 
@@ -238,8 +258,11 @@ class LinkNode:
     # -- the driver's interface ------------------------------------------------------
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        """UDP: one datagram from ``addr``."""
+        """UDP and Exon: one datagram from ``addr``."""
         self._now = now
+        if self.exon is not None:
+            self.exon.receive_datagram(data, addr, now)
+            return
         self._datagrams().receive_datagram(data, addr, now)
 
     def datagrams_to_send(self) -> list[Datagram]:
@@ -303,6 +326,16 @@ class LinkNode:
             peer = Peer(address, self.config.peer_name(address), self.limits)
             self.records[address] = peer
         return peer
+
+    def pattern_of(self, tag: int) -> str | None:
+        """The pattern name of the socket ``tag`` (``None``: no such socket)."""
+        sock = self.sockets.get(tag)
+        return None if sock is None else sock.pattern.name
+
+    def pattern_capacity(self, tag: int) -> int:
+        """The capacity of the socket ``tag`` (0: no such socket)."""
+        sock = self.sockets.get(tag)
+        return 0 if sock is None else sock.capacity
 
     def post(self, event: Event) -> None:
         """Queue ``event`` for the driver (``events_received``)."""

@@ -497,8 +497,9 @@ class LinkSocket:
     def next_clock(self) -> int:
         """The clock of this socket's next link incarnation."""
         self._clock = (self._clock + 1) & MAX_TAG
-        if self._clock == NO_CLOCK:
-            self._clock = 0
+        # NO_CLOCK means "no socket"; so does 0x80000000 on the original wire (INT32_MIN).
+        if self._clock in (NO_CLOCK, 1 << 31):
+            self._clock = (self._clock + 1) & MAX_TAG
         return self._clock
 
     def metadata(self) -> LinkMetadata:
