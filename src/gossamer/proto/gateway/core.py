@@ -934,7 +934,7 @@ class GatewayCore(ClusterMember, OrderedQueues):
             if not isinstance(message_id, str):
                 self._invalid(state.id, _BAD_DISPATCH, {"op": "dispatch", "d": d, "t": t}, now)
                 return
-            outcome = self.queues.ack(queue, message_id, client)
+            outcome = self.queues.ack(queue, message_id, (client.app_id, client.client_id))
             if outcome is AckOutcome.ACKED:
                 if self._trace is not None:
                     self._trace(now, LAYER, "ack", msg=message_id, peer=client.trace_id,
