@@ -3,8 +3,8 @@
 What a view's INSTALL carries to a joiner is bounded (32 KiB, ``docs/cluster.md``);
 the queues' state is not. So the state a member gives the views (``snapshot()``) is a
 small token, and the state itself, taken by every member at the cut of a view that
-admits joiners, is kept by each member (:meth:`SnapshotServer.keep`, until the next
-such view) and served on request:
+admits joiners, is kept by each member (:meth:`SnapshotServer.keep`, for the last
+``KEPT`` such views) and served on request:
 
 - the joiner connects to a member's ``queues`` address (its card names it; the same
   port number as the member's commit reports, on TCP) and sends one record,
@@ -41,6 +41,8 @@ _ASK: Final = b"SNAP"
 _U64: Final = struct.Struct(">Q")
 _NONE: Final = (1 << 64) - 1
 _READ: Final = 1 << 16
+#: Snapshots a member keeps, of the latest views that admitted joiners.
+KEPT: Final = 4
 LAYER: Final = "queue"
 
 
@@ -93,15 +95,18 @@ class SnapshotServer:
         self.me = me
         self.timeout = timeout
         self._seals = _seals(wire, me, tracer)
-        self._kept: tuple[int, bytes] | None = None
+        self._kept: dict[int, bytes] = {}
         self._server: asyncio.Server | None = None
         #: Snapshots served, and requests refused by reason.
         self.served = 0
         self.refused: dict[str, int] = {}
 
     def keep(self, view_id: int, snapshot: bytes) -> None:
-        """The state at the cut of ``view_id``, served until the next one is kept."""
-        self._kept = (view_id, snapshot)
+        """The state at the cut of ``view_id``, served while it is one of the last
+        ``KEPT`` kept (a joiner may still be fetching when the next view admits another)."""
+        self._kept[view_id] = snapshot
+        while len(self._kept) > KEPT:
+            del self._kept[min(self._kept)]
 
     async def start(self, host: str, port: int) -> Address:
         try:
@@ -133,12 +138,12 @@ class SnapshotServer:
                     self._refuse(inner.error or "bad request")
                     return
                 (view_id,) = _U64.unpack_from(inner.got, len(_ASK))
-                kept = self._kept
-                if kept is None or kept[0] != view_id:
+                kept = self._kept.get(view_id)
+                if kept is None:
                     self._refuse("no snapshot for that view")
                     inner.out += _U64.pack(_NONE)
                 else:
-                    inner.out += _U64.pack(len(kept[1])) + kept[1]
+                    inner.out += _U64.pack(len(kept)) + kept
                     self.served += 1
                 writer.write(stream.data_to_send())
                 await writer.drain()

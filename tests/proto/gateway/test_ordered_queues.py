@@ -43,6 +43,7 @@ def test_operations_become_proposals_and_nothing_is_decided_here() -> None:
     request = got[1][1]
     assert request["count"] == 2 and request["restricted"] is False
     assert request["metadata"]["region"] == ["string", "eu"]
+    assert "namespace" not in request["metadata"]  # unset: never a null value
     assert got[2][1] == {"queue": "q", "message_id": "n9#1/4", "app": "app", "client": "cons"}
     # No confirm before the order says so; nothing stored or delivered by the core itself.
     assert h.take(1) == [] and h.take(2) == []

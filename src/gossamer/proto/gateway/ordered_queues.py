@@ -218,8 +218,10 @@ class OrderedQueues:
     def _propose_request(self, client: Client, queue: str, count: int) -> None:
         self._consumers.add((client.app_id, client.client_id))
         types = client.types
+        # Unset reserved keys (no namespace) are left out: a value is never null.
         metadata = {key: [types[key], plain_value(value)]
-                    for key, value in self.directory.values(client).items()}
+                    for key, value in self.directory.values(client).items()
+                    if value is not None}
         self._propose("request", client, queue=queue, metadata=metadata,
                       restricted=client.restricted, count=count)
 
