@@ -133,6 +133,11 @@ class SqliteQueueStore:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'position'").fetchone()
         return 0 if row is None else int(row[0])
 
+    def chain(self) -> str:
+        """The history digest at ``position()`` (``Position.chain``), "" if none."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'chain'").fetchone()
+        return "" if row is None else str(row[0])
+
     def count(self) -> int:
         """How many messages are stored (acked ones are deleted)."""
         return int(self._db.execute("SELECT count(*) FROM messages").fetchone()[0])
@@ -184,11 +189,11 @@ class SqliteQueueStore:
                     )
                 elif isinstance(op, Cleared):
                     db.execute("DELETE FROM messages")
-                    db.execute("DELETE FROM meta WHERE key = 'position'")
+                    db.execute("DELETE FROM meta WHERE key IN ('position', 'chain')")
                 elif isinstance(op, Position):
-                    db.execute(
-                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('position', ?)",
-                        (str(op.position),),
+                    db.executemany(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                        (("position", str(op.position)), ("chain", op.chain)),
                     )
         except BaseException:
             db.execute("ROLLBACK")

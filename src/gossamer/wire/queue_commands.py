@@ -40,12 +40,14 @@ from typing import Any, Final, TypeAlias
 import msgpack
 
 from gossamer.errors import DecodeError
+from gossamer.wire.packed import unpack_value
 
 __all__ = [
     "MAX_COMMAND",
     "VERSION",
     "Ack",
     "Cancel",
+    "ClientAt",
     "ClientGone",
     "Command",
     "Expire",
@@ -65,7 +67,17 @@ _U63: Final = 1 << 63
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Push:
+class ClientAt:
+    """The gateway client ``(app, client)`` connected to ``node`` (a command names the
+    client it comes from; an effect, the client it is for)."""
+
+    node: str
+    app: str
+    client: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Push(ClientAt):
     """Append a message to ``queue``. ``message_id`` is made by the proposing node and is
     unique (``name#incarnation/n``): a second Push of a known id changes nothing, so a
     re-proposal after a view change is harmless."""
@@ -75,44 +87,32 @@ class Push:
     nonce: Any
     target: Any
     payload: Any
-    node: str
-    app: str
-    client: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
+class Request(ClientAt):
     """``count`` credits on ``queue`` for the client, whose metadata (at request time)
     the messages' targets are matched against."""
 
     queue: str
-    node: str
-    app: str
-    client: str
     restricted: bool
     metadata: dict[str, Any]
     count: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel:
+class Cancel(ClientAt):
     """Take back every credit the client has on ``queue``."""
 
     queue: str
-    node: str
-    app: str
-    client: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Ack:
+class Ack(ClientAt):
     """The client acknowledges ``message_id``: it is removed for good."""
 
     queue: str
     message_id: str
-    node: str
-    app: str
-    client: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,12 +125,8 @@ class Expire:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClientGone:
+class ClientGone(ClientAt):
     """The client disconnected from ``node``: its credits go, what it holds returns."""
-
-    node: str
-    app: str
-    client: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,12 +197,7 @@ _SHAPES: Final = {"P": 8, "R": 7, "C": 4, "A": 5, "X": 2, "G": 3, "L": 2}
 
 def decode(data: bytes, *, max_size: int = MAX_COMMAND) -> Command:
     """The command encoded in ``data``; ``DecodeError`` (its ``reason`` says why) otherwise."""
-    if len(data) > max_size:
-        raise _fail("command too large", size=len(data), max_size=max_size)
-    try:
-        value = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
-        raise DecodeError(f"queue command: msgpack: {type(exc).__name__}") from exc
+    value = unpack_value(data, max_size=max_size, what="queue command")
     if not isinstance(value, list) or len(value) < 2:
         raise _fail("not a command array")
     if value[0] != VERSION or type(value[0]) is not int:

@@ -66,7 +66,7 @@ def test_an_acked_message_is_gone_and_a_second_ack_is_refused() -> None:
     m = ReplicatedQueues()
     m.apply(request("c1"))
     m.apply(push(1))
-    assert m.apply(ack(1, "c1")).acks[0].message_id == "n1#1/1"
+    assert m.apply(ack(1, "c1")).acks == (ack(1, "c1"),)
     [refused] = m.apply(ack(1, "c1")).refusals
     assert refused.reason == "unknown message id" and refused.node == "n2#1"
     assert m.records() == []
@@ -96,7 +96,7 @@ def test_a_message_dies_after_max_attempts_and_a_replay_brings_it_back() -> None
     m.apply(request("c1"))
     m.apply(push(1))
     [dead] = m.apply(qc.Expire(message_id="n1#1/1", attempt=1)).dead_letters
-    assert dead.message_id == "n1#1/1" and "ack timeout" in dead.reason
+    assert dead.id == "n1#1/1" and "ack timeout" in dead.reason
     m.apply(request("c1"))
     assert m.apply(qc.Replay(queue="jobs", ids=None)).deliveries[0].attempt == 1
 
@@ -151,6 +151,7 @@ def test_a_restored_snapshot_is_the_same_state_and_decides_the_same() -> None:
     copy = ReplicatedQueues(QueueConfig(max_attempts=2))
     ops = copy.restore(m.snapshot())
     assert copy.snapshot() == m.snapshot() and copy.digest() == m.digest()
+    assert copy.chain == m.chain
     assert len(ops) == len(m.records()) + 2
     for command in [ack(2, "c1"), qc.NodeGone(node="n3#1"), request("c4", count=3),
                     qc.Expire(message_id="n1#1/3", attempt=1)]:
@@ -173,10 +174,29 @@ def test_the_store_holds_what_the_machine_holds_and_rebuilds_it(tmp_path: Path) 
         store.apply(m.restore(m.snapshot()))
         for command in (ack(2, "c1"), request("c5", count=2), ack(4, "c1")):
             store.apply(m.apply(command).store_ops)
-        assert store.position() == m.position
+        assert store.position() == m.position and store.chain() == m.chain
         rebuilt = ReplicatedQueues.from_store(store.load(), store.position(),
-                                              QueueConfig(max_attempts=2))
+                                              QueueConfig(max_attempts=2), chain=store.chain())
+    assert rebuilt.chain == m.chain
     assert [r.id for r in rebuilt.records()] == [r.id for r in m.records()]
     # In-flight messages are ready again after a rebuild; nobody holds anything.
     assert rebuilt.consumers() == [] and rebuilt.position == m.position
     assert all(rebuilt.holder(r.id) is None for r in rebuilt.records())
+
+
+def test_a_view_install_applies_node_gone_only_for_nodes_with_consumers() -> None:
+    m = ReplicatedQueues()
+    m.apply(request("c1", node="n2#1"))
+    m.apply(push(1))
+    assert m.install(["n1#1", "n2#1", "n3#1"]) == []
+    [gone] = m.install(["n1#1", "n3#1", "n4#1"])  # n2#1 left; n4 never had consumers
+    assert gone.position == 3 and gone.returned == ("n1#1/1",)
+    assert m.position == 3 and m.consumers() == []
+
+
+def test_the_chain_names_the_history_not_only_its_length() -> None:
+    a, b = ReplicatedQueues(), ReplicatedQueues()
+    a.apply(push(1))
+    b.apply(push(2))
+    assert a.position == b.position and a.chain != b.chain
+    assert a.apply(push(3)).chain != b.apply(push(3)).chain  # a divergence stays visible

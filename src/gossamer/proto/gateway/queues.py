@@ -155,10 +155,12 @@ class Cleared:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Position:
-    """The replicated machine applied the cluster's order through ``position`` (kept
-    with the messages, in the same transaction, so the store says where it stands)."""
+    """The replicated machine applied the cluster's order through ``position``, whose
+    history digest is ``chain`` (kept with the messages, in the same transaction, so the
+    store says where it stands)."""
 
     position: int
+    chain: str = ""
 
 
 StoreOp: TypeAlias = Enqueued | Delivered | Acked | DeadLettered | Replayed | Cleared | Position
@@ -470,6 +472,10 @@ class QueueBook:
 
     def message(self, message_id: str) -> QueuedMessage | None:
         return self._messages.get(message_id)
+
+    def held_by(self, client: Client) -> list[str]:
+        """Ids of the messages ``client`` holds in flight, sorted."""
+        return sorted(self._held.get(client.handle, ()))
 
     def messages(self) -> list[QueuedMessage]:
         """Every message (ready, in flight, dead), in ``seq`` order."""

@@ -3,9 +3,10 @@
 Every member of the cluster holds one ``ReplicatedQueues`` and applies to it the same
 commands (``gossamer.wire.queue_commands``) in the same order: the group's total order,
 plus ``NodeGone`` for every node incarnation that a view install leaves out, applied by
-every member at that install (the view cut). Nothing local enters a decision (no clock,
-no rng, no directory of connected clients): what a node knows locally (a client pushed,
-asked, acked, disconnected; an ack timer fired) it *proposes* as a command, and the
+every member at that install (the view cut: the driver calls ``install(members)``).
+Nothing local enters a decision (no clock, no rng, no directory of connected clients):
+what a node knows locally (a client pushed, asked, acked, disconnected; an ack timer
+fired) it *proposes* as a command, and the
 decision is taken when the command is applied, identically everywhere. So every
 member's store holds the same queues.
 
@@ -13,6 +14,12 @@ Contract of ``apply(command) -> Effects``:
 
 - ``position`` counts the commands applied (``NodeGone`` included); the same command has
   the same position on every member, and ``snapshot`` carries it to joiners.
+- ``chain`` is a digest of the whole history through ``position`` (each command chained
+  onto the previous digest). ISIS delivery is not uniform: a member about to leave the
+  view (cut off, or crashing) may have applied a message the others then discard, so
+  from there its positions name other commands than theirs. An ``applied_through``
+  report therefore carries ``(position, chain)``, and a node counts a report towards a
+  confirm only when the chain equals its own at that position.
 - ``store_ops``: what the driver commits to its ``SqliteQueueStore`` (one transaction,
   ending with ``Position``) before acting on anything else of the effects.
 - ``deliveries``: ``Deliver(node, app, client, ...)``; only ``node`` acts: it sends its
@@ -63,9 +70,11 @@ from gossamer.proto.gateway.queues import (
     StoreOp,
 )
 from gossamer.proto.gateway.routing import Client, Directory
+from gossamer.wire.packed import unpack_value
 from gossamer.wire.queue_commands import (
     Ack,
     Cancel,
+    ClientAt,
     ClientGone,
     Command,
     Expire,
@@ -73,13 +82,12 @@ from gossamer.wire.queue_commands import (
     Push,
     Replay,
     Request,
+    encode,
 )
 
 __all__ = [
     "SNAPSHOT_VERSION",
-    "AckDone",
     "Confirm",
-    "DeadLetter",
     "Deliver",
     "Effects",
     "Refuse",
@@ -88,16 +96,23 @@ __all__ = [
 
 SNAPSHOT_VERSION: Final = 1
 _STATES: Final = {s.value: s for s in MessageState}
+_GENESIS: Final = "0" * 16
+
+
+def _chained(chain: str, command: Command) -> str:
+    """The history digest after ``command`` (``NodeGone`` has no wire form: its own)."""
+    if isinstance(command, NodeGone):
+        data = b"\x00gone\x00" + command.node.encode("utf-8", "surrogatepass")
+    else:
+        data = encode(command)
+    return xxhash.xxh64_hexdigest(chain.encode() + data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
+class Deliver(ClientAt):
     """``node`` sends its client ``(app, client)`` the QUEUE dispatch of ``message_id``
     (delivery ``attempt``, from 1; above 1 a redelivery)."""
 
-    node: str
-    app: str
-    client: str
     queue: str
     message_id: str
     payload: Any
@@ -105,14 +120,11 @@ class Deliver:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Confirm:
+class Confirm(ClientAt):
     """A Push applied at ``position``: ``node`` confirms it to its client once a majority
     of the view has committed through ``position``. ``duplicate``: the id was known
     (a re-proposal); the message is stored once."""
 
-    node: str
-    app: str
-    client: str
     queue: str
     message_id: str
     nonce: Any
@@ -121,13 +133,10 @@ class Confirm:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Refuse:
+class Refuse(ClientAt):
     """``node`` answers its client with op 3 INVALID: ``reason`` (and the Push's
     ``nonce``, or the Ack's ``message_id``)."""
 
-    node: str
-    app: str
-    client: str
     reason: str
     queue: str | None = None
     nonce: Any = None
@@ -135,36 +144,22 @@ class Refuse:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AckDone:
-    """``message_id`` was acked by ``(app, client)`` at ``node``: gone for good."""
-
-    node: str
-    app: str
-    client: str
-    queue: str
-    message_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLetter:
-    """``message_id`` moved to its queue's dead letters."""
-
-    queue: str
-    message_id: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Effects:
     """What one applied command did (module docstring)."""
 
     position: int
+    chain: str = ""
     store_ops: tuple[StoreOp, ...] = ()
     deliveries: tuple[Deliver, ...] = ()
     confirms: tuple[Confirm, ...] = ()
     refusals: tuple[Refuse, ...] = ()
-    acks: tuple[AckDone, ...] = ()
-    dead_letters: tuple[DeadLetter, ...] = ()
+    #: The applied Acks that removed their message.
+    acks: tuple[Ack, ...] = ()
+    #: The messages that moved to the dead letters (``reason`` says why).
+    dead_letters: tuple[QueueRecord, ...] = ()
+    #: Ids of the in-flight messages taken back from their holder (Expire, ClientGone,
+    #: NodeGone, a client that moved), in order: ready again or dead.
+    returned: tuple[str, ...] = ()
 
 
 class _Collect:
@@ -174,12 +169,9 @@ class _Collect:
         self.deliveries: list[Deliver] = []
         self.confirms: list[Confirm] = []
         self.refusals: list[Refuse] = []
-        self.acks: list[AckDone] = []
-        self.dead: list[DeadLetter] = []
-
-
-def _dead(message: QueuedMessage) -> DeadLetter:
-    return DeadLetter(queue=message.queue, message_id=message.id, reason=message.reason or "")
+        self.acks: list[Ack] = []
+        self.dead: list[QueueRecord] = []
+        self.returned: list[str] = []
 
 
 class ReplicatedQueues:
@@ -197,12 +189,15 @@ class ReplicatedQueues:
         self._directory = Directory()
         self._book = QueueBook(self.config, self._directory, rng=None)
         self.position = 0
+        #: The digest of the history through ``position`` (module docstring).
+        self.chain = _GENESIS
 
     # -- the order -------------------------------------------------------------------
 
     def apply(self, command: Command) -> Effects:
         """Apply the next command of the order (module docstring for the effects)."""
         self.position += 1
+        self.chain = _chained(self.chain, command)
         out = _Collect()
         if isinstance(command, Push):
             self._push(command, out)
@@ -217,6 +212,7 @@ class ReplicatedQueues:
         elif isinstance(command, Expire):
             message = self._book.expire_delivery(command.message_id, command.attempt)
             if message is not None:
+                out.returned.append(message.id)
                 self._after_return([message], [message.queue], out)
         elif isinstance(command, ClientGone):
             consumer = self._consumer(command.node, command.app, command.client)
@@ -230,16 +226,29 @@ class ReplicatedQueues:
             self._book.replay(command.queue, command.ids)
             self._dispatch([command.queue], out)
         ops = self._book.store_ops()
-        ops.append(Position(position=self.position))
+        ops.append(Position(position=self.position, chain=self.chain))
         return Effects(
             position=self.position,
+            chain=self.chain,
             store_ops=tuple(ops),
             deliveries=tuple(out.deliveries),
             confirms=tuple(out.confirms),
             refusals=tuple(out.refusals),
             acks=tuple(out.acks),
             dead_letters=tuple(out.dead),
+            returned=tuple(out.returned),
         )
+
+    def install(self, members: Iterable[str]) -> list[Effects]:
+        """A view was installed whose members are ``members`` (node names as the commands
+        give them): ``NodeGone`` is applied for every node that has a consumer registered
+        here and is not among them, in name order; returns their effects. Every member
+        calls it at the same point of the order (the joiner right after ``restore``), and
+        the decision depends only on the machine's state and the view, so positions stay
+        equal everywhere (a node that left without consumers costs no position)."""
+        staying = set(members)
+        nodes = {c.node for c in self._directory.clients.values() if c.node is not None}
+        return [self.apply(NodeGone(node=node)) for node in sorted(nodes - staying)]
 
     def _push(self, command: Push, out: _Collect) -> None:
         def refuse(reason: str) -> None:
@@ -306,8 +315,7 @@ class ReplicatedQueues:
     def _ack(self, command: Ack, out: _Collect) -> None:
         outcome = self._book.ack(command.queue, command.message_id, (command.app, command.client))
         if outcome is AckOutcome.ACKED:
-            out.acks.append(AckDone(node=command.node, app=command.app, client=command.client,
-                                    queue=command.queue, message_id=command.message_id))
+            out.acks.append(command)
         else:
             out.refusals.append(Refuse(node=command.node, app=command.app,
                                        client=command.client, reason=outcome.value,
@@ -322,6 +330,7 @@ class ReplicatedQueues:
         touched: list[str] = []
         for consumer in consumers:
             self._directory.remove(consumer)
+            out.returned.extend(self._book.held_by(consumer))
             died, queues = self._book.client_gone(consumer, 0.0)
             dead.extend(died)
             touched.extend(queues)
@@ -330,7 +339,7 @@ class ReplicatedQueues:
     def _after_return(
         self, returned: list[QueuedMessage], touched: list[str], out: _Collect
     ) -> None:
-        out.dead.extend(_dead(m) for m in returned if m.state is MessageState.DEAD)
+        out.dead.extend(m.record() for m in returned if m.state is MessageState.DEAD)
         self._dispatch(touched, out)
 
     def _dispatch(self, queues: Iterable[str], out: _Collect) -> None:
@@ -395,7 +404,8 @@ class ReplicatedQueues:
             if book.waiting(name)
         }
         packed: bytes = msgpack.packb(
-            [SNAPSHOT_VERSION, self.position, book.next_seq, people, messages, waiting],
+            [SNAPSHOT_VERSION, self.position, self.chain, book.next_seq, people, messages,
+             waiting],
             use_bin_type=True,
         )
         return packed
@@ -411,8 +421,8 @@ class ReplicatedQueues:
         them before applying what the order delivered after the cut. ``DecodeError`` for
         a state it cannot read, and then nothing changed."""
         try:
-            value = msgpack.unpackb(state, raw=False, strict_map_key=False, use_list=True)
-            version, position, next_seq, people, messages, waiting = value
+            value = unpack_value(state, max_size=len(state), what="queue snapshot")
+            version, position, chain, next_seq, people, messages, waiting = value
             if version != SNAPSHOT_VERSION:
                 raise DecodeError("queue snapshot: unknown version", version=repr(version)[:20])
             directory = Directory()
@@ -446,27 +456,34 @@ class ReplicatedQueues:
             credits = {name: [consumers[i] for i in slots] for name, slots in waiting.items()}
         except DecodeError:
             raise
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError,
-                msgpack.ExtraData, msgpack.FormatError) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             raise DecodeError(f"queue snapshot: {type(exc).__name__}") from exc
         book = QueueBook(self.config, directory, rng=None)
         book.load(loaded, credits, next_seq)
         self._directory, self._book, self.position = directory, book, position
+        self.chain = str(chain)
         return (
             Cleared(),
             *(Enqueued(record=r) for r in self.records()),
-            Position(position=self.position),
+            Position(position=self.position, chain=self.chain),
         )
 
     @classmethod
     def from_store(
-        cls, records: Iterable[QueueRecord], position: int, config: QueueConfig | None = None
+        cls,
+        records: Iterable[QueueRecord],
+        position: int,
+        config: QueueConfig | None = None,
+        *,
+        chain: str = _GENESIS,
     ) -> ReplicatedQueues:
-        """A machine rebuilt from a member's store (``SqliteQueueStore.load`` and
-        ``position``): the messages, with in-flight ones ready again, and no consumers.
-        Equal to the others' state only when every member restarts from its store (the
-        whole cluster went down); a node rejoining a live cluster takes ``restore``."""
+        """A machine rebuilt from a member's store (``SqliteQueueStore.load``, with its
+        ``position()`` and ``chain()``): the messages, with in-flight ones ready again,
+        and no consumers. Equal to the others' state only when every member restarts
+        from its store (the whole cluster went down); a node rejoining a live cluster
+        takes ``restore``."""
         machine = cls(config)
         machine._book.restore(records)
         machine.position = position
+        machine.chain = chain
         return machine
