@@ -16,7 +16,8 @@ and applies to it the commands the order delivers (state machine replication,
   anything else, then what it decided for this node's clients is carried out by the
   core: deliveries (a client no longer here: ``ClientGone`` is proposed for it),
   refusals (op 3). At every view install, ``NodeGone`` is applied for each incarnation
-  that left (sorted by name), and their unfinished chunks are dropped.
+  that left and had consumers (``ReplicatedQueues.install``), and the unfinished chunks
+  of every incarnation that left are dropped.
 - **Confirming.** A Push applied here whose producer is this node's client is confirmed
   (QUEUE_CONFIRM) once more than half of the view reports having committed through its
   position (``gossamer.proto.gateway.commits``, sealed datagrams on the ``queues``
@@ -27,12 +28,12 @@ and applies to it the commands the order delivers (state machine replication,
   ``syncing``), and every Push not confirmed yet is answered the same way: a minority
   never confirms.
 - **Rejoining.** ``snapshot()`` is a small token (position, digest); at the cut of a view
-  that admits joiners every member keeps the full state (the machine's snapshot, the
-  unfinished chunks, the incarnations the view removes) and serves it
+  that admits joiners every member keeps the full state (the machine's snapshot and the
+  unfinished chunks, before the cut's ``NodeGone``) and serves it
   (``gossamer.daemon.state_transfer``). A joiner's ``restore(token)`` starts a fetch from
   the view's members; the commands delivered meanwhile are buffered; once the state
   arrives (its digest checked against the token) the store is replaced, whatever was on
-  disk, the removed incarnations' ``NodeGone`` applied, then the buffer.
+  disk, then the cut and the buffer are applied as the members applied them.
 
 Traces (``layer=queue``): ``apply`` (``seq`` = position, ``attrs.kind``), ``enqueue``,
 ``ack``, ``dead_letter``, ``confirm``, ``refuse``, ``restore`` and ``drop`` (a chunk or
@@ -46,7 +47,7 @@ import contextlib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
@@ -132,8 +133,8 @@ class _Sync:
         self.view_id = view_id
         self.position = position
         self.digest = digest
-        #: Chunks delivered since (bytes), and the incarnations later cuts removed.
-        self.buffer: list[bytes | list[str]] = []
+        #: Chunks delivered since (bytes), and the members of the later views (a cut).
+        self.buffer: list[bytes | tuple[str, ...]] = []
 
 
 class ClusterQueues:
@@ -155,7 +156,11 @@ class ClusterQueues:
         self.wire = wire
         self.tracer = tracer
         if store is not None:
-            self.machine = ReplicatedQueues.from_store(store.load(), store.position(), config)
+            chain = store.chain()
+            self.machine = (
+                ReplicatedQueues.from_store(store.load(), store.position(), config, chain=chain)
+                if chain else ReplicatedQueues.from_store(store.load(), store.position(), config)
+            )
         else:
             self.machine = ReplicatedQueues(config)
         #: Unfinished commands: key -> (total, {chunk number: bytes}).
@@ -257,7 +262,6 @@ class ClusterQueues:
         """A view was installed (after ``restore`` for a joiner's first): the cut."""
         members = tuple(_member(m.name, m.incarnation) for m in view.members)
         previous = self.members
-        gone = sorted(set(previous) - set(members))
         joined = bool(previous) and bool(set(members) - set(previous))
         self.members, self.view_id = members, view.id
         sync = self._syncing
@@ -265,12 +269,11 @@ class ClusterQueues:
             if sync.view_id == 0:
                 sync.view_id = view.id
                 self._spawn(self._fetch(sync, [m for m in members if m != self.me]))
-            else:  # a later cut before the state arrived: applied in its place
-                sync.buffer.append(gone)
+            sync.buffer.append(members)  # the cut, in its place among the chunks
         else:
-            if joined:
-                self.snapshots.keep(view.id, self._full_state(gone))
-            self._nodes_gone(gone)
+            if joined:  # the state at the cut, before the cut's own NodeGones
+                self.snapshots.keep(view.id, self._full_state())
+            self._cut(members)
         self._blocked = False
         self._reports_call(lambda at: self.reports.set_view(view.id, members, at))
         self._learn_addresses()
@@ -313,18 +316,24 @@ class ClusterQueues:
             return
         self._apply(command)
 
-    def _nodes_gone(self, gone: Iterable[str]) -> None:
-        for node in gone:
-            for key in [k for k in self.partials if k.rpartition("/")[0] == node]:
-                del self.partials[key]
-            self._apply(commands.NodeGone(node=node))
+    def _cut(self, members: tuple[str, ...]) -> None:
+        """A view cut: the unfinished commands of incarnations not in it are dropped, and
+        ``NodeGone`` applied for those with consumers (``ReplicatedQueues.install``)."""
+        staying = set(members)
+        for key in [k for k in self.partials if k.rpartition("/")[0] not in staying]:
+            del self.partials[key]
+        for effects in self.machine.install(members):
+            self._effects(commands.NodeGone(node=""), effects)
 
     def _apply(self, command: commands.Command) -> None:
-        effects = self.machine.apply(command)
+        self._effects(command, self.machine.apply(command))
+
+    def _effects(self, command: commands.Command, effects: Effects) -> None:
         if self.store is not None:
             self.store.apply(effects.store_ops)  # durable before anything else
         self._trace_effects(command, effects)
-        self._reports_call(lambda at: self.reports.committed(effects.position, at))
+        self._reports_call(
+            lambda at: self.reports.committed(effects.position, effects.chain, at))
         server = self.server
         if server is None or server.closed:
             return
@@ -367,8 +376,8 @@ class ClusterQueues:
         for ack in effects.acks:
             trace(at, LAYER, "ack", msg=ack.message_id, attrs={"queue": ack.queue})
         for dead in effects.dead_letters:
-            trace(at, LAYER, "dead_letter", msg=dead.message_id,
-                  attrs={"queue": dead.queue, "reason": dead.reason})
+            trace(at, LAYER, "dead_letter", msg=dead.id,
+                  attrs={"queue": dead.queue, "reason": dead.reason or ""})
 
     def _reject(self, reason: str) -> None:
         self.rejected[reason] += 1
@@ -450,11 +459,10 @@ class ClusterQueues:
             [key, total, sorted(got.items())] for key, (total, got) in self.partials.items()))
         return xxhash.xxh64_hexdigest(self.machine.snapshot() + partials)
 
-    def _full_state(self, gone: list[str]) -> bytes:
+    def _full_state(self) -> bytes:
         partials = [[key, total, sorted(got.items())]
                     for key, (total, got) in sorted(self.partials.items())]
-        packed: bytes = msgpack.packb([self.machine.snapshot(), partials, gone],
-                                      use_bin_type=True)
+        packed: bytes = msgpack.packb([self.machine.snapshot(), partials], use_bin_type=True)
         return packed
 
     async def _fetch(self, sync: _Sync, members: list[str]) -> None:
@@ -480,8 +488,7 @@ class ClusterQueues:
 
     def _install(self, sync: _Sync, blob: bytes) -> None:
         try:
-            machine_state, partials, gone = msgpack.unpackb(blob, raw=False,
-                                                            strict_map_key=False)
+            machine_state, partials = msgpack.unpackb(blob, raw=False, strict_map_key=False)
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
             raise DecodeError("not a queue state") from exc
         fresh = ReplicatedQueues(self.machine.config)
@@ -498,11 +505,10 @@ class ClusterQueues:
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None
-        self._reports_call(lambda at: self.reports.committed(fresh.position, at))
-        self._nodes_gone([str(g) for g in gone])
-        for item in sync.buffer:
-            if isinstance(item, list):
-                self._nodes_gone(item)
+        self._reports_call(lambda at: self.reports.committed(fresh.position, fresh.chain, at))
+        for item in sync.buffer:  # the first is the cut of the view that admitted it
+            if isinstance(item, tuple):
+                self._cut(item)
             else:
                 self._take(item)
         self._set_refusal()

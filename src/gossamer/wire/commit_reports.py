@@ -5,9 +5,11 @@ after each batch of commands it committed to its store (and again now and then, 
 datagram may be lost), the highest position of the order it has committed
 (``applied_through``); the node that proposed a Push confirms it once a majority of
 the view reports at least its position (``proto.gateway.commits``). One report is
-``GCR1`` then msgpack ``[member, view_id, position]``: ``member`` is the reporting
-incarnation (``name#incarnation``), ``view_id`` the view it is in, ``position`` the
-count of commands it committed. The datagram travels sealed with the cluster key.
+``GCR1`` then msgpack ``[member, view_id, position, chain]``: ``member`` is the
+reporting incarnation (``name#incarnation``), ``view_id`` the view it is in,
+``position`` the count of commands it committed and ``chain`` the digest of its history
+through it (``ReplicatedQueues.chain``: a report vouches only for the same history).
+The datagram travels sealed with the cluster key.
 
 ``decode`` raises ``DecodeError`` only.
 """
@@ -29,11 +31,12 @@ _MAX: Final = 1024
 
 class CommitReport(NamedTuple):
     """``member`` (``name#incarnation``) committed the order through ``position`` in view
-    ``view_id``."""
+    ``view_id``, its history's digest there being ``chain``."""
 
     member: str
     view_id: int
     position: int
+    chain: str
 
 
 def encode_report(report: CommitReport) -> bytes:
@@ -51,12 +54,14 @@ def decode_report(data: bytes) -> CommitReport:
         body = msgpack.unpackb(data[len(MAGIC):], use_list=True, raw=False)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise DecodeError(f"malformed commit report: {exc}") from exc
-    if not isinstance(body, list) or len(body) != 3:
-        raise DecodeError("a commit report is [member, view_id, position]")
-    member, view_id, position = body
+    if not isinstance(body, list) or len(body) != 4:
+        raise DecodeError("a commit report is [member, view_id, position, chain]")
+    member, view_id, position, chain = body
+    if not isinstance(chain, str) or len(chain) > 64:
+        raise DecodeError("commit report: bad chain")
     if not isinstance(member, str) or not 0 < len(member) <= 300:
         raise DecodeError("commit report: bad member")
     for value in (view_id, position):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _U63:
             raise DecodeError("commit report: bad number")
-    return CommitReport(member, view_id, position)
+    return CommitReport(member, view_id, position, chain)

@@ -32,32 +32,53 @@ def deliver(sender: CommitReports, *receivers: CommitReports) -> None:
             receiver.receive_datagram(data, ("127.0.0.1", 9), 1.0)
 
 
+def commit(core: CommitReports, upto: int, *, history: str = "h", at: float = 1.0) -> None:
+    """``core`` commits every position up to ``upto`` (chains ``<history><n>``)."""
+    for position in range(core.position + 1, upto + 1):
+        core.committed(position, f"{history}{position}", at)
+
+
 def test_a_position_counts_once_a_majority_committed_it() -> None:
     a, b, c = three()
-    a.committed(5, 1.0)
+    commit(a, 5)
     deliver(a, b, c)
     assert a.through == 0 and a.events_received() == []  # only a itself
-    b.committed(3, 1.0)
+    commit(b, 3)
     deliver(b, a)
-    assert a.through == 3 and a.events_received() == [CommittedThrough(3)]
-    c.committed(7, 1.0)
+    assert a.through == 3 and a.events_received()[-1] == CommittedThrough(3)
+    commit(c, 7)
+    c.datagrams_to_send()  # only c's latest report arrives
+    c.committed(8, "h8", 1.0)
     deliver(c, a)
-    assert a.through == 5 and a.events_received() == [CommittedThrough(5)]
+    assert a.through == 3  # c is ahead of a: its history there is not known yet
+    commit(a, 8)
+    assert a.through == 8 and a.events_received()[-1] == CommittedThrough(8)
     # a report never goes back
-    a.receive_datagram(encode_report(CommitReport("b#1", 2, 1)), ("127.0.0.1", 2), 2.0)
-    assert a.reported["b#1"] == 3
+    a.receive_datagram(encode_report(CommitReport("b#1", 2, 1, "h1")), ("127.0.0.1", 2), 2.0)
+    assert a.reported["b#1"] == (3, "h3")
+
+
+def test_a_report_of_another_history_does_not_count() -> None:
+    a, b, c = three()
+    commit(a, 4)
+    commit(b, 4, history="other")  # b applied what a never did: positions diverge
+    deliver(b, a)
+    assert a.through == 0
+    commit(c, 4)
+    deliver(c, a)
+    assert a.through == 4
 
 
 def test_a_smaller_view_counts_among_its_members_and_strangers_are_refused() -> None:
     a, b, _c = three()
-    a.committed(4, 1.0)
+    commit(a, 4)
     a.set_view(3, ["a#1", "b#1"], 1.0)
     assert a.through == 0  # b has not reported: 1 of 2 is no majority
     b.set_view(3, ["a#1", "b#1"], 1.0)
-    b.committed(4, 1.0)
+    commit(b, 4)
     deliver(b, a)
     assert a.through == 4
-    a.receive_datagram(encode_report(CommitReport("c#1", 3, 9)), ("127.0.0.1", 3), 1.0)
+    a.receive_datagram(encode_report(CommitReport("c#1", 3, 9, "h9")), ("127.0.0.1", 3), 1.0)
     a.receive_datagram(b"junk", ("127.0.0.1", 3), 1.0)
     assert a.rejected == {"not a member": 1, "not a commit report": 1}
     assert a.through == 4
@@ -68,8 +89,8 @@ def test_reports_are_repeated_and_coalesced() -> None:
     a.set_view(1, ["a#1", "b#1"], 0.0)
     a.set_address("b#1", ("127.0.0.1", 2), 0.0)
     a.datagrams_to_send()
-    a.committed(1, 0.01)
-    a.committed(2, 0.02)
+    a.committed(1, 'h1', 0.01)
+    a.committed(2, 'h2', 0.02)
     assert a.datagrams_to_send() == []  # within the coalescing interval
     assert a.next_deadline() == pytest.approx(0.1)
     a.handle_timer(0.1)
@@ -80,7 +101,7 @@ def test_reports_are_repeated_and_coalesced() -> None:
 
 
 @pytest.mark.parametrize("data", [b"GCR1", b"GCR1\x93\xa1a\x01", b"GCR1" + b"\x91\x01",
-                                  encode_report(CommitReport("a", 1, 2))[:-1] + b"\xff"])
+                                  encode_report(CommitReport("a", 1, 2, "h2"))[:-1] + b"\xff"])
 def test_bad_reports_raise_decode_errors(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode_report(data)

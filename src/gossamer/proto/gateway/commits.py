@@ -5,7 +5,8 @@ A QUEUE_CONFIRM promises that the Push is stored on a majority of the current vi
 order to its store as it applies it; ``CommitReports`` is one member's half of telling
 the others how far it got:
 
-- ``committed(position, now)`` after each commit: the member's ``applied_through``,
+- ``committed(position, chain, now)`` after each commit: the member's
+  ``applied_through`` and the digest of its history there (``ReplicatedQueues.chain``),
   reported to every other member of the view at once, coalesced (at most one report per
   ``coalesce`` seconds, the latest position), and repeated every ``repeat`` seconds (a
   datagram may be lost; a report only ever grows, so a late one is harmless);
@@ -13,7 +14,12 @@ the others how far it got:
   kept for those still in it, the others forgotten; ``set_address(member, address)``
   tells where a member listens (its card), when known;
 - ``through`` is the highest position that more than half of the view's members
-  (this one included) have reported committing; each time it grows the event
+  (this one included) have reported committing *with this member's history*: a report
+  counts only when its chain is this member's own at the reported position (a member
+  that applied a message the others then discarded has another history from there, so
+  its positions name other commands), and one ahead of this member counts once this
+  member has caught up to it (``HISTORY`` positions are remembered); each time it grows
+  the event
   ``CommittedThrough(position)`` comes out, and the driver confirms every Push proposed
   here at or below it.
 
@@ -33,7 +39,10 @@ from gossamer._types import Address, Datagram
 from gossamer.errors import DecodeError
 from gossamer.wire.commit_reports import CommitReport, decode_report, encode_report
 
-__all__ = ["CommitReports", "CommittedThrough"]
+__all__ = ["HISTORY", "CommitReports", "CommittedThrough"]
+
+#: This member's chains remembered, at its latest positions.
+HISTORY = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +64,9 @@ class CommitReports:
         self.members: tuple[str, ...] = (me,)
         #: Where the other members listen, by member.
         self.addresses: dict[str, Address] = {}
-        #: The highest position each member reported (this one: its own).
-        self.reported: dict[str, int] = {me: 0}
+        #: The latest report of each member: ``(position, chain)`` (this one: its own).
+        self.reported: dict[str, tuple[int, str]] = {me: (0, "")}
+        self._chains: dict[int, str] = {0: ""}
         self.through = 0
         #: Reports refused, by reason.
         self.rejected: Counter[str] = Counter()
@@ -68,7 +78,7 @@ class CommitReports:
     @property
     def position(self) -> int:
         """This member's own ``applied_through``."""
-        return self.reported[self.me]
+        return self.reported[self.me][0]
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -87,12 +97,18 @@ class CommitReports:
             self.addresses[member] = address
             self._out.append((self._report(), address))
 
-    def committed(self, position: int, now: float) -> None:
-        """This member committed the order through ``position``."""
-        if position > self.reported[self.me]:
-            self.reported[self.me] = position
-            self._schedule(now)
-            self._recount()
+    def committed(self, position: int, chain: str, now: float) -> None:
+        """This member committed the order through ``position``; its history's digest
+        there is ``chain``. A position below the last one starts a new history (a
+        joiner that took the members' state)."""
+        if position < self.position:
+            self._chains.clear()
+        self._chains[position] = chain
+        if len(self._chains) > HISTORY:
+            del self._chains[min(self._chains)]
+        self.reported[self.me] = (position, chain)
+        self._schedule(now)
+        self._recount()
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
         try:
@@ -103,8 +119,8 @@ class CommitReports:
         if report.member not in self.members or report.member == self.me:
             self.rejected["not a member"] += 1
             return
-        if report.position > self.reported.get(report.member, 0):
-            self.reported[report.member] = report.position
+        if report.position > self.reported.get(report.member, (0, ""))[0]:
+            self.reported[report.member] = (report.position, report.chain)
             self._recount()
 
     def handle_timer(self, now: float) -> None:
@@ -127,7 +143,8 @@ class CommitReports:
     # -- helpers ------------------------------------------------------------------------
 
     def _report(self) -> bytes:
-        return encode_report(CommitReport(self.me, self.view_id, self.position))
+        position, chain = self.reported[self.me]
+        return encode_report(CommitReport(self.me, self.view_id, position, chain))
 
     def _schedule(self, now: float) -> None:
         """Send now, or as soon as ``coalesce`` allows (the latest position then)."""
@@ -143,8 +160,13 @@ class CommitReports:
         self._last_sent = now
         self._due = now + self.repeat
 
+    def _vouched(self, member: str) -> int:
+        """The position ``member`` committed with this member's history (0: none known)."""
+        position, chain = self.reported.get(member, (0, ""))
+        return position if self._chains.get(position) == chain else 0
+
     def _recount(self) -> None:
-        positions = sorted((self.reported.get(m, 0) for m in self.members), reverse=True)
+        positions = sorted((self._vouched(m) for m in self.members), reverse=True)
         through = positions[len(positions) // 2] if positions else 0
         if through > self.through:
             self.through = through
