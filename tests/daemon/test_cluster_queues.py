@@ -7,6 +7,7 @@ queues (compared row by row once the cluster is quiet)."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sqlite3
 import time
@@ -223,3 +224,60 @@ def test_a_node_without_a_majority_refuses_queue_operations(tmp_path: Path) -> N
         assert "no_majority" in pending and "no_majority" in refused
         # a minority never confirms: the refused pushes have no confirm at a
         assert len(events(tmp_path, "a", "confirm")) == 1
+
+
+async def push(config: Path, first: int, count: int, size: int) -> list[str]:
+    """``count`` confirmed pushes of ``size``-character payloads through ``config``'s node."""
+    producer = await client(config, f"producer-{first}")
+    try:
+        return [await producer.queue("bulk", TARGET, f"{n:06d}" + "x" * size, nonce=f"n{n}")
+                for n in range(first, first + count)]
+    finally:
+        await producer.close()
+
+
+async def consume(config: Path, count: int) -> list[str]:
+    """Take and ack ``count`` messages of ``bulk`` through ``config``'s node."""
+    consumer = await client(config, "eater")
+    try:
+        await consumer.queue_request("bulk", count=count)
+        ids = []
+        for _ in range(count):
+            message = await consumer.receive(timeout=PATIENCE)
+            assert message.id is not None
+            await consumer.ack("bulk", message.id)
+            ids.append(message.id)
+        return ids
+    finally:
+        await consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("disk", ["stale", "wiped"])
+def test_a_restarted_node_takes_the_queues_state_from_the_others(
+    tmp_path: Path, disk: str
+) -> None:
+    with cluster(tmp_path) as (files, daemons):
+        run_loop(push(files["a"], 0, 20, 1024))
+        same_stores(files, NAMES)
+        full = daemons["a"].view_with(set(NAMES))
+        daemons["c"].kill()
+        for name in ("a", "b"):
+            daemons[name].view_with({"a", "b"}, after=full["id"])
+        if disk == "wiped":
+            shutil.rmtree(db(files["c"]).parent)
+        # The cluster goes on without c: its disk (if any) falls behind.
+        run_loop(push(files["b"], 20, 30, 1024))
+        eaten = run_loop(consume(files["a"], 5))
+        daemons["c"] = Daemon(files["c"])
+        new = daemons["c"].wait(lambda line: line["status"] == "ready", "ready")
+        for daemon in daemons.values():
+            daemon.view_with(set(NAMES), including=f"c#{new['incarnation']}")
+        serving(daemons["c"])
+        rows = same_stores(files, NAMES)
+        assert len(rows) == 45 and not set(eaten) & {row[0] for row in rows}
+        restore = events(tmp_path, "c", "restore")[-1]  # its new incarnation's
+        assert int(restore.attrs["size"]) > 32 * 1024  # more than an INSTALL carries
+        # c serves the queues it took: a consumer on c gets the next message in order.
+        (first,) = run_loop(consume(files["c"], 1))
+        assert first == rows[0][0]

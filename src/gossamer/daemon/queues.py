@@ -20,8 +20,8 @@ and applies to it the commands the order delivers (state machine replication,
   of every incarnation that left are dropped.
 - **Confirming.** A Push applied here whose producer is this node's client is confirmed
   (QUEUE_CONFIRM) once more than half of the view reports having committed through its
-  position (``gossamer.proto.gateway.commits``, sealed datagrams on the ``queues``
-  port).
+  position (``gossamer.proto.gateway.commits``, sealed datagrams to the ``queues``
+  address each member's card names).
 - **Refusing.** While the node's group is blocked (no majority of the last agreed
   view), before its first view, after it was excluded, and while a joiner waits for
   its state, the core refuses every queue operation at once (op 3 ``no_majority``, or
@@ -83,8 +83,9 @@ SYNCING: Final = "syncing"
 #: Seconds between two attempts to fetch a joiner's state (from the next member).
 FETCH_RETRY: Final = 0.5
 
-#: Where a member's ``queues`` service listens: its card's address, when known.
-AddressOf = Callable[[str], Address | None]
+#: Where a member's service (``queues``: its commit reports, UDP; ``queues_state``: its
+#: state at a cut, TCP) listens: its card's address, when known.
+AddressOf = Callable[[str, str], Address | None]
 Send = Callable[[bytes], Any]
 
 
@@ -141,7 +142,7 @@ class ClusterQueues:
     """The node's queues on the cluster's order (module docstring); its ``Replicated``.
 
     ``name`` and ``incarnation`` are this process's; ``store`` its queue store (``None``:
-    in memory). Call :meth:`start` (binds the ``queues`` port), :meth:`attach` once the
+    in memory). Call :meth:`start` (binds its two ports), :meth:`attach` once the
     gateway is open, then :meth:`on_view` and :meth:`on_group_event` from the
     membership's event loop; :meth:`close` at the end.
     """
@@ -172,7 +173,7 @@ class ClusterQueues:
         self.view_id = 0
         self.server: GatewayServer | None = None
         self.send: Send | None = None
-        self.address_of: AddressOf = lambda member: None
+        self.address_of: AddressOf = lambda member, service: None
         self.reports = CommitReports(self.me)
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
@@ -182,21 +183,24 @@ class ClusterQueues:
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
         self._next_key = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.address: Address | None = None
+        #: Where this node's commit reports and its state are served.
+        self.addresses: dict[str, Address] = {}
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def start(self, host: str, port: int) -> Address:
-        """Bind the ``queues`` port: commit reports (UDP) and the state (TCP, same number)."""
-        sock = udp_socket(host, port)
-        bound = sock.getsockname()[1]
+    async def start(self, host: str) -> dict[str, Address]:
+        """Bind any free ports on ``host``: ``queues`` (the commit reports, UDP) and
+        ``queues_state`` (the state at a cut, TCP); returns them, for the node's card."""
+        sock = udp_socket(host, 0)
+        reports = sock.getsockname()
         core = seal_core(self.reports, self.wire, sender=self.me, tracer=self.tracer,
                          layer=LAYER)
         self._reports_driver = await open_datagram(core, sock, on_event=self._on_report,
                                                    tracer=self.tracer)
-        self.address = await self.snapshots.start(host, bound)
+        self.addresses = {"queues": (str(reports[0]), int(reports[1])),
+                          "queues_state": await self.snapshots.start(host, 0)}
         self._spawn(self._propose_all())
-        return self.address
+        return self.addresses
 
     def attach(self, server: GatewayServer, address_of: AddressOf) -> None:
         """Serve the queues through ``server``'s core (switched to the order); refuse
@@ -472,7 +476,7 @@ class ClusterQueues:
         while self._syncing is sync:
             member = members[attempt % len(members)] if members else None
             attempt += 1
-            address = None if member is None else self.address_of(member)
+            address = None if member is None else self.address_of(member, "queues_state")
             if member is None or address is None:
                 await asyncio.sleep(FETCH_RETRY)
                 continue
@@ -528,7 +532,7 @@ class ClusterQueues:
     def _learn_addresses(self) -> None:
         for member in self.members:
             if member != self.me:
-                address = self.address_of(member)
+                address = self.address_of(member, "queues")
                 if address is not None:
                     self._reports_call(functools.partial(self._set_address, member, address))
 

@@ -6,9 +6,8 @@ small token, and the state itself, taken by every member at the cut of a view th
 admits joiners, is kept by each member (:meth:`SnapshotServer.keep`, for the last
 ``KEPT`` such views) and served on request:
 
-- the joiner connects to a member's ``queues`` address (its card names it; the same
-  port number as the member's commit reports, on TCP) and sends one record,
-  ``SNAP`` + the view id (``uint64``);
+- the joiner connects to a member's ``queues_state`` address (its card names it) and
+  sends one record, ``SNAP`` + the view id (``uint64``);
 - the member answers the snapshot it kept for that view, as ``uint64`` length + bytes,
   or the length ``2^64 - 1`` when it keeps none for that view, and closes.
 
