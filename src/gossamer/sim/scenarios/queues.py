@@ -395,6 +395,12 @@ class _Client:
     held: set[tuple[str, int]] = field(default_factory=set)
     pushed: int = 0
     moving: bool = False
+    connections: int = 0
+
+    @property
+    def session(self) -> str:
+        """The client's current connection, as its node names it."""
+        return f"{self.name}/{self.connections}"
 
 
 class QueuesRun(ViewsRun):
@@ -452,12 +458,7 @@ class QueuesRun(ViewsRun):
         elif isinstance(event, Blocked):
             self.blocked += 1
         elif isinstance(event, Excluded):
-            # It restarts as a new incarnation, as a real node must (scenario ``views``).
-            self.excluded += 1
-            when = self.sim.now + self.params["rejoin"]
-            self.sim.crash(node.node_id, self.sim.now)
-            self.sim.restart(node.node_id, when)
-            self.announce(node.node_id, when)
+            self.restart_excluded(node)
 
     def _at(self, node_id: str, action: Any) -> None:
         """Run ``action(member, now)`` on ``node_id``'s member now, then let the simulator
@@ -490,6 +491,7 @@ class QueuesRun(ViewsRun):
             self.connect(client, self.sim.now + self.params["detect"])
             return
         client.incarnation, client.moving = node.incarnation, False
+        client.connections += 1
         if client in self.consumers:
             self._request(client, self.params["credits"])
         self.sim.at(self.sim.now + self.params["detect"], self._watch, client, node.incarnation)
@@ -511,7 +513,8 @@ class QueuesRun(ViewsRun):
         old = self._member(self.names[client.node])
         client.held.clear()
         if old is not None and client in self.consumers:
-            gone = qc.ClientGone(node=old.me, app=APP, client=client.name)
+            gone = qc.ClientGone(node=old.me, app=APP, client=client.name,
+                                 session=client.session)
             self._at(self.names[client.node], lambda m, now: m.propose(gone, now))
         client.node = (client.node + 1) % len(self.names)
         self.connect(client, self.sim.now + self.params["detect"])
@@ -526,7 +529,8 @@ class QueuesRun(ViewsRun):
             if self._connected(client) is not member:
                 return
             command = qc.Request(queue=QUEUE, node=member.me, app=APP, client=client.name,
-                                 restricted=False, metadata={}, count=count)
+                                 restricted=False, metadata={}, count=count,
+                                 session=client.session)
             if not member.propose(command, now):
                 self._refused(client, NO_MAJORITY)
 
@@ -567,6 +571,7 @@ class QueuesRun(ViewsRun):
             self._refused(client, told.reason)
         elif told.kind == "deliver":
             if self._connected(client) is not member:
+                # Not (or no more) its client here: whichever connection it was is gone.
                 gone = qc.ClientGone(node=member.me, app=APP, client=client.name)
                 self._at(node.node_id, lambda m, now: m.propose(gone, now))
                 return
@@ -608,7 +613,7 @@ class QueuesRun(ViewsRun):
                 return
             command_more = qc.Request(queue=QUEUE, node=member.me, app=APP,
                                       client=client.name, restricted=False, metadata={},
-                                      count=1)
+                                      count=1, session=client.session)
             member.propose(command_more, now)
 
         self._at(self.names[client.node], ack)
@@ -726,7 +731,7 @@ SCENARIO = sc.register(
             ("ack_timeout", _SECONDS, 1.0, "seconds before an unacked delivery expires"),
             ("max_attempts", sc.positive_int, 50, "deliveries before a dead letter"),
             ("report", _SECONDS, 0.2, "seconds between a member's applied_through reports"),
-            ("grace", _SECONDS, 0.05, "seconds after a cut a minority confirm may still come"),
+            ("grace", _SECONDS, 0.1, "seconds after a cut a minority confirm may still come"),
             ("drain", _flag, True, "check every confirmed message was received and acked"),
             ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
             ("retransmit_max", _SECONDS, 2.0, "ISIS: the largest retransmission interval"),
