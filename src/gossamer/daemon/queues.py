@@ -208,8 +208,12 @@ class ClusterQueues:
         self.server = server
         self.address_of = address_of
         server.flush_listeners.append(self._take_proposals)
-        server.call(lambda at: (server.core.order_queues(at),  # type: ignore[union-attr]
-                                server.core.set_queue_refusal(NO_MAJORITY, at)))  # type: ignore[union-attr]
+        def switch(at: float) -> None:
+            core = self._core()
+            core.order_queues(at, self.machine.book)
+            core.set_queue_refusal(NO_MAJORITY, at)
+
+        server.call(switch)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -506,6 +510,8 @@ class ClusterQueues:
                               position=fresh.position)
         if self.store is not None:
             self.store.apply(ops)  # whatever was on disk is replaced
+        if self.server is not None and not self.server.closed:
+            self.server.call(lambda at: self._core().order_queues(at, fresh.book))
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gossamer.proto.gateway.metadata import plain_value
+from gossamer.proto.gateway.queues import QueueBook
 from gossamer.proto.gateway.routing import Client, Directory
 from gossamer.proto.gateway.tracing import LAYER, nonce_label
 from gossamer.wire.gateway import Op
@@ -79,6 +80,7 @@ class OrderedQueues:
     if TYPE_CHECKING:
         config: GatewayConfig
         directory: Directory
+        queues: QueueBook
         _trace: Tracer | None
 
         def _dispatch_to(self, conns: tuple[int, ...], t: str, d: Any, now: float) -> None: ...
@@ -101,9 +103,13 @@ class OrderedQueues:
 
     # -- the driver's side ------------------------------------------------------------
 
-    def order_queues(self, now: float) -> None:
-        """From now on, queue operations are proposed to the order (module docstring)."""
+    def order_queues(self, now: float, book: QueueBook | None = None) -> None:
+        """From now on, queue operations are proposed to the order (module docstring).
+        ``book``: the replicated machine's queues, which the HTTP API then shows (the
+        stats, the dead letters); called again whenever the machine's book is replaced."""
         self.ordered = True
+        if book is not None:
+            self.queues = book
 
     def queue_proposals(self) -> list[QueueProposal]:
         """The operations to multicast in the order, oldest first; drained."""
