@@ -281,3 +281,29 @@ def test_a_restarted_node_takes_the_queues_state_from_the_others(
         # c serves the queues it took: a consumer on c gets the next message in order.
         (first,) = run_loop(consume(files["c"], 1))
         assert first == rows[0][0]
+
+
+@pytest.mark.slow
+def test_a_node_excluded_while_alive_rejoins_with_the_queues_and_serves_them(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as (files, daemons):
+        run_loop(push(files["b"], 0, 3, 10))
+        old = daemons["a"].wait(lambda line: line["status"] == "ready", "ready")["incarnation"]
+        full = daemons["b"].view_with(set(NAMES))
+        daemons["a"].proc.send_signal(signal.SIGSTOP)  # silent: the others remove it
+        try:
+            for name in ("b", "c"):
+                daemons[name].view_with({"b", "c"}, after=full["id"])
+            run_loop(push(files["c"], 3, 2, 10))
+        finally:
+            daemons["a"].proc.send_signal(signal.SIGCONT)
+        # a learns it was excluded and comes back as its next incarnation, with the state
+        line = daemons["b"].wait(
+            lambda line: line["status"] == "view" and {m.split("#")[0] for m in line["members"]}
+            == set(NAMES) and f"a#{old}" not in line["members"], "a back")
+        serving(daemons["a"], after=line["t"])
+        assert len(same_stores(files, NAMES)) == 5
+        eaten = run_loop(consume(files["a"], 5))  # a serves them, in queue order
+        assert len(set(eaten)) == 5
+        until(lambda: all(stored(db(f)) == [] for f in files.values()), "all acked")

@@ -66,7 +66,7 @@ from gossamer.proto.gateway.ordered_queues import QueueProposal
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.proto.gateway.replicated_queues import Effects, ReplicatedQueues
 from gossamer.proto.isis import Delivered
-from gossamer.proto.views import View
+from gossamer.proto.views import Blocked, Excluded, Unblocked, View
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.sink import Tracer
 from gossamer.wire import queue_commands as commands
@@ -269,6 +269,9 @@ class ClusterQueues:
     def on_view(self, view: View) -> None:
         """A view was installed (after ``restore`` for a joiner's first): the cut."""
         members = tuple(_member(m.name, m.incarnation) for m in view.members)
+        for m in view.members:
+            if m.name == self.name and _member(m.name, m.incarnation) != self.me:
+                self._rename(_member(m.name, m.incarnation))
         previous = self.members
         joined = bool(previous) and bool(set(members) - set(previous))
         self.members, self.view_id = members, view.id
@@ -289,17 +292,22 @@ class ClusterQueues:
 
     def on_group_event(self, event: object) -> None:
         """``Blocked``, ``Unblocked``, ``Excluded`` (``Membership``'s ``on_event``)."""
-        kind = type(event).__name__
-        if kind == "Blocked":
+        if isinstance(event, Blocked):
             self._blocked = True
-        elif kind == "Unblocked":
+        elif isinstance(event, Unblocked):
             self._blocked = False
-        elif kind == "Excluded":
-            self._blocked = True
+        elif isinstance(event, Excluded):  # not a member until it joins again
             self.members = ()
         else:
             return
         self._set_refusal()
+
+    def _rename(self, me: str) -> None:
+        """This process rejoined as its next incarnation (it was excluded while alive):
+        it proposes, reports and serves its state under its new name from now on."""
+        self.me = me
+        self.snapshots.rename(me)
+        self._reports_call(lambda at: self.reports.rename(me, at))
 
     # -- applying -----------------------------------------------------------------------
 

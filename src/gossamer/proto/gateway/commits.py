@@ -92,6 +92,12 @@ class CommitReports:
         self.through = 0  # counted again among this view's members
         self._recount()
 
+    def rename(self, me: str, now: float) -> None:
+        """This member is now ``me`` (a process rejoining as its next incarnation), with
+        its history so far; the next ``set_view`` names its new view."""
+        self.reported[me] = self.reported.pop(self.me)
+        self.me = me
+
     def set_address(self, member: str, address: Address, now: float) -> None:
         if member in self.members and member != self.me and self.addresses.get(member) != address:
             self.addresses[member] = address
