@@ -752,6 +752,23 @@ def _build_queue_commands(rng: Random) -> Harness:
     return Harness(corpus=corpus, decode=queue_commands.decode, check=check)
 
 
+def _build_queue_report(rng: Random) -> Harness:
+    corpus = [
+        queue_commands.encode_report(
+            queue_commands.Report(member=f"n{i}#{_u32(rng)}", position=_u32(rng),
+                                  chain=f"{rng.getrandbits(64):016x}")
+        )
+        for i in range(4)
+    ]
+
+    def encode(result: Any) -> bytes:
+        return queue_commands.encode_report(result)
+
+    # msgpack has several encodings of a number: decode(encode(report)) is the oracle.
+    return Harness(corpus=corpus, decode=queue_commands.decode_report,
+                   check=_re_decode(encode, queue_commands.decode_report))
+
+
 def _queue_commands_worst(n: int) -> bytes:
     """A Replay naming as many one-character ids as fit: a long list, each checked."""
     packed: bytes = msgpack.packb(
@@ -933,6 +950,12 @@ TARGETS: tuple[Target, ...] = (
         build=_build_queue_commands,
         length_offsets=(0, 1),
         worst=_queue_commands_worst,
+    ),
+    Target(
+        name="queue_commands.decode_report",
+        where="wire/queue_commands.py",
+        build=_build_queue_report,
+        length_offsets=(0, 2),
     ),
     Target(
         name="varint.decode_uint", where="wire/varint.py", build=_build_varint, length_offsets=(0,)

@@ -59,3 +59,11 @@ def test_bytes_that_are_not_msgpack_and_oversized_commands_are_refused() -> None
         qc.decode(b"\xc1")
     with pytest.raises(DecodeError, match="too large"):
         qc.decode(qc.encode(COMMANDS[0]), max_size=8)
+
+
+def test_a_report_round_trips_and_a_malformed_one_is_refused() -> None:
+    report = qc.Report(member="n1#2", position=41, chain="0123456789abcdef")
+    assert qc.decode_report(qc.encode_report(report)) == report
+    for value in ([1, "T", "n", -1, "c"], [1, "X", "n", 1, "c"], [1, "T", "n", 1, 2]):
+        with pytest.raises(DecodeError, match="queue report"):
+            qc.decode_report(msgpack.packb(value))

@@ -27,6 +27,11 @@ per connection, "" for none): the order may put a node's commands in another ord
 it proposed them, and a ``ClientGone`` of an old connection must not remove the client's
 new one.
 
+An ``applied_through`` report (``encode_report``), which a member sends the others of
+its view after committing (not a command: it is not ordered), is msgpack
+``[1, "T", member, position, chain]``: the member's node name, the position it has
+committed through and the history digest there (``ReplicatedQueues.chain``).
+
 ``NodeGone`` has no wire form: it is never proposed (the driver applies it at a view
 install), so a datagram cannot forge one.
 
@@ -59,9 +64,12 @@ __all__ = [
     "NodeGone",
     "Push",
     "Replay",
+    "Report",
     "Request",
     "decode",
+    "decode_report",
     "encode",
+    "encode_report",
 ]
 
 VERSION: Final = 1
@@ -251,3 +259,39 @@ def decode(data: bytes, *, max_size: int = MAX_COMMAND) -> Command:
     ):
         raise _fail("ids is not a list of strings")
     return Replay(queue=_text(f[0], "queue"), ids=None if ids is None else tuple(ids))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """``member`` committed the order through ``position``, whose history digest is
+    ``chain`` (module docstring)."""
+
+    member: str
+    position: int
+    chain: str
+
+
+def encode_report(report: Report) -> bytes:
+    """The wire form of an ``applied_through`` report."""
+    packed: bytes = msgpack.packb(
+        [VERSION, "T", report.member, report.position, report.chain], use_bin_type=True
+    )
+    return packed
+
+
+#: A report is a few dozen bytes; anything much longer is not one.
+MAX_REPORT: Final = 1024
+
+
+def decode_report(data: bytes, *, max_size: int = MAX_REPORT) -> Report:
+    """The report encoded in ``data``; ``DecodeError`` (its ``reason`` says why) otherwise."""
+    value = unpack_value(data, max_size=max_size, what="queue report")
+    if not isinstance(value, list) or len(value) != 5 or value[:2] != [VERSION, "T"]:
+        raise DecodeError("queue report: not a report")
+    position = value[3]
+    if type(position) is not int or not 0 <= position < _U63:
+        raise DecodeError("queue report: position is not a non-negative integer")
+    member, chain = value[2], value[4]
+    if not isinstance(member, str) or not isinstance(chain, str):
+        raise DecodeError("queue report: member or chain is not a string")
+    return Report(member=member, position=position, chain=chain)
