@@ -61,7 +61,7 @@ from gossamer.aio.sealing import seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.daemon.state_transfer import SnapshotServer, fetch_snapshot
 from gossamer.errors import ClosedError, DecodeError, GossamerError, LocalProtocolError
-from gossamer.proto.gateway.commits import CommitReports, CommittedThrough
+from gossamer.proto.gateway.commits import CommitReports, Confirmable
 from gossamer.proto.gateway.ordered_queues import QueueProposal
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.proto.gateway.replicated_queues import Effects, ReplicatedQueues
@@ -179,7 +179,6 @@ class ClusterQueues:
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
         self._blocked = False
-        self._confirms: dict[str, int] = {}
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
         self._next_key = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -348,20 +347,14 @@ class ClusterQueues:
         if self.store is not None:
             self.store.apply(effects.store_ops)  # durable before anything else
         self._trace_effects(command, effects)
-        self._reports_call(
-            lambda at: self.reports.committed(effects.position, effects.chain, at))
         server = self.server
-        if server is None or server.closed:
-            return
-        if any(c.node == self.me for c in effects.confirms):
-            for confirm in effects.confirms:
-                if confirm.node == self.me:
-                    self._confirms[confirm.message_id] = confirm.position
-        mine = [d for d in effects.deliveries if d.node == self.me]
-        refusals = [r for r in effects.refusals if r.node == self.me]
-        if mine or refusals:
-            server.call(lambda at: self._carry_out(command, mine, refusals, at))
-        self._confirm_through(self.reports.through)
+        if server is not None and not server.closed:
+            mine = [d for d in effects.deliveries if d.node == self.me]
+            refusals = [r for r in effects.refusals if r.node == self.me]
+            if mine or refusals:
+                server.call(lambda at: self._carry_out(command, mine, refusals, at))
+        # Its own Pushes wait for a majority there (``Confirmable``, below).
+        self._reports_call(lambda at: self.reports.applied(effects, at))
 
     def _carry_out(self, command: commands.Command, deliveries: list[Any],
                    refusals: list[Any], at: float) -> None:
@@ -402,23 +395,20 @@ class ClusterQueues:
     # -- confirming ---------------------------------------------------------------------
 
     def _on_report(self, event: object) -> None:
-        if isinstance(event, CommittedThrough):
-            self._confirm_through(event.position)
-
-    def _confirm_through(self, position: int) -> None:
-        ready = [m for m, p in self._confirms.items() if p <= position]
-        if not ready or self.server is None or self.server.closed:
+        """A majority of the view committed these Pushes: QUEUE_CONFIRM to their
+        producers (a Push the core answered meanwhile, refused, is not confirmed)."""
+        server = self.server
+        if not isinstance(event, Confirmable) or server is None or server.closed:
             return
-        for message_id in ready:
-            del self._confirms[message_id]
 
         def confirm(at: float) -> None:
             core = self._core()
-            for message_id in ready:
-                if core.queue_confirm(message_id, at):
-                    self.tracer(at, LAYER, "confirm", msg=message_id)
+            for pending in event.confirms:
+                if core.queue_confirm(pending.message_id, at):
+                    self.tracer(at, LAYER, "confirm", msg=pending.message_id,
+                                seq=pending.position)
 
-        self.server.call(confirm)
+        server.call(confirm)
 
     # -- refusing -----------------------------------------------------------------------
 
@@ -439,9 +429,12 @@ class ClusterQueues:
             if reason is not None:
                 core.queue_refuse_pending(reason, at)
 
-        if reason is not None:
-            self._confirms.clear()
+        if reason is not None:  # never confirmed, whatever reports come later
+            self._reports_call(lambda at: self._refuse_all())
         server.call(apply)
+
+    def _refuse_all(self) -> None:
+        self.reports.refuse_all()
 
     # -- proposing ----------------------------------------------------------------------
 
@@ -523,7 +516,7 @@ class ClusterQueues:
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None
-        self._reports_call(lambda at: self.reports.committed(fresh.position, fresh.chain, at))
+        self._reports_call(lambda at: self.reports.restored(fresh.position, fresh.chain, at))
         for item in sync.buffer:  # the first is the cut of the view that admitted it
             if isinstance(item, tuple):
                 self._cut(item)
