@@ -307,3 +307,36 @@ def test_a_node_excluded_while_alive_rejoins_with_the_queues_and_serves_them(
         eaten = run_loop(consume(files["a"], 5))  # a serves them, in queue order
         assert len(set(eaten)) == 5
         until(lambda: all(stored(db(f)) == [] for f in files.values()), "all acked")
+
+
+@pytest.mark.slow
+def test_an_unacked_delivery_is_redelivered_after_its_timeout_or_its_holders_leave(
+    tmp_path: Path,
+) -> None:
+    with cluster(tmp_path) as (files, _daemons):
+
+        async def main() -> None:
+            (pushed,) = await push(files["a"], 0, 1, 10)
+            slow = await client(files["b"], "slow")
+            try:
+                await slow.queue_request("bulk", count=2)
+                first = await slow.receive(timeout=PATIENCE)
+                assert (first.id, first.attempt) == (pushed, 1)
+                # not acked: its ack timer (3 s) fires at b, the expiry goes through
+                # the order, and the message comes again
+                again = await slow.receive(timeout=PATIENCE)
+                assert (again.id, again.attempt) == (pushed, 2)
+            finally:
+                await slow.close()  # it leaves holding the message
+            other = await client(files["c"], "other")
+            try:
+                await other.queue_request("bulk")
+                third = await other.receive(timeout=PATIENCE)
+                assert (third.id, third.attempt) == (pushed, 3)
+                assert third.id is not None
+                await other.ack("bulk", third.id)
+            finally:
+                await other.close()
+
+        run_loop(main())
+        until(lambda: all(stored(db(f)) == [] for f in files.values()), "acked everywhere")
