@@ -6,6 +6,7 @@ queues (compared row by row once the cluster is quiet)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import signal
@@ -291,21 +292,44 @@ def test_a_node_excluded_while_alive_rejoins_with_the_queues_and_serves_them(
         run_loop(push(files["b"], 0, 3, 10))
         old = daemons["a"].wait(lambda line: line["status"] == "ready", "ready")["incarnation"]
         full = daemons["b"].view_with(set(NAMES))
-        daemons["a"].proc.send_signal(signal.SIGSTOP)  # silent: the others remove it
-        try:
-            for name in ("b", "c"):
-                daemons[name].view_with({"b", "c"}, after=full["id"])
-            run_loop(push(files["c"], 3, 2, 10))
-        finally:
-            daemons["a"].proc.send_signal(signal.SIGCONT)
-        # a learns it was excluded and comes back as its next incarnation, with the state
-        line = daemons["b"].wait(
-            lambda line: line["status"] == "view" and {m.split("#")[0] for m in line["members"]}
-            == set(NAMES) and f"a#{old}" not in line["members"], "a back")
-        serving(daemons["a"], after=line["t"])
-        assert len(same_stores(files, NAMES)) == 5
-        eaten = run_loop(consume(files["a"], 5))  # a serves them, in queue order
-        assert len(set(eaten)) == 5
+
+        async def main() -> tuple[list[str], list[Any]]:
+            # A consumer of a's, waiting for "later" when a is removed: its credits go
+            # with a's incarnation, and a asks for them again once back.
+            waiting = await client(files["a"], "waiting")
+            try:
+                await waiting.queue_request("later", count=2)
+                await asyncio.sleep(0.5)  # the request is in the order
+                daemons["a"].proc.send_signal(signal.SIGSTOP)  # silent: it is removed
+                try:
+                    for name in ("b", "c"):
+                        await asyncio.to_thread(daemons[name].view_with, {"b", "c"},
+                                                after=full["id"])
+                    await push(files["c"], 3, 2, 10)
+                finally:
+                    daemons["a"].proc.send_signal(signal.SIGCONT)
+                # a learns it was excluded and comes back as its next incarnation
+                line = await asyncio.to_thread(daemons["b"].wait, lambda line: (
+                    line["status"] == "view" and f"a#{old}" not in line["members"]
+                    and {m.split("#")[0] for m in line["members"]} == set(NAMES)), "a back")
+                await asyncio.to_thread(serving, daemons["a"], line["t"])
+                producer = await client(files["b"], "later-producer")
+                try:
+                    for n in range(2):
+                        await producer.queue("later", TARGET, n, nonce=f"later{n}")
+                finally:
+                    await producer.close()
+                got = [await waiting.receive(timeout=PATIENCE) for _ in range(2)]
+                for message in got:
+                    assert message.id is not None
+                    await waiting.ack("later", message.id)
+            finally:
+                await waiting.close()
+            eaten = await consume(files["a"], 5)  # a serves the rest, in queue order
+            return eaten, [m.data for m in got]
+
+        eaten, later = run_loop(main())
+        assert len(set(eaten)) == 5 and later == [0, 1]
         until(lambda: all(stored(db(f)) == [] for f in files.values()), "all acked")
 
 

@@ -179,6 +179,7 @@ class ClusterQueues:
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
         self._blocked = False
+        self._ask_again = False
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
         self._next_key = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -305,6 +306,7 @@ class ClusterQueues:
         """This process rejoined as its next incarnation (it was excluded while alive):
         it proposes, reports and serves its state under its new name from now on."""
         self.me = me
+        self._ask_again = True  # its consumers' credits went with its old incarnation
         self.snapshots.rename(me)
         self._reports_call(lambda at: self.reports.rename(me, at))
 
@@ -523,6 +525,9 @@ class ClusterQueues:
             else:
                 self._take(item)
         self._set_refusal()
+        if self._ask_again and self.server is not None and not self.server.closed:
+            self._ask_again = False
+            self.server.call(lambda at: self._core().ask_again(at))
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -150,3 +150,22 @@ def test_the_http_api_shows_the_replicated_queues_and_a_replay_is_proposed() -> 
     assert proposals(h) == [("replay", {"queue": "q", "ids": None}),
                             ("replay", {"queue": "q", "ids": ["other"]})]
     assert machine.book.stats()["q"]["dead"] == 1  # the order decides, not the core
+
+
+def test_unused_credits_are_asked_again_for_the_consumers_still_here() -> None:
+    h = ordered()
+    h.identify(1, "cons")
+    h.identify(2, "gone")
+    h.dispatch(1, "QUEUE_REQUEST", {"queue": "q", "count": 3})
+    h.dispatch(1, "QUEUE_REQUEST", {"queue": "r"})
+    h.dispatch(1, "QUEUE_REQUEST_CANCEL", {"queue": "r"})
+    h.dispatch(2, "QUEUE_REQUEST", {"queue": "q"})
+    h.core.queue_deliver(app="app", client="cons", queue="q", message_id="m/1", nonce=None,
+                         payload=1, attempt=1, now=h.now)
+    h.core.disconnect(2, h.now)
+    proposals(h)
+    assert h.core.ask_again(h.now) == 1
+    ((kind, fields),) = proposals(h)
+    assert (kind, fields["client"], fields["queue"], fields["count"]) == ("request", "cons",
+                                                                         "q", 2)
+    assert h.core.ask_again(h.now) == 1  # still unused: asked again the next time too

@@ -957,7 +957,7 @@ class GatewayCore(ClusterMember, OrderedQueues):
                 self._propose_request(client, queue, min(count, self.config.queues.max_credits))
         elif t == "QUEUE_REQUEST_CANCEL":
             if not self._refused_at_once(state.id, t, queue, d.get("nonce"), now):
-                self._propose("cancel", client, queue=queue)
+                self._propose_cancel(client, queue)
         else:
             message_id = d.get("id")
             if not isinstance(message_id, str):
