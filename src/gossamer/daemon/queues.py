@@ -142,14 +142,16 @@ class ClusterQueues:
     """The node's queues on the cluster's order (module docstring); its ``Replicated``.
 
     ``name`` and ``incarnation`` are this process's; ``store`` its queue store (``None``:
-    in memory). Call :meth:`start` (binds its two ports), :meth:`attach` once the
-    gateway is open, then :meth:`on_view` and :meth:`on_group_event` from the
-    membership's event loop; :meth:`close` at the end.
+    in memory); ``address_of(member, service)`` where another member's ``queues`` or
+    ``queues_state`` listens (its card). Call :meth:`start` (binds its two ports),
+    :meth:`attach` once the gateway is open (a node without a gateway holds, commits and
+    reports the queues all the same), then :meth:`on_view` and :meth:`on_group_event`
+    from the membership's event loop; :meth:`close` at the end.
     """
 
     def __init__(
         self, *, name: str, incarnation: int, store: SqliteQueueStore | None,
-        config: QueueConfig, wire: Wire, tracer: Tracer,
+        config: QueueConfig, wire: Wire, tracer: Tracer, address_of: AddressOf,
     ) -> None:
         self.name = name
         self.me = _member(name, incarnation)
@@ -173,7 +175,7 @@ class ClusterQueues:
         self.view_id = 0
         self.server: GatewayServer | None = None
         self.send: Send | None = None
-        self.address_of: AddressOf = lambda member, service: None
+        self.address_of = address_of
         self.reports = CommitReports(self.me)
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
@@ -202,11 +204,10 @@ class ClusterQueues:
         self._spawn(self._propose_all())
         return self.addresses
 
-    def attach(self, server: GatewayServer, address_of: AddressOf) -> None:
+    def attach(self, server: GatewayServer) -> None:
         """Serve the queues through ``server``'s core (switched to the order); refuse
         until this node is a member of a view."""
         self.server = server
-        self.address_of = address_of
         server.flush_listeners.append(self._take_proposals)
         def switch(at: float) -> None:
             core = self._core()

@@ -12,17 +12,18 @@ the library APIs). It composes the public drivers of ``gossamer.aio``:
   cards, ``join_request``/``suspect``, founding or joining, incarnations;
 - gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M, sealed
   with the cluster key) carry the node-to-node traffic;
-- the gateway server (one per node; queues durable in ``gateway.db`` when given), joined
-  to the other nodes' gateways over the link node (``gossamer.aio.gateway_cluster``):
+- the gateway server (one per node; the queues' store is ``gateway.db`` when given), joined
+  to the other nodes' gateways over the link node (``gossamer.aio.gateway_cluster``),
+  its queues in the cluster queue mode (on the total order, below):
   :class:`~gossamer.daemon.gateway_peers.GatewayPeers` adds every member that joins a
   view as a peer and removes every member that leaves, so a client connected to any
   node reaches the clients of every node.
 
-**Where the next layers attach.** What rides on the total order is the node's
-:attr:`Daemon.replicated` state (``Membership``'s ``Replicated``: every ``Delivered`` is
-applied to it in order, joiners start from its snapshot). Today it is a
-:class:`~gossamer.daemon.replicated.DeliveryDigest` of what was delivered (the gateway's
-queues are to move there); ``Daemon.membership.group.send`` multicasts in the order. The gateway
+**On the total order** rides the node's :attr:`Daemon.queues`
+(:class:`~gossamer.daemon.queues.ClusterQueues`, ``Membership``'s ``Replicated``: every
+``Delivered`` is applied to it in order, joiners start from the members' state): the
+gateway's queues, replicated on every member (``docs/node.md``, "Queues on the
+cluster"); ``Daemon.multicast`` multicasts in the order. The gateway
 (:attr:`Daemon.gateway`, its cluster layer :attr:`Daemon.gateway_cluster`) follows the
 agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees every
 ``ClientJoined``/``ClientLeft`` of this node's own clients.
@@ -57,7 +58,6 @@ from gossamer.daemon.config import DaemonConfig
 from gossamer.daemon.gateway_peers import GatewayPeers
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.daemon.queues import ClusterQueues
-from gossamer.daemon.replicated import DeliveryDigest
 from gossamer.errors import ClosedError
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft
@@ -103,10 +103,9 @@ class Daemon:
         self.gateway_peers: GatewayPeers | None = None
         self.store: SqliteQueueStore | None = None
         self.view: View | None = None
-        #: The state on the cluster's total order (module docstring): the gateway's
-        #: queues (a digest of what was delivered when the node serves no gateway).
+        #: The state on the cluster's total order (module docstring): the queues,
+        #: created in ``start``.
         self.queues: ClusterQueues | None = None
-        self.replicated: ClusterQueues | DeliveryDigest = DeliveryDigest()
         self.clients = 0
         self.tasks: set[asyncio.Task[Any]] = set()
 
@@ -122,25 +121,26 @@ class Daemon:
         c = self.config
         host = c.node.address
         services: dict[str, Address] = {}
+        if c.gateway.db is not None:
+            self.store = SqliteQueueStore(c.gateway.db)
+        gateway_config = dataclasses.replace(
+            c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
+        )
+        # The queues ride on the cluster's order, on every member (a node without a
+        # gateway holds them too: it counts in the majorities). Their store is theirs,
+        # not the gateway's, which decides nothing about queues in that mode.
+        self.queues = ClusterQueues(
+            name=c.node.name, incarnation=self.incarnation, store=self.store,
+            config=gateway_config.queues, wire=self.wire, tracer=self.tracer,
+            address_of=self.queues_address,
+        )
+        services.update(await self.queues.start(host))
         if c.gateway.enabled:
-            if c.gateway.db is not None:
-                self.store = SqliteQueueStore(c.gateway.db)
-            gateway_config = dataclasses.replace(
-                c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
-            )
-            # The queues ride on the cluster's order: their store is theirs, not the
-            # gateway's (which decides nothing about queues in that mode).
-            self.queues = ClusterQueues(
-                name=c.node.name, incarnation=self.incarnation, store=self.store,
-                config=gateway_config.queues, wire=self.wire, tracer=self.tracer,
-            )
-            self.replicated = self.queues
-            services.update(await self.queues.start(host))
             self.gateway = await open_gateway_server(
                 gateway_config, host=host, port=c.ports.gateway, tracer=self.tracer,
                 rng=self.rng(5), on_event=self.gateway_event,
             )
-            self.queues.attach(self.gateway, self.queues_address)
+            self.queues.attach(self.gateway)
             services["gateway"] = self.gateway.address
         if c.link.enabled:
             self.link = await open_node(host, c.ports.link, tracer=self.tracer,
@@ -167,7 +167,7 @@ class Daemon:
             me=Member(name=c.node.name, incarnation=self.incarnation,
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
-            views_options=c.views, services=services, replicated=self.replicated,
+            views_options=c.views, services=services, replicated=self.queues,
             on_view=self.on_view, on_event=self.group_event,
             targets=self.discovery.config.broadcast_targets,
             tracer=self.tracer, rng=self.rng(2), names=self.peer_names,
@@ -279,9 +279,7 @@ class Daemon:
     def ordered(self) -> dict[str, Any]:
         """The replicated state, equal at members that applied the same sequence."""
         queues = self.queues
-        if queues is None:
-            assert isinstance(self.replicated, DeliveryDigest)
-            return {"count": self.replicated.count, "digest": self.replicated.digest}
+        assert queues is not None
         return {"count": queues.machine.position, "digest": queues.machine.digest(),
                 "messages": len(queues.machine.records()),
                 "syncing": queues.syncing, "refusing": queues.refusing}
