@@ -22,10 +22,11 @@ Contract of ``apply(command) -> Effects``:
   confirm only when the chain equals its own at that position.
 - ``store_ops``: what the driver commits to its ``SqliteQueueStore`` (one transaction,
   ending with ``Position``) before acting on anything else of the effects.
-- ``deliveries``: ``Deliver(node, app, client, ...)``; only ``node`` acts: it sends its
-  client the QUEUE dispatch and arms the ack timer of that ``attempt``; when it fires,
-  it proposes ``Expire(message_id, attempt)``. A node told to deliver to a client it does
-  not have (it left before the command was applied) proposes ``ClientGone`` for it.
+- ``deliveries``: ``Deliver(node, app, client, ..., session)``; only ``node`` acts: it
+  sends its client the QUEUE dispatch and arms the ack timer of that ``attempt``; when it
+  fires, it proposes ``Expire(message_id, attempt)``. A node told to deliver on a
+  connection it does not have (it closed before the command was applied) proposes
+  ``ClientGone`` for that session.
 - ``confirms``: ``Confirm(node, ..., position)`` for a Push (again for a re-proposed
   Push, ``duplicate=True``): ``node`` sends QUEUE_CONFIRM once a majority of the view
   reports having committed through ``position`` (``docs/cluster.md``).
@@ -115,11 +116,13 @@ def _chained(chain: str, command: Command) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deliver(ClientQueue):
     """``node`` sends its client ``(app, client)`` the QUEUE dispatch of ``message_id``
-    (delivery ``attempt``, from 1; above 1 a redelivery)."""
+    (delivery ``attempt``, from 1; above 1 a redelivery), on the client's connection
+    ``session``; if that connection is gone, ``node`` proposes ``ClientGone`` for it."""
 
     message_id: str
     payload: Any
     attempt: int
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,6 +364,7 @@ class ReplicatedQueues:
                     node=client.node, app=client.app_id, client=client.client_id,
                     queue=queue, message_id=message.id, payload=message.payload,
                     attempt=message.attempts,
+                    session=self._sessions.get((client.app_id, client.client_id), ""),
                 ))
 
     # -- inspection --------------------------------------------------------------------

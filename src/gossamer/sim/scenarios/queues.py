@@ -149,6 +149,7 @@ class Told:
     reason: str = ""
     position: int = 0
     view: tuple[str, ...] = ()
+    session: str = ""
 
 
 class QueueMember(DatagramLayer[GroupCore]):
@@ -328,7 +329,8 @@ class QueueMember(DatagramLayer[GroupCore]):
             steps.append(Step(position, "deliver", d.message_id, d.client, d.attempt))
             if d.node == self.me:
                 self.told.append(Told(kind="deliver", client=d.client,
-                                      message_id=d.message_id, attempt=d.attempt))
+                                      message_id=d.message_id, attempt=d.attempt,
+                                      session=d.session))
         for refusal in effects.refusals:
             if refusal.node == self.me:
                 self.told.append(Told(kind="refuse", client=refusal.client,
@@ -541,9 +543,10 @@ class QueuesRun(ViewsRun):
         elif told.kind == "refuse":
             self._refused(client, told.reason)
         elif told.kind == "deliver":
-            if self._connected(client) is not member:
-                # Not (or no more) its client here: whichever connection it was is gone.
-                gone = qc.ClientGone(node=member.me, app=APP, client=client.name)
+            if self._connected(client) is not member or client.session != told.session:
+                # Not (or no more) its client here: the connection it was for is gone.
+                gone = qc.ClientGone(node=member.me, app=APP, client=client.name,
+                                     session=told.session)
                 self._at(node.node_id, lambda m, now: m.propose(gone, now))
                 return
             self.received.append(Received(told.message_id, client.name, told.attempt, now))
