@@ -111,7 +111,7 @@ def _command(node: str, proposal: QueueProposal) -> commands.Command:
     if kind == "request":
         return commands.Request(queue=f["queue"], node=node, app=f["app"], client=f["client"],
                                 restricted=f["restricted"], metadata=f["metadata"],
-                                count=f["count"])
+                                count=f["count"], session=f["session"])
     if kind == "cancel":
         return commands.Cancel(queue=f["queue"], node=node, app=f["app"], client=f["client"])
     if kind == "ack":
@@ -120,7 +120,8 @@ def _command(node: str, proposal: QueueProposal) -> commands.Command:
     if kind == "expire":
         return commands.Expire(message_id=f["message_id"], attempt=f["attempt"])
     if kind == "client_gone":
-        return commands.ClientGone(node=node, app=f["app"], client=f["client"])
+        return commands.ClientGone(node=node, app=f["app"], client=f["client"],
+                                   session=f["session"])
     if kind == "replay":
         ids = f["ids"]
         return commands.Replay(queue=f["queue"], ids=None if ids is None else tuple(ids))
@@ -362,16 +363,18 @@ class ClusterQueues:
     def _carry_out(self, command: commands.Command, deliveries: list[Any],
                    refusals: list[Any], at: float) -> None:
         core = self._core()
-        gone: set[tuple[str, str]] = set()
+        gone: set[tuple[str, str, str]] = set()
         for d in deliveries:
             message = self.machine.book.message(d.message_id)
             nonce = None if message is None else message.nonce
             if not core.queue_deliver(app=d.app, client=d.client, queue=d.queue,
                                       message_id=d.message_id, nonce=nonce,
-                                      payload=d.payload, attempt=d.attempt, now=at):
-                gone.add((d.app, d.client))
-        for app, client in sorted(gone):  # it left before the order reached it
-            self._outbox.put_nowait(commands.ClientGone(node=self.me, app=app, client=client))
+                                      payload=d.payload, attempt=d.attempt, now=at,
+                                      session=d.session):
+                gone.add((d.app, d.client, d.session))
+        for app, client, session in sorted(gone):  # it left before the order reached it
+            self._outbox.put_nowait(commands.ClientGone(node=self.me, app=app, client=client,
+                                                        session=session))
         push_id = command.message_id if isinstance(command, commands.Push) else None
         t = _DISPATCH.get(type(command), "QUEUE")
         for r in refusals:  # a Push's refusal: its id is no longer pending confirm

@@ -47,6 +47,7 @@ def test_operations_become_proposals_and_nothing_is_decided_here() -> None:
     assert request["metadata"]["region"] == ["string", "eu"]
     assert "namespace" not in request["metadata"]  # unset: never a null value
     assert got[2][1] == {"queue": "q", "message_id": "n9#1/4", "app": "app", "client": "cons"}
+    assert request["session"] == "2"  # the connection it asked on
     # No confirm before the order says so; nothing stored or delivered by the core itself.
     assert h.take(1) == [] and h.take(2) == []
     assert h.ops == [] and h.core.queues.stats() == {}
@@ -64,6 +65,9 @@ def test_effects_are_carried_out_for_this_nodes_clients() -> None:
     assert not h.core.queue_deliver(app="app", client="elsewhere", queue="q",
                                     message_id=message_id, nonce="a", payload="p", attempt=1,
                                     now=h.now)
+    assert not h.core.queue_deliver(app="app", client="cons", queue="q", session="9",
+                                    message_id=message_id, nonce="a", payload="p", attempt=1,
+                                    now=h.now)  # for a connection of cons's that closed
     assert h.core.queue_confirm(message_id, h.now)
     assert not h.core.queue_confirm(message_id, h.now)  # once
     h.pump()
@@ -99,7 +103,7 @@ def test_a_consumer_leaving_is_proposed_a_producer_leaving_is_not() -> None:
     proposals(h)
     h.core.disconnect(1, h.now)
     h.core.disconnect(2, h.now)
-    assert proposals(h) == [("client_gone", {"app": "app", "client": "cons"})]
+    assert proposals(h) == [("client_gone", {"app": "app", "client": "cons", "session": "2"})]
 
 
 def test_a_refusing_node_answers_at_once_and_refuses_pending_pushes() -> None:

@@ -30,8 +30,9 @@ A proposal is a :class:`QueueProposal`: its ``kind`` (``push``, ``request``,
 ``cancel``, ``ack``, ``expire``, ``client_gone``, ``replay``) and its fields by the
 names of the commands (``docs/cluster.md``): ``queue``, ``message_id``, ``nonce``,
 ``target``, ``payload``, ``app``, ``client``, ``metadata`` (``{key: [type, value]}``,
-the client's metadata when it asked), ``restricted``, ``count``, ``attempt``, ``ids``.
-The proposing node's name is the driver's to add. A Push's ``message_id`` is
+the client's metadata when it asked), ``restricted``, ``count``, ``attempt``, ``ids``,
+``session`` (the client's connection: its number in this gateway). The proposing
+node's name is the driver's to add. A Push's ``message_id`` is
 ``<trace name>/<n>`` (the daemon's trace name is ``name#incarnation``), unique in the
 cluster, so a Push proposed again is recognised.
 
@@ -58,6 +59,11 @@ if TYPE_CHECKING:
     from gossamer.trace.sink import Tracer
 
 __all__ = ["OrderedQueues", "QueueProposal"]
+
+
+def _session(client: Client) -> str:
+    """The client's connection, as the commands name it: unique in this process."""
+    return str(client.conn)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,13 +143,14 @@ class OrderedQueues:
 
     def queue_deliver(
         self, *, app: str, client: str, queue: str, message_id: str, nonce: Any,
-        payload: Any, attempt: int, now: float,
+        payload: Any, attempt: int, now: float, session: str = "",
     ) -> bool:
-        """The order gave ``message_id`` to this node's client: send it the QUEUE
-        dispatch and start its ack timer. False when the client is not here (gone:
-        its ``client_gone`` is on its way and returns the message)."""
+        """The order gave ``message_id`` to this node's client, on its connection
+        ``session`` (``""``: any): send it the QUEUE dispatch and start its ack timer.
+        False when that connection is not here any more (the driver proposes its
+        ``client_gone``, which returns the message)."""
         holder = self._own(app, client)
-        if holder is None:
+        if holder is None or session not in ("", _session(holder)):
             return False
         self._dispatch_to(
             (holder.conn,), "QUEUE",
@@ -258,7 +265,7 @@ class OrderedQueues:
                     for key, value in self.directory.values(client).items()
                     if value is not None}
         self._propose("request", client, queue=queue, metadata=metadata,
-                      restricted=client.restricted, count=count)
+                      restricted=client.restricted, count=count, session=_session(client))
 
     def _propose_cancel(self, client: Client, queue: str) -> None:
         self._credits.get((client.app_id, client.client_id), {}).pop(queue, None)
@@ -279,7 +286,7 @@ class OrderedQueues:
         self._credits.pop(identity, None)
         if identity in self._consumers:  # it may hold deliveries or credits
             self._consumers.discard(identity)
-            self._propose("client_gone", client)
+            self._propose("client_gone", client, session=_session(client))
 
     def _ordered_deadline(self) -> float | None:
         return self._ack_timers[0][0] if self._ack_timers else None
