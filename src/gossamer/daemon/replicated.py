@@ -1,8 +1,10 @@
-"""The daemon's state on the cluster's total order (``Membership``'s ``Replicated``).
+"""The simplest state on a cluster's total order (``Membership``'s ``Replicated``).
 
-Until the gateway's queues ride on the order, the daemon replicates a summary of what it
-delivered: how many messages, and a digest chained over them in order (the state the
-simulator's ``isis_views`` scenario checks, ``gossamer.proto.isis.vsync``). Two members
+A summary of what a member delivered (the daemon's own state is its queues,
+``gossamer.daemon.queues``; this one serves a program that orders messages of its own,
+and the tests of the order): how many messages, and a digest chained over them in
+order (the state the simulator's ``isis_views`` scenario checks,
+``gossamer.proto.isis.vsync``). Two members
 with the same summary delivered the same messages in the same order; a joiner starts
 from the members' summary, so it stays equal to theirs from then on.
 """

@@ -12,17 +12,18 @@ the library APIs). It composes the public drivers of ``gossamer.aio``:
   cards, ``join_request``/``suspect``, founding or joining, incarnations;
 - gossip (Chatter, no multicast unless configured) and a link node (Exon/A3M, sealed
   with the cluster key) carry the node-to-node traffic;
-- the gateway server (one per node; queues durable in ``gateway.db`` when given), joined
-  to the other nodes' gateways over the link node (``gossamer.aio.gateway_cluster``):
+- the gateway server (one per node; the queues' store is ``gateway.db`` when given), joined
+  to the other nodes' gateways over the link node (``gossamer.aio.gateway_cluster``),
+  its queues in the cluster queue mode (on the total order, below):
   :class:`~gossamer.daemon.gateway_peers.GatewayPeers` adds every member that joins a
   view as a peer and removes every member that leaves, so a client connected to any
   node reaches the clients of every node.
 
-**Where the next layers attach.** What rides on the total order is the node's
-:attr:`Daemon.replicated` state (``Membership``'s ``Replicated``: every ``Delivered`` is
-applied to it in order, joiners start from its snapshot). Today it is a
-:class:`~gossamer.daemon.replicated.DeliveryDigest` of what was delivered (the gateway's
-queues are to move there); ``Daemon.membership.group.send`` multicasts in the order. The gateway
+**On the total order** rides the node's :attr:`Daemon.queues`
+(:class:`~gossamer.daemon.queues.ClusterQueues`, ``Membership``'s ``Replicated``: every
+``Delivered`` is applied to it in order, joiners start from the members' state): the
+gateway's queues, replicated on every member (``docs/node.md``, "Queues on the
+cluster"); ``Daemon.multicast`` multicasts in the order. The gateway
 (:attr:`Daemon.gateway`, its cluster layer :attr:`Daemon.gateway_cluster`) follows the
 agreed view through :meth:`Daemon.on_view`; :meth:`Daemon.gateway_event` sees every
 ``ClientJoined``/``ClientLeft`` of this node's own clients.
@@ -56,10 +57,12 @@ from gossamer.aio.membership import Card, Membership, clock_incarnation
 from gossamer.daemon.config import DaemonConfig
 from gossamer.daemon.gateway_peers import GatewayPeers
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
-from gossamer.daemon.replicated import DeliveryDigest
+from gossamer.daemon.queues import ClusterQueues
+from gossamer.errors import ClosedError
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
+from gossamer.proto.group import GroupEvent
 from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
@@ -100,8 +103,9 @@ class Daemon:
         self.gateway_peers: GatewayPeers | None = None
         self.store: SqliteQueueStore | None = None
         self.view: View | None = None
-        #: The state on the cluster's total order (module docstring).
-        self.replicated = DeliveryDigest()
+        #: The state on the cluster's total order (module docstring): the queues,
+        #: created in ``start``.
+        self.queues: ClusterQueues | None = None
         self.clients = 0
         self.tasks: set[asyncio.Task[Any]] = set()
 
@@ -117,17 +121,26 @@ class Daemon:
         c = self.config
         host = c.node.address
         services: dict[str, Address] = {}
+        if c.gateway.db is not None:
+            self.store = SqliteQueueStore(c.gateway.db)
+        gateway_config = dataclasses.replace(
+            c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
+        )
+        # The queues ride on the cluster's order, on every member (a node without a
+        # gateway holds them too: it counts in the majorities). Their store is theirs,
+        # not the gateway's, which decides nothing about queues in that mode.
+        self.queues = ClusterQueues(
+            name=c.node.name, incarnation=self.incarnation, store=self.store,
+            config=gateway_config.queues, wire=self.wire, tracer=self.tracer,
+            address_of=self.queues_address,
+        )
+        services.update(await self.queues.start(host))
         if c.gateway.enabled:
-            if c.gateway.db is not None:
-                self.store = SqliteQueueStore(c.gateway.db)
             self.gateway = await open_gateway_server(
-                dataclasses.replace(
-                    c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
-                ),
-                host=host,
-                port=c.ports.gateway, store=self.store, tracer=self.tracer, rng=self.rng(5),
-                on_event=self.gateway_event,
+                gateway_config, host=host, port=c.ports.gateway, tracer=self.tracer,
+                rng=self.rng(5), on_event=self.gateway_event,
             )
+            self.queues.attach(self.gateway)
             services["gateway"] = self.gateway.address
         if c.link.enabled:
             self.link = await open_node(host, c.ports.link, tracer=self.tracer,
@@ -154,11 +167,16 @@ class Daemon:
             me=Member(name=c.node.name, incarnation=self.incarnation,
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
-            views_options=c.views, services=services, replicated=self.replicated,
-            on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
+            views_options=c.views, services=services, replicated=self.queues,
+            on_view=self.on_view, on_event=self.group_event,
+            targets=self.discovery.config.broadcast_targets,
             tracer=self.tracer, rng=self.rng(2), names=self.peer_names,
         )
         await self.membership.start()
+        if self.queues is not None:
+            self.queues.send = self.multicast
+            learning = asyncio.ensure_future(self.queues.keep_learning())
+            self.tasks.add(learning)
 
     def _discovery_config(self) -> DiscoveryConfig:
         c, d = self.config, self.config.discovery
@@ -189,10 +207,32 @@ class Daemon:
         """A view was installed here (after ``replicated`` saw it): the gateway's peers
         follow it (in the background)."""
         self.view = event.view
+        if self.queues is not None:
+            self.queues.on_view(event.view)
         self.status("view", id=event.view.id, members=_members(event.view),
                     agreed_by=list(event.agreed_by))
         if self.gateway_peers is not None:
             self.gateway_peers.on_view(event.view)
+
+    def group_event(self, event: GroupEvent) -> None:
+        """The group's other events (``Blocked``, ``Unblocked``, ``Excluded``...): the
+        queues refuse while the node may not order."""
+        if self.queues is not None:
+            self.queues.on_group_event(event)
+
+    async def multicast(self, data: bytes) -> None:
+        """``data`` in the cluster's total order (``ClosedError`` when not a member)."""
+        group = None if self.membership is None else self.membership.group
+        if group is None or group.closed:
+            raise ClosedError("not a member of the cluster's group")
+        await group.send(data)
+
+    def queues_address(self, member: str, service: str) -> Address | None:
+        """Where member ``name#incarnation`` serves ``service`` (``queues``,
+        ``queues_state``), as its card says, if this node holds it."""
+        name, _, incarnation = member.rpartition("#")
+        card = self.card_of(name, int(incarnation)) if incarnation.isdigit() else None
+        return None if card is None else card.services.get(service)
 
     def card_of(self, name: str, incarnation: int) -> Card | None:
         """The card of member ``name#incarnation``, if this node holds it."""
@@ -233,8 +273,18 @@ class Daemon:
                 gateway_peers=None if self.gateway_peers is None
                 else sorted(self.gateway_peers.linked),
                 blocked=bool(group is not None and not group.closed and group.blocked),
-                ordered={"count": self.replicated.count, "digest": self.replicated.digest},
+                ordered=self.ordered(),
             )
+
+    def ordered(self) -> dict[str, Any]:
+        """The replicated state, equal at members that applied the same sequence."""
+        queues = self.queues
+        assert queues is not None
+        # The history's digest, not the state's: kept as it goes, nothing to compute.
+        stats = queues.machine.book.stats().values()
+        return {"count": queues.machine.position, "digest": queues.machine.chain,
+                "messages": sum(q["ready"] + q["inflight"] + q["dead"] for q in stats),
+                "syncing": queues.syncing, "refusing": queues.refusing}
 
     async def shutdown(self) -> None:
         """Close every service within ``SHUTDOWN_BUDGET``. Traced first: ``net``/``stop``,
@@ -265,6 +315,8 @@ class Daemon:
             await self.gateway_cluster.close()
         if self.gateway is not None:
             await self.gateway.close()  # goodbye (op 7) to every client
+        if self.queues is not None:
+            await self.queues.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link is not None:
