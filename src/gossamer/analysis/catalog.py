@@ -25,6 +25,7 @@ from gossamer.analysis.checks import (
     gossip,
     isis,
     link,
+    queues,
     snapshot,
 )
 from gossamer.errors import ConfigError
@@ -69,6 +70,21 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(name="gossip.max_depth", default=None, help="largest allowed hop depth of a broadcast"),
     Param(name="snapshot.tolerance", default=1e-6, help="relative tolerance of the invariant"),
+    Param(
+        name="queue.drain",
+        default=queues.DRAIN,
+        help="seconds a confirmed message is given to be acked before the consumers stop",
+    ),
+    Param(
+        name="queue.ack_grace",
+        default=queues.ACK_GRACE,
+        help="seconds after an ack is applied during which a dispatch already sent may arrive",
+    ),
+    Param(
+        name="queue.ack_timeout",
+        default=15.0,
+        help="the gateways' queue ack timeout: how long a consumer holds an unacked message",
+    ),
 )
 _PARAM_NAMES = {p.name for p in PARAMS}
 
@@ -271,6 +287,38 @@ CHECKS: tuple[Check, ...] = (
         order=("problem", "msg", "client"),
         run=lambda e, i: cluster.routing(e),
         kinds=("client_send", "client_query"),
+        requires=("views/view_change",),
+    ),
+    Check(
+        name="queue.confirmed_delivered",
+        property="every confirmed message is received and acked by a consumer at least once "
+        "(when the consumers had queue.drain seconds left)",
+        order=("problem", "msg"),
+        run=lambda e, i: queues.confirmed_delivered(e, drain=_p(i, "queue.drain")),
+        kinds=("confirm",),
+    ),
+    Check(
+        name="queue.no_redelivery_after_ack",
+        property="no consumer receives a message in a new attempt after its ack was applied",
+        order=("msg", "consumer"),
+        run=lambda e, i: queues.no_redelivery_after_ack(e, grace=_p(i, "queue.ack_grace")),
+        kinds=("receive",),
+        requires=("gateway/ack",),
+    ),
+    Check(
+        name="queue.no_double_holding",
+        property="no message is held by two consumers at once while both are connected to "
+        "the majority",
+        order=("problem", "msg", "consumer"),
+        run=lambda e, i: queues.no_double_holding(e, ack_timeout=_p(i, "queue.ack_timeout")),
+        kinds=("receive",),
+    ),
+    Check(
+        name="queue.minority_refused",
+        property="nothing pushed to a node outside the majority is confirmed before it is back",
+        order=("msg",),
+        run=lambda e, i: queues.minority_refused(e),
+        kinds=("confirm",),
         requires=("views/view_change",),
     ),
     Check(

@@ -23,7 +23,8 @@ __all__ = [
 SCHEMA_VERSION = 1
 
 #: Layers a trace event may belong to. ``demo`` is the foundation's example core
-#: (``gossamer.proto.ping``); ``net`` carries the simulator's and drivers' injected faults.
+#: (``gossamer.proto.ping``); ``net`` carries the simulator's and drivers' injected faults;
+#: ``queue`` is what queue clients saw (the lab's ``queues`` workload, ``docs/analysis.md``).
 LAYERS: tuple[str, ...] = (
     "discovery",
     "gossip",
@@ -34,6 +35,7 @@ LAYERS: tuple[str, ...] = (
     "views",
     "net",
     "demo",
+    "queue",
 )
 
 #: Kinds the gateway's *clients* trace, in layer ``gateway`` beside the server's own
