@@ -1,0 +1,173 @@
+"""The ``queues`` scenario's workload: 신경 clients of one host producing and consuming.
+
+In the lab's ``queues`` scenario every host runs a ``gossamer node`` daemon and a
+``gossamer lab app`` whose ``[cluster]`` section (``workload = "queues"``) makes it this
+workload only: ``clients`` clients of ``gossamer.gateway.client`` connected to the host's
+daemon, each a consumer of the queue ``jobs`` and, in turn, a producer into it. A push
+targets a metadata group (``g0``, ``g1``: client ``i`` of a host is in ``g<i mod 2>``), so
+with two clients per host every push has consumers on every host, and whichever node
+holds the queue's decision, the message may travel to another node's client.
+
+Everything a client sees is traced in layer ``queue`` (the contract with
+``gossamer.analysis.checks.queues``, which judges the run from these events and the
+daemons' views): ``push`` (``msg`` = nonce ``<client>/<k>``), ``confirm`` (``msg`` =
+message id, ``attrs.nonce``), ``refused`` (``msg`` = nonce, ``attrs.reason``),
+``receive`` (``msg`` = id, ``attrs.attempt``, ``attrs.consumer``) and ``ack``; every
+event carries ``attrs.host``, the daemon the client is connected to. A push answered by
+neither within ``PUSH_TIMEOUT`` is left indeterminate.
+
+A consumer asks for one message at a time (QUEUE_REQUEST), acks it after a short piece
+of "work", and asks again; it asks again after every reconnect too (a gateway forgets a
+disconnected client's requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from gossamer.aio.gateway_client import GatewayClient, GatewayInvalidError, open_gateway_client
+from gossamer.errors import ClosedError, GossamerError, TimedOutError
+from gossamer.lab.cluster_clients import APPLICATION, GROUPS, OPEN_TIMEOUT, RECONNECT_MAX
+from gossamer.lab.config import ClusterSection
+from gossamer.trace.sink import Tracer
+
+__all__ = ["LAYER", "QUEUE", "QueueClients", "client_name"]
+
+#: The trace layer of what the clients saw, and the queue they share.
+LAYER: Final = "queue"
+QUEUE: Final = "jobs"
+#: Seconds a push waits for its QUEUE_CONFIRM or refusal before it is left indeterminate.
+PUSH_TIMEOUT: Final = 5.0
+#: Longest "work" on a message before its ack, in seconds (well under the ack timeout).
+WORK_MAX: Final = 0.05
+#: A consumer that received nothing for this long re-checks its connection.
+POLL: Final = 0.5
+#: After the workload, a host's clients are idle once nothing arrived for this long.
+QUIET: Final = 3.0
+
+
+def client_name(host: str, index: int) -> str:
+    """Client ``index`` of ``host``: ``<host>-q<index>``."""
+    return f"{host}-q{index}"
+
+
+class QueueClients:
+    """One host's queue clients (see the module docstring)."""
+
+    def __init__(
+        self, config: ClusterSection, tracer: Tracer, on_delivered: Callable[[], None]
+    ) -> None:
+        self.config = config
+        self.tracer = tracer
+        self.on_delivered = on_delivered
+        self.clients: list[GatewayClient] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.unanswered = 0
+        self.held = 0
+        self.last_receive = 0.0
+
+    def _trace(self, kind: str, msg: str, **attrs: str) -> None:
+        self.tracer(time.monotonic(), LAYER, kind, msg=msg,
+                    attrs={"host": self.config.host, **attrs})
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def open(self, rng: Callable[[int], random.Random]) -> None:
+        """Connect every client to this host's daemon and start consuming."""
+        c = self.config
+        dsn = f"singyeong://{APPLICATION}@{c.gateway}"
+        opened = await asyncio.gather(*(
+            open_gateway_client(
+                dsn, client_id=client_name(c.host, i),
+                metadata={"host": c.host, "group": GROUPS[i % len(GROUPS)], "index": i},
+                rng=rng(100 + i), open_timeout=OPEN_TIMEOUT, reconnect_base=0.1,
+                reconnect_max=RECONNECT_MAX, tracer=self.tracer,
+            )
+            for i in range(c.clients)
+        ))
+        self.clients = list(opened)
+        self._rng = rng(200)
+        for client in self.clients:
+            self._spawn(self._consume(client))
+
+    def pending(self) -> int:
+        """Work not finished: pushes unanswered, messages held and not yet acked, and
+        1 while a message arrived less than ``QUIET`` seconds ago (more may follow)."""
+        recent = time.monotonic() - self.last_receive < QUIET
+        return self.unanswered + self.held + (1 if recent else 0)
+
+    async def _consume(self, client: GatewayClient) -> None:
+        readies = -1
+        while True:
+            if client.core.counters.readies != readies and client.ready:
+                # First connection or a reconnect: the gateway forgot our request.
+                readies = client.core.counters.readies
+                with contextlib.suppress(ClosedError):
+                    await client.queue_request(QUEUE)
+            try:
+                message = await client.receive(timeout=POLL)
+            except TimedOutError:
+                continue
+            except ClosedError:
+                return
+            if message.event != "QUEUE" or message.id is None or message.queue is None:
+                continue
+            self.last_receive = time.monotonic()
+            attempt = str(message.attempt or 0)
+            self._trace("receive", message.id, consumer=client.client_id, attempt=attempt)
+            self.on_delivered()
+            self.held += 1
+            try:
+                await asyncio.sleep(self._rng.uniform(0.0, WORK_MAX))
+                await client.ack(message.queue, message.id)
+                self._trace("ack", message.id, consumer=client.client_id, attempt=attempt)
+                await client.queue_request(QUEUE)
+            except ClosedError:
+                return
+            finally:
+                self.held -= 1
+
+    async def step(self, k: int) -> bool:
+        """Push ``k``: handed to a client (its answer is awaited in the background)."""
+        client = self.clients[k % len(self.clients)]
+        nonce = f"{client.client_id}/{k}"
+        group = GROUPS[(k // len(self.clients)) % len(GROUPS)]
+        target = {"application": APPLICATION, "ops": [{"group": group}]}
+        self._trace("push", nonce, client=client.client_id, queue=QUEUE)
+        self.unanswered += 1
+        self._spawn(self._push(client, nonce, target, {"nonce": nonce, "k": k}))
+        return True
+
+    async def _push(
+        self, client: GatewayClient, nonce: str, target: dict[str, Any], payload: Any
+    ) -> None:
+        try:
+            message_id = await client.queue(QUEUE, target, payload, nonce=nonce,
+                                            timeout=PUSH_TIMEOUT)
+        except GatewayInvalidError as exc:
+            info = exc.fields.get("extra_info")
+            reason = info.get("reason") if isinstance(info, dict) else None
+            self._trace("refused", nonce, client=client.client_id,
+                        reason=str(reason or exc.reason))
+        except (GossamerError, TimeoutError):
+            pass  # closed, or no answer in time: indeterminate
+        else:
+            if message_id is not None:
+                self._trace("confirm", str(message_id), nonce=nonce, client=client.client_id)
+        finally:
+            self.unanswered -= 1
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
