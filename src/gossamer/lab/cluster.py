@@ -135,6 +135,7 @@ def client_configs(
                 "hosts": list(placement.ids),
                 "clients": values["clients"],
                 "rate": values["queue_rate" if workload == "queues" else "cluster_rate"],
+                "work": values["queue_work"] if workload == "queues" else 0.0,
             },
         }
     return docs

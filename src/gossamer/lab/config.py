@@ -228,7 +228,9 @@ class ClusterSection:
     route across the cluster by metadata. ``host`` is this host's name, ``hosts`` every
     host of the cluster (the routing queries name them). ``workload`` is ``routing``
     (``gossamer.lab.cluster_clients``) or ``queues`` (producers and consumers of a
-    replicated queue, ``gossamer.lab.queue_clients``); ``rate`` is its steps per second."""
+    replicated queue, ``gossamer.lab.queue_clients``); ``rate`` is its steps per second,
+    ``work`` the seconds a queue consumer spends on a message before its ack (on
+    average)."""
 
     enabled: bool = False
     workload: str = "routing"
@@ -237,6 +239,7 @@ class ClusterSection:
     hosts: tuple[str, ...] = ()
     clients: int = 2
     rate: float = 4.0
+    work: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -455,6 +458,7 @@ def parse_config(
         hosts=tuple(t.strings("hosts", ())),
         clients=t.integer("clients", 2, low=1, high=1000),
         rate=t.number("rate", 4.0),
+        work=t.number("work", 0.0),
     )
     if cluster.workload not in WORKLOADS:
         raise fail("cluster.workload", f"must be one of {', '.join(WORKLOADS)}")

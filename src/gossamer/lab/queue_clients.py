@@ -16,8 +16,9 @@ message id, ``attrs.nonce``), ``refused`` (``msg`` = nonce, ``attrs.reason``),
 event carries ``attrs.host``, the daemon the client is connected to. A push answered by
 neither within ``PUSH_TIMEOUT`` is left indeterminate.
 
-A consumer asks for one message at a time (QUEUE_REQUEST), acks it after a short piece
-of "work", and asks again; it asks again after every reconnect too (a gateway forgets a
+A consumer asks for one message at a time (QUEUE_REQUEST), acks it after ``work``
+seconds on average (``[cluster]`` ``work``: consumers slower than the producers build a
+backlog for the faults to find), and asks again; it asks again after every reconnect too (a gateway forgets a
 disconnected client's requests).
 """
 
@@ -43,8 +44,6 @@ LAYER: Final = "queue"
 QUEUE: Final = "jobs"
 #: Seconds a push waits for its QUEUE_CONFIRM or refusal before it is left indeterminate.
 PUSH_TIMEOUT: Final = 5.0
-#: Longest "work" on a message before its ack, in seconds (well under the ack timeout).
-WORK_MAX: Final = 0.05
 #: A consumer that received nothing for this long re-checks its connection.
 POLL: Final = 0.5
 #: After the workload, a host's clients are idle once nothing arrived for this long.
@@ -126,7 +125,8 @@ class QueueClients:
             self.on_delivered()
             self.held += 1
             try:
-                await asyncio.sleep(self._rng.uniform(0.0, WORK_MAX))
+                work = self.config.work
+                await asyncio.sleep(self._rng.uniform(0.5 * work, 1.5 * work))
                 await client.ack(message.queue, message.id)
                 self._trace("ack", message.id, consumer=client.client_id, attempt=attempt)
                 await client.queue_request(QUEUE)

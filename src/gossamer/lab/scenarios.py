@@ -501,6 +501,10 @@ SCENARIOS: tuple[Scenario, ...] = (
         params=(
             *_common(24.0, 5.0),
             *_clients(2, 5.0, cluster=True, queues=True),
+            # Six consumers of 0.5 s take about 12 messages a second, the three hosts push
+            # 15: a backlog builds up, so that kills and cuts find messages waiting.
+            _p("queue_work", "float", 0.5, "seconds a consumer works on a message before "
+               "its ack (on average)", 0, 60, unit="s"),
             *_discovery(auxiliary=False),
         ),
         default_hosts=3,
