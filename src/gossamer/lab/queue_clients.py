@@ -18,8 +18,8 @@ neither within ``PUSH_TIMEOUT`` is left indeterminate.
 
 A consumer asks for one message at a time (QUEUE_REQUEST), acks it after ``work``
 seconds on average (``[cluster]`` ``work``: consumers slower than the producers build a
-backlog for the faults to find), and asks again; it asks again after every reconnect too (a gateway forgets a
-disconnected client's requests).
+backlog for the faults to find), and asks again; it asks again after every reconnect
+too (a gateway forgets a disconnected client's requests).
 """
 
 from __future__ import annotations
