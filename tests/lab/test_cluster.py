@@ -187,3 +187,38 @@ def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
     assert owed.select("msg").distinct().count() >= 20
     # Every other check on the daemons' traces holds too: the run passes.
     assert result.code == 0, text
+
+
+QUEUE_CHECKS = ("queue.confirmed_delivered", "queue.no_redelivery_after_ack",
+                "queue.no_double_holding", "queue.minority_refused")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_replicated_queue_holds_under_a_cut_kills_and_a_restart(tmp_path: Path) -> None:
+    out = tmp_path / "queues"
+    stream = io.StringIO()
+    result = run_lab(LabRequest(scenario="queues", hosts=3, out=out, mode="loopback"), stream)
+    text = stream.getvalue()
+    meta = result.metadata
+    assert [i["fault"] for i in meta["lab"]["injected"]] == [
+        "partition", "heal", "crash", "restart", "crash"
+    ], text
+    assert meta["lab"]["unexpected_exits"] == {}, text
+    kinds: dict[str, int] = {}
+    crossed = 0
+    for host in ("h1", "h2", "h3"):
+        for e in _events(out / f"{host}-clients.jsonl"):
+            if e["layer"] == "queue":
+                kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+                if e["kind"] == "receive" and not e["attrs"]["nonce"].startswith(host + "-"):
+                    crossed += 1
+    # Most pushes were confirmed, and consumed; messages went from node to node.
+    assert kinds.get("confirm", 0) > 200 and kinds.get("ack", 0) >= kinds["confirm"], kinds
+    assert crossed > 20, kinds
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    status = {c["name"]: c["status"] for c in summary["checks"]}
+    for name in ("views.agreement", "views.rejoin", *QUEUE_CHECKS):
+        assert status[name] == "pass", (name, text)
+    assert result.code == 0, text

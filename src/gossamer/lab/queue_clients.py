@@ -12,7 +12,8 @@ Everything a client sees is traced in layer ``queue`` (the contract with
 ``gossamer.analysis.checks.queues``, which judges the run from these events and the
 daemons' views): ``push`` (``msg`` = nonce ``<client>/<k>``), ``confirm`` (``msg`` =
 message id, ``attrs.nonce``), ``refused`` (``msg`` = nonce, ``attrs.reason``),
-``receive`` (``msg`` = id, ``attrs.attempt``, ``attrs.consumer``) and ``ack``; every
+``receive`` (``msg`` = id, ``attrs.attempt``, ``attrs.consumer``, ``attrs.nonce`` the
+push's, from the payload) and ``ack``; every
 event carries ``attrs.host``, the daemon the client is connected to. A push answered by
 neither within ``PUSH_TIMEOUT`` is left indeterminate.
 
@@ -121,7 +122,9 @@ class QueueClients:
                 continue
             self.last_receive = time.monotonic()
             attempt = str(message.attempt or 0)
-            self._trace("receive", message.id, consumer=client.client_id, attempt=attempt)
+            data = message.data if isinstance(message.data, dict) else {}
+            self._trace("receive", message.id, consumer=client.client_id, attempt=attempt,
+                        nonce=str(data.get("nonce", "")))
             self.on_delivered()
             self.held += 1
             try:
