@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from gossamer.aio.gateway_client import GatewayClient, GatewayInvalidError, open_gateway_client
+from gossamer.aio.gateway_client import GatewayClient, GatewayInvalidError
 from gossamer.errors import ClosedError, GossamerError, TimedOutError
-from gossamer.lab.cluster_clients import APPLICATION, GROUPS, OPEN_TIMEOUT, RECONNECT_MAX
+from gossamer.lab.cluster_clients import APPLICATION, GROUPS, HostClients
 from gossamer.lab.config import ClusterSection
 from gossamer.trace.sink import Tracer
 
-__all__ = ["LAYER", "QUEUE", "QueueClients", "client_name"]
+__all__ = ["LAYER", "QUEUE", "QueueClients"]
 
 #: The trace layer of what the clients saw, and the queue they share.
 LAYER: Final = "queue"
@@ -51,52 +51,32 @@ POLL: Final = 0.5
 QUIET: Final = 3.0
 
 
-def client_name(host: str, index: int) -> str:
-    """Client ``index`` of ``host``: ``<host>-q<index>``."""
-    return f"{host}-q{index}"
-
-
-class QueueClients:
+class QueueClients(HostClients):
     """One host's queue clients (see the module docstring)."""
 
     def __init__(
         self, config: ClusterSection, tracer: Tracer, on_delivered: Callable[[], None]
     ) -> None:
-        self.config = config
-        self.tracer = tracer
-        self.on_delivered = on_delivered
-        self.clients: list[GatewayClient] = []
-        self.tasks: set[asyncio.Task[None]] = set()
+        super().__init__(config, tracer, on_delivered)
         self.unanswered = 0
         self.held = 0
         self.last_receive = 0.0
+
+    @staticmethod
+    def name(host: str, index: int) -> str:
+        """Client ``index`` of ``host``: ``<host>-q<index>``."""
+        return f"{host}-q{index}"
 
     def _trace(self, kind: str, msg: str, **attrs: str) -> None:
         self.tracer(time.monotonic(), LAYER, kind, msg=msg,
                     attrs={"host": self.config.host, **attrs})
 
-    def _spawn(self, coro: Any) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
     async def open(self, rng: Callable[[int], random.Random]) -> None:
         """Connect every client to this host's daemon and start consuming."""
-        c = self.config
-        dsn = f"singyeong://{APPLICATION}@{c.gateway}"
-        opened = await asyncio.gather(*(
-            open_gateway_client(
-                dsn, client_id=client_name(c.host, i),
-                metadata={"host": c.host, "group": GROUPS[i % len(GROUPS)], "index": i},
-                rng=rng(100 + i), open_timeout=OPEN_TIMEOUT, reconnect_base=0.1,
-                reconnect_max=RECONNECT_MAX, tracer=self.tracer,
-            )
-            for i in range(c.clients)
-        ))
-        self.clients = list(opened)
+        await self.open_clients(rng, self.name)
         self._rng = rng(200)
         for client in self.clients:
-            self._spawn(self._consume(client))
+            self.spawn(self._consume(client))
 
     def pending(self) -> int:
         """Work not finished: pushes unanswered, messages held and not yet acked, and
@@ -146,7 +126,7 @@ class QueueClients:
         target = {"application": APPLICATION, "ops": [{"group": group}]}
         self._trace("push", nonce, client=client.client_id, queue=QUEUE)
         self.unanswered += 1
-        self._spawn(self._push(client, nonce, target, {"nonce": nonce, "k": k}))
+        self.spawn(self._push(client, nonce, target, {"nonce": nonce, "k": k}))
         return True
 
     async def _push(
@@ -167,10 +147,3 @@ class QueueClients:
                 self._trace("confirm", str(message_id), nonce=nonce, client=client.client_id)
         finally:
             self.unanswered -= 1
-
-    async def close(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)

@@ -75,6 +75,14 @@ def _attempt() -> Column:
     return attr("attempt").cast("int")
 
 
+def _violations(frame: DataFrame, problem: str, who: str, detail: Column) -> DataFrame:
+    """``problem, msg, <who>, at, detail``: one row per row of ``frame`` (which has
+    ``msg``, ``who`` and the ``file``/``line`` of the event to point at)."""
+    return frame.select(
+        F.lit(problem).alias("problem"), "msg", who, location(), detail.alias("detail")
+    )
+
+
 def _next_after(starts: DataFrame, ends: DataFrame) -> DataFrame:
     """``host, start, end``: each start with the first end on the same host after it
     (``end`` infinite when there is none)."""
@@ -219,16 +227,10 @@ def no_redelivery_after_ack(events: DataFrame, *, grace: float = ACK_GRACE) -> D
             & (F.coalesce("attempt", F.lit(0)) > F.coalesce("seen", F.lit(0)))
         )
     )
-    return late.select(
-        F.lit("delivered after ack").alias("problem"),
-        "msg",
-        "consumer",
-        location(),
-        F.format_string(
-            "%s received %s (attempt %d) at t=%.3f; its ack was applied on %s at t=%.3f",
-            "consumer", "msg", F.coalesce("attempt", F.lit(0)), "t", "s.node", "s.t",
-        ).alias("detail"),
-    )
+    return _violations(late, "delivered after ack", "consumer", F.format_string(
+        "%s received %s (attempt %d) at t=%.3f; its ack was applied on %s at t=%.3f",
+        "consumer", "msg", F.coalesce("attempt", F.lit(0)), "t", "s.node", "s.t",
+    ))
 
 
 def no_double_holding(
@@ -299,35 +301,19 @@ def no_double_holding(
         .select("msg", "c1", "t1", "consumer", "t")
         .distinct()
     )
-    during = (
-        pairs.where((F.col("t") > F.col("t1")) & (F.col("t") < F.col("until")))
-        .join(overlapping, ["msg", "c1", "t1", "consumer", "t"], "left_anti")
-        .select(
-            F.lit("held twice").alias("problem"),
-            "msg",
-            "consumer",
-            location(),
-            F.format_string(
-                "%s received %s at t=%.3f while %s held it (received at t=%.3f, not acked), "
-                "both connected to the majority",
-                "consumer", "msg", "t", "c1", "t1",
-            ).alias("detail"),
-        )
+    during = pairs.where((F.col("t") > F.col("t1")) & (F.col("t") < F.col("until"))).join(
+        overlapping, ["msg", "c1", "t1", "consumer", "t"], "left_anti"
     )
-    same_attempt = (
-        pairs.where(F.col("a1").isNotNull() & (F.col("a1") == F.col("attempt"))
-                    & (F.col("c1") < F.col("consumer")))
-        .select(
-            F.lit("one attempt twice").alias("problem"),
-            "msg",
-            "consumer",
-            location(),
-            F.format_string(
-                "%s and %s both received attempt %d of %s", "c1", "consumer", "attempt", "msg",
-            ).alias("detail"),
-        )
+    same_attempt = pairs.where(
+        F.col("a1").isNotNull() & (F.col("a1") == F.col("attempt"))
+        & (F.col("c1") < F.col("consumer"))
     )
-    return during.unionByName(same_attempt)
+    return _violations(during, "held twice", "consumer", F.format_string(
+        "%s received %s at t=%.3f while %s held it (received at t=%.3f, not acked), "
+        "both connected to the majority", "consumer", "msg", "t", "c1", "t1",
+    )).unionByName(_violations(same_attempt, "one attempt twice", "consumer", F.format_string(
+        "%s and %s both received attempt %d of %s", "c1", "consumer", "attempt", "msg",
+    )))
 
 
 def minority_refused(events: DataFrame, *, slack: float = SLACK) -> DataFrame:
@@ -354,14 +340,8 @@ def minority_refused(events: DataFrame, *, slack: float = SLACK) -> DataFrame:
             & (F.col("t") < F.col("end"))
         )
     )
-    return found.select(
-        F.lit("confirmed in minority").alias("problem"),
-        "msg",
-        "client",
-        location(),
-        F.format_string(
-            "%s pushed %s to %s at t=%.3f, outside the majority since t=%.3f, and it was "
-            "confirmed at t=%.3f (before t=%.3f)",
-            "client", "nonce", "host", "tp", "start", "t", "end",
-        ).alias("detail"),
-    )
+    return _violations(found, "confirmed in minority", "client", F.format_string(
+        "%s pushed %s to %s at t=%.3f, outside the majority since t=%.3f, and it was "
+        "confirmed at t=%.3f (before t=%.3f)", "client", "nonce", "host", "tp", "start", "t",
+        "end",
+    ))
