@@ -209,7 +209,9 @@ class Membership:
     the peers the cards name are added to them (``None``: discovery is left alone).
     ``replicated`` is the state on the total order (``None``: nothing is applied and
     joiners start from empty bytes); ``on_view`` is told every ``ViewInstalled`` after
-    ``replicated`` (a joiner's first, after its ``restore``). Multicast in the total
+    ``replicated`` (a joiner's first, after its ``restore``); ``on_event`` every other
+    group event but ``Delivered`` and ``StateNeeded`` (``Blocked``, ``Unblocked``,
+    ``Excluded``...), after the membership handled it. Multicast in the total
     order with ``group.send`` while ``state == "member"``. ``names`` is the dict it fills
     with each endpoint a card named and that node's name (:attr:`names`; the daemon's
     trace renames peers with it). Use it from one event loop:
@@ -231,6 +233,7 @@ class Membership:
         services: Mapping[str, Address] | None = None,
         replicated: Replicated | None = None,
         on_view: Callable[[ViewInstalled], None] | None = None,
+        on_event: Callable[[GroupEvent], None] | None = None,
         targets: Sequence[Address] | None = None,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
@@ -248,6 +251,7 @@ class Membership:
         self.services = dict(services or {})
         self.replicated = replicated
         self.on_view = on_view
+        self.on_event = on_event
         self.tracer = tracer or Tracer(NullSink(), run="membership", node=me.name)
         self.rng = rng or random.Random()
         #: The cards of the peers discovery has registered, by their discovery address.
@@ -480,6 +484,8 @@ class Membership:
                 self._spawn(self._send_card(None))  # we are a member now
         elif isinstance(event, Excluded) and not self._closed:
             self._spawn(self._rejoin(group))
+        if self.on_event is not None and not isinstance(event, Delivered | StateNeeded):
+            self.on_event(event)  # Blocked, Unblocked, Excluded, ViewInstalled, Discarded
 
 
 def clock_incarnation() -> int:

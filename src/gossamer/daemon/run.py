@@ -56,10 +56,13 @@ from gossamer.aio.membership import Card, Membership, clock_incarnation
 from gossamer.daemon.config import DaemonConfig
 from gossamer.daemon.gateway_peers import GatewayPeers
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
+from gossamer.daemon.queues import ClusterQueues
 from gossamer.daemon.replicated import DeliveryDigest
+from gossamer.errors import ClosedError
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
+from gossamer.proto.group import GroupEvent
 from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
@@ -100,8 +103,10 @@ class Daemon:
         self.gateway_peers: GatewayPeers | None = None
         self.store: SqliteQueueStore | None = None
         self.view: View | None = None
-        #: The state on the cluster's total order (module docstring).
-        self.replicated = DeliveryDigest()
+        #: The state on the cluster's total order (module docstring): the gateway's
+        #: queues (a digest of what was delivered when the node serves no gateway).
+        self.queues: ClusterQueues | None = None
+        self.replicated: ClusterQueues | DeliveryDigest = DeliveryDigest()
         self.clients = 0
         self.tasks: set[asyncio.Task[Any]] = set()
 
@@ -120,14 +125,22 @@ class Daemon:
         if c.gateway.enabled:
             if c.gateway.db is not None:
                 self.store = SqliteQueueStore(c.gateway.db)
-            self.gateway = await open_gateway_server(
-                dataclasses.replace(
-                    c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
-                ),
-                host=host,
-                port=c.ports.gateway, store=self.store, tracer=self.tracer, rng=self.rng(5),
-                on_event=self.gateway_event,
+            gateway_config = dataclasses.replace(
+                c.gateway_config(), trace_name=f"{c.node.name}#{self.incarnation}"
             )
+            # The queues ride on the cluster's order: their store is theirs, not the
+            # gateway's (which decides nothing about queues in that mode).
+            self.queues = ClusterQueues(
+                name=c.node.name, incarnation=self.incarnation, store=self.store,
+                config=gateway_config.queues, wire=self.wire, tracer=self.tracer,
+            )
+            self.replicated = self.queues
+            services["queues"] = await self.queues.start(host, 0)
+            self.gateway = await open_gateway_server(
+                gateway_config, host=host, port=c.ports.gateway, tracer=self.tracer,
+                rng=self.rng(5), on_event=self.gateway_event,
+            )
+            self.queues.attach(self.gateway, self.queues_address)
             services["gateway"] = self.gateway.address
         if c.link.enabled:
             self.link = await open_node(host, c.ports.link, tracer=self.tracer,
@@ -155,10 +168,15 @@ class Daemon:
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
             views_options=c.views, services=services, replicated=self.replicated,
-            on_view=self.on_view, targets=self.discovery.config.broadcast_targets,
+            on_view=self.on_view, on_event=self.group_event,
+            targets=self.discovery.config.broadcast_targets,
             tracer=self.tracer, rng=self.rng(2), names=self.peer_names,
         )
         await self.membership.start()
+        if self.queues is not None:
+            self.queues.send = self.multicast
+            learning = asyncio.ensure_future(self.queues.keep_learning())
+            self.tasks.add(learning)
 
     def _discovery_config(self) -> DiscoveryConfig:
         c, d = self.config, self.config.discovery
@@ -189,10 +207,31 @@ class Daemon:
         """A view was installed here (after ``replicated`` saw it): the gateway's peers
         follow it (in the background)."""
         self.view = event.view
+        if self.queues is not None:
+            self.queues.on_view(event.view)
         self.status("view", id=event.view.id, members=_members(event.view),
                     agreed_by=list(event.agreed_by))
         if self.gateway_peers is not None:
             self.gateway_peers.on_view(event.view)
+
+    def group_event(self, event: GroupEvent) -> None:
+        """The group's other events (``Blocked``, ``Unblocked``, ``Excluded``...): the
+        queues refuse while the node may not order."""
+        if self.queues is not None:
+            self.queues.on_group_event(event)
+
+    async def multicast(self, data: bytes) -> None:
+        """``data`` in the cluster's total order (``ClosedError`` when not a member)."""
+        group = None if self.membership is None else self.membership.group
+        if group is None or group.closed:
+            raise ClosedError("not a member of the cluster's group")
+        await group.send(data)
+
+    def queues_address(self, member: str) -> Address | None:
+        """Where member ``name#incarnation`` serves its queues (its card), if known."""
+        name, _, incarnation = member.rpartition("#")
+        card = self.card_of(name, int(incarnation)) if incarnation.isdigit() else None
+        return None if card is None else card.services.get("queues")
 
     def card_of(self, name: str, incarnation: int) -> Card | None:
         """The card of member ``name#incarnation``, if this node holds it."""
@@ -233,8 +272,18 @@ class Daemon:
                 gateway_peers=None if self.gateway_peers is None
                 else sorted(self.gateway_peers.linked),
                 blocked=bool(group is not None and not group.closed and group.blocked),
-                ordered={"count": self.replicated.count, "digest": self.replicated.digest},
+                ordered=self.ordered(),
             )
+
+    def ordered(self) -> dict[str, Any]:
+        """The replicated state, equal at members that applied the same sequence."""
+        queues = self.queues
+        if queues is None:
+            assert isinstance(self.replicated, DeliveryDigest)
+            return {"count": self.replicated.count, "digest": self.replicated.digest}
+        return {"count": queues.machine.position, "digest": queues.machine.digest(),
+                "messages": len(queues.machine.records()),
+                "syncing": queues.syncing, "refusing": queues.refusing}
 
     async def shutdown(self) -> None:
         """Close every service within ``SHUTDOWN_BUDGET``. Traced first: ``net``/``stop``,
@@ -265,6 +314,8 @@ class Daemon:
             await self.gateway_cluster.close()
         if self.gateway is not None:
             await self.gateway.close()  # goodbye (op 7) to every client
+        if self.queues is not None:
+            await self.queues.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link is not None:

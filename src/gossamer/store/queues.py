@@ -4,7 +4,9 @@ The gateway core (``gossamer.proto.gateway``) keeps every queue in memory and em
 ``StoreOp`` records for each change that must survive a crash: a new message
 (``Enqueued``), a delivery attempt (``Delivered``), an ack (``Acked``: the row is
 deleted), a move to the dead-letter queue (``DeadLettered``) and a replay
-(``Replayed``). The driver hands each batch to ``apply``, which writes it in one
+(``Replayed``); for the cluster's replicated queues also the position applied
+(``Position``, in the ``meta`` table) and a wipe before a rejoiner's new state
+(``Cleared``). The driver hands each batch to ``apply``, which writes it in one
 transaction and commits *before* the driver sends the packets that depend on it
 (QUEUE_CONFIRM above all). At start-up ``load`` returns every message that is not
 acked, and the core rebuilds its queues from them: messages that were in flight when
@@ -29,9 +31,11 @@ import orjson
 from gossamer.errors import ConfigError, DecodeError
 from gossamer.proto.gateway.queues import (
     Acked,
+    Cleared,
     DeadLettered,
     Delivered,
     Enqueued,
+    Position,
     QueueRecord,
     Replayed,
     StoreOp,
@@ -124,6 +128,16 @@ class SqliteQueueStore:
             params = (queue,)
         return [self._record(row) for row in self._db.execute(sql + " ORDER BY seq", params)]
 
+    def position(self) -> int:
+        """The replicated queues' last applied position (``Position``), 0 if none."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'position'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def chain(self) -> str:
+        """The history digest at ``position()`` (``Position.chain``), "" if none."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'chain'").fetchone()
+        return "" if row is None else str(row[0])
+
     def count(self) -> int:
         """How many messages are stored (acked ones are deleted)."""
         return int(self._db.execute("SELECT count(*) FROM messages").fetchone()[0])
@@ -172,6 +186,14 @@ class SqliteQueueStore:
                         "UPDATE messages SET dead = 0, reason = NULL, attempts = 0, seq = ? "
                         "WHERE id = ?",
                         (op.seq, op.id),
+                    )
+                elif isinstance(op, Cleared):
+                    db.execute("DELETE FROM messages")
+                    db.execute("DELETE FROM meta WHERE key IN ('position', 'chain')")
+                elif isinstance(op, Position):
+                    db.executemany(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                        (("position", str(op.position)), ("chain", op.chain)),
                     )
         except BaseException:
             db.execute("ROLLBACK")

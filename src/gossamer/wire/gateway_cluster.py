@@ -47,6 +47,7 @@ from typing import Any, Final, NamedTuple, TypeAlias
 import msgpack
 
 from gossamer.errors import DecodeError
+from gossamer.wire.packed import unpack_value
 
 __all__ = ["VERSION", "Header", "Record", "batch_overhead", "decode_batch", "encode_batch",
            "join_batch", "pack_record"]
@@ -176,12 +177,7 @@ def _check(record: Any) -> None:
 
 def decode_batch(data: bytes, *, max_size: int) -> tuple[Header, list[Record]]:
     """``(header, records)`` of a link message; ``DecodeError`` when malformed."""
-    if len(data) > max_size:
-        raise DecodeError("gateway cluster: batch too large", size=len(data), max_size=max_size)
-    try:
-        value = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
-        raise DecodeError(f"gateway cluster: msgpack: {type(exc).__name__}") from exc
+    value = unpack_value(data, max_size=max_size, what="gateway cluster: batch")
     if (
         not isinstance(value, list)
         or len(value) != 3 + _NUMBERS

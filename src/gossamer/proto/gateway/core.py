@@ -33,7 +33,9 @@ reference's (§4, §14). Passwords are checked by ``PasswordGuard`` (``auth.py``
 bounds the distinct wrong passwords each source may try. Metadata updates are validated
 per key, applied in order and rate-limited per client by coalescing; a client's own
 pending update is applied before any routed dispatch it sends. Queries are routed by ``Directory``;
-queues are ``QueueBook``.
+queues are ``QueueBook``, or, once ``order_queues`` was called (a cluster whose queues
+are replicated on its total order), proposed to the order and carried out as the driver
+reports its decisions (``ordered_queues.py``).
 
 Trace events (``layer=gateway``; conventions of ``gossamer.analysis.checks.gateway``):
 ``route`` (``msg``, ``attrs.matched``/``attrs.targets``: comma-separated client ids,
@@ -70,6 +72,7 @@ from gossamer.proto.gateway.metadata import (
     plain_value,
     validate_metadata,
 )
+from gossamer.proto.gateway.ordered_queues import OrderedQueues
 from gossamer.proto.gateway.query import Query, QueryError, QueryLimits, parse_query
 from gossamer.proto.gateway.queues import (
     AckOutcome,
@@ -310,7 +313,7 @@ def _decode_json(data: str | bytes, max_size: int) -> tuple[Op, str | None, Any,
     return opcode, t, raw.get("d"), ts
 
 
-class GatewayCore(ClusterMember):
+class GatewayCore(ClusterMember, OrderedQueues):
     """Sans-I/O gateway; see the module docstring for the input/output contract."""
 
     def __init__(
@@ -349,6 +352,7 @@ class GatewayCore(ClusterMember):
         self._next_msg = 0
         self._next_prune = 0.0
         self._init_cluster(config)
+        self._init_ordered()
 
     # ------------------------------------------------------------------ outputs
 
@@ -380,6 +384,9 @@ class GatewayCore(ClusterMember):
         acks = self._cluster_deadline()
         if acks is not None and (best is None or acks < best):
             best = acks
+        expiry = self._ordered_deadline()
+        if expiry is not None and (best is None or expiry < best):
+            best = expiry
         return best
 
     @property
@@ -485,6 +492,7 @@ class GatewayCore(ClusterMember):
             self._next_balance = now + self.config.cluster.balance_interval
             self._load_balance(now)
         self._cluster_timer(now)
+        self._ordered_timer(now)
 
     def shutdown(self, now: float, reason: str = "shutdown") -> None:
         """Say goodbye (op 7) to every connection and close them (1001)."""
@@ -877,6 +885,10 @@ class GatewayCore(ClusterMember):
             self._bad_query(state.id, exc, nonce, now)
             return
         self._flush_metadata(client, now)
+        if self.ordered:
+            if not self._refused_at_once(state.id, "QUEUE", queue, nonce, now):
+                self._propose_push(client, queue, nonce, d, now=now)
+            return
         message_id = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
         self.queues.enqueue(
             queue=queue,
@@ -905,6 +917,9 @@ class GatewayCore(ClusterMember):
             self._invalid(state.id, _BAD_DISPATCH, {"op": "dispatch", "d": d, "t": t}, now)
             return
         assert isinstance(queue, str)
+        if self.ordered:
+            self._on_ordered_control(state, client, t, d, queue=queue, now=now)
+            return
         if t == "QUEUE_REQUEST":
             count = d.get("count", 1)
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -919,13 +934,37 @@ class GatewayCore(ClusterMember):
             if not isinstance(message_id, str):
                 self._invalid(state.id, _BAD_DISPATCH, {"op": "dispatch", "d": d, "t": t}, now)
                 return
-            outcome = self.queues.ack(queue, message_id, client)
+            outcome = self.queues.ack(queue, message_id, (client.app_id, client.client_id))
             if outcome is AckOutcome.ACKED:
                 if self._trace is not None:
                     self._trace(now, LAYER, "ack", msg=message_id, peer=client.trace_id,
                                 attrs={"queue": queue})
             else:
                 self._invalid(state.id, outcome.value, {"queue": queue, "id": message_id}, now)
+
+    def _on_ordered_control(
+        self, state: _Conn, client: Client, t: str, d: dict[str, Any], *, queue: str, now: float
+    ) -> None:
+        """QUEUE_REQUEST, QUEUE_REQUEST_CANCEL and QUEUE_ACK, checked here, proposed to the
+        cluster's order (``ordered_queues.py``)."""
+        if t == "QUEUE_REQUEST":
+            count = d.get("count", 1)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                self._invalid(state.id, _BAD_DISPATCH, {"op": "dispatch", "d": d, "t": t}, now)
+                return
+            if not self._refused_at_once(state.id, t, queue, d.get("nonce"), now):
+                self._flush_metadata(client, now)
+                self._propose_request(client, queue, min(count, self.config.queues.max_credits))
+        elif t == "QUEUE_REQUEST_CANCEL":
+            if not self._refused_at_once(state.id, t, queue, d.get("nonce"), now):
+                self._propose("cancel", client, queue=queue)
+        else:
+            message_id = d.get("id")
+            if not isinstance(message_id, str):
+                self._invalid(state.id, _BAD_DISPATCH, {"op": "dispatch", "d": d, "t": t}, now)
+                return
+            if not self._refused_at_once(state.id, t, queue, d.get("nonce"), now):
+                self._propose_ack(client, queue, message_id)
 
     def _deliver_queue(self, queue: str, now: float) -> None:
         for message, client in self.queues.dispatch(queue, now):
@@ -965,6 +1004,9 @@ class GatewayCore(ClusterMember):
         self, queue: str, ids: list[str] | None, now: float
     ) -> list[QueuedMessage]:
         """Put dead letters back at the tail of ``queue`` and deliver what can be."""
+        if self.ordered:  # the order decides: what is replayed is not known yet
+            self._propose("replay", None, queue=queue, ids=ids)
+            return []
         replayed = self.queues.replay(queue, ids)
         if self._trace is not None:
             for message in replayed:
@@ -1119,8 +1161,11 @@ class GatewayCore(ClusterMember):
         self._metadata.pop(client.handle, None)
         self._client_watchers.discard(client.handle)
         self._metadata_watchers.discard(client.handle)
-        dead, touched = self.queues.client_gone(client, now)
-        self._after_returns(dead, touched, now)
+        if self.ordered:
+            self._ordered_client_gone(client)
+        else:
+            dead, touched = self.queues.client_gone(client, now)
+            self._after_returns(dead, touched, now)
         self._notify_watchers(
             self._client_watchers,
             "CLIENT_DISCONNECTED",

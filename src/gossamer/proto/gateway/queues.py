@@ -32,6 +32,16 @@ gossamer's rules (``docs/gateway.md``, "Queues"):
 Deliveries are returned to the caller as ``(message, client)`` pairs; the core builds
 the packets and the trace events (``deliver`` / ``redeliver`` / ``ack`` /
 ``dead_letter`` / ``enqueue``).
+
+One book, two owners. The single-node gateway core gives it the gateway's directory of
+connected clients, its rng and its clock (``dispatch(queue, now)`` arms an ack deadline
+that ``expire(now)`` enforces). The cluster's replicated state machine
+(``replicated_queues.ReplicatedQueues``) gives it a directory of the consumers the
+ordered commands named, no rng (``rng=None``: ties go to the first waiting consumer and
+``key`` hashing is deterministic anyway) and no clock (``dispatch(queue, None)`` arms no
+deadline; the holder's node proposes ``Expire`` and the machine calls
+``expire_delivery``). The dispatch, ack, return and dead-letter rules are this class's,
+for both.
 """
 
 from __future__ import annotations
@@ -53,10 +63,13 @@ if TYPE_CHECKING:
 __all__ = [
     "AckOutcome",
     "Acked",
+    "Cleared",
     "DeadLettered",
     "Delivered",
     "Enqueued",
     "MessageOp",
+    "MessageState",
+    "Position",
     "QueueBook",
     "QueueConfig",
     "QueueRecord",
@@ -134,13 +147,29 @@ class Replayed(MessageOp):
     seq: int
 
 
-StoreOp: TypeAlias = Enqueued | Delivered | Acked | DeadLettered | Replayed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cleared:
+    """Delete every stored message (a replicated member replacing its store with the
+    state it was given at a rejoin, whatever it had on disk)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Position:
+    """The replicated machine applied the cluster's order through ``position``, whose
+    history digest is ``chain`` (kept with the messages, in the same transaction, so the
+    store says where it stands)."""
+
+    position: int
+    chain: str = ""
+
+
+StoreOp: TypeAlias = Enqueued | Delivered | Acked | DeadLettered | Replayed | Cleared | Position
 
 
 # ------------------------------------------------------------------------ state
 
 
-class _State(Enum):
+class MessageState(Enum):
     READY = "ready"
     INFLIGHT = "inflight"
     DEAD = "dead"
@@ -158,7 +187,7 @@ class QueuedMessage:
     payload: Any
     query: Query | None
     attempts: int = 0
-    state: _State = _State.READY
+    state: MessageState = MessageState.READY
     #: The client holding it while in flight.
     holder: Client | None = None
     deadline: float = 0.0
@@ -179,7 +208,7 @@ class QueuedMessage:
             target=self.target,
             payload=self.payload,
             attempts=self.attempts,
-            dead=self.state is _State.DEAD,
+            dead=self.state is MessageState.DEAD,
             reason=self.reason,
         )
 
@@ -205,7 +234,10 @@ class AckOutcome(Enum):
 class QueueBook:
     """Every queue of the gateway. ``store_ops()`` drains what must be persisted."""
 
-    def __init__(self, config: QueueConfig, directory: Directory, *, rng: Random) -> None:
+    def __init__(
+        self, config: QueueConfig, directory: Directory, *, rng: Random | None
+    ) -> None:
+        """``rng=None`` makes every choice deterministic (the replicated machine's case)."""
         self.config = config
         self._directory = directory
         self._rng = rng
@@ -241,7 +273,7 @@ class QueueBook:
             self._messages[message.id] = message
             queue = self._queue(record.queue)
             if record.dead or query is None:
-                message.state = _State.DEAD
+                message.state = MessageState.DEAD
                 queue.dead[message.id] = message
                 if not record.dead:
                     message.reason = "invalid target"
@@ -301,11 +333,13 @@ class QueueBook:
             book.waiting = [c for c in book.waiting if c is not client]
         client.queues.discard(queue)
 
-    def ack(self, queue: str, message_id: str, client: Client) -> AckOutcome:
+    def ack(self, queue: str, message_id: str, identity: tuple[str, str]) -> AckOutcome:
+        """QUEUE_ACK of ``message_id`` by the client ``identity`` = ``(app, client id)``
+        (any client it was delivered to may ack it, connected or not)."""
         message = self._messages.get(message_id)
-        if message is None or message.queue != queue or message.state is _State.DEAD:
+        if message is None or message.queue != queue or message.state is MessageState.DEAD:
             return AckOutcome.UNKNOWN
-        if (client.app_id, client.client_id) not in message.holders:
+        if identity not in message.holders:
             return AckOutcome.NOT_HOLDER
         self._forget(message)
         self._ops.append(Acked(id=message_id))
@@ -340,7 +374,7 @@ class QueueBook:
             message = self._messages.get(message_id)
             if (
                 message is None
-                or message.state is not _State.INFLIGHT
+                or message.state is not MessageState.INFLIGHT
                 or message.attempts != attempts
                 or message.deadline != deadline
             ):
@@ -350,8 +384,23 @@ class QueueBook:
             touched.append(message.queue)
         return dead, list(dict.fromkeys(touched))
 
-    def dispatch(self, queue: str, now: float) -> list[tuple[QueuedMessage, Client]]:
-        """Deliver ready messages of ``queue`` to waiting clients; see the module doc."""
+    def expire_delivery(self, message_id: str, attempt: int) -> QueuedMessage | None:
+        """Take back delivery ``attempt`` of ``message_id`` as timed out, if it is still
+        outstanding (else ``None``: acked, returned or redelivered since). The message is
+        ready again, or dead (``state_name == "dead"``) after ``max_attempts``."""
+        message = self._messages.get(message_id)
+        if (
+            message is None
+            or message.state is not MessageState.INFLIGHT
+            or message.attempts != attempt
+        ):
+            return None
+        self._return(message, "ack timeout")
+        return message
+
+    def dispatch(self, queue: str, now: float | None) -> list[tuple[QueuedMessage, Client]]:
+        """Deliver ready messages of ``queue`` to waiting clients; see the module doc.
+        ``now=None``: arm no ack deadline (expiry comes from ``expire_delivery``)."""
         book = self._queues.get(queue)
         if book is None or not book.waiting or not book.order:
             return []
@@ -366,14 +415,15 @@ class QueueBook:
             del book.order[i]
             del book.ready[message.seq]
             book.waiting.remove(client)
-            message.state = _State.INFLIGHT
+            message.state = MessageState.INFLIGHT
             message.holder = client
             message.attempts += 1
-            message.deadline = now + self.config.ack_timeout
             message.holders.add((client.app_id, client.client_id))
             self._held.setdefault(client.handle, set()).add(message.id)
             book.inflight += 1
-            heapq.heappush(self._deadlines, (message.deadline, message.attempts, message.id))
+            if now is not None:
+                message.deadline = now + self.config.ack_timeout
+                heapq.heappush(self._deadlines, (message.deadline, message.attempts, message.id))
             self._ops.append(Delivered(id=message.id, attempts=message.attempts))
             delivered.append((message, client))
         return delivered
@@ -408,7 +458,7 @@ class QueueBook:
         replayed = []
         for message_id in chosen:
             message = book.dead.pop(message_id)
-            message.state = _State.READY
+            message.state = MessageState.READY
             message.attempts = 0
             message.reason = None
             message.holders.clear()
@@ -423,6 +473,56 @@ class QueueBook:
     def message(self, message_id: str) -> QueuedMessage | None:
         return self._messages.get(message_id)
 
+    def held_by(self, client: Client) -> list[str]:
+        """Ids of the messages ``client`` holds in flight, sorted."""
+        return sorted(self._held.get(client.handle, ()))
+
+    def messages(self) -> list[QueuedMessage]:
+        """Every message (ready, in flight, dead), in ``seq`` order."""
+        return sorted(self._messages.values(), key=lambda m: m.seq)
+
+    def waiting(self, queue: str) -> list[Client]:
+        """The credits on ``queue``, one entry per credit, in arrival order."""
+        book = self._queues.get(queue)
+        return [] if book is None else list(book.waiting)
+
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next enqueued or replayed message gets."""
+        return self._next_seq
+
+    def load(
+        self,
+        messages: Iterable[QueuedMessage],
+        waiting: dict[str, list[Client]],
+        next_seq: int,
+    ) -> None:
+        """Replace the whole state (a replicated machine's ``restore``): ``messages`` as
+        they were (state, attempts, holder and holders), the credits per queue in
+        arrival order, and the next ``seq``. In-flight messages get no deadline."""
+        self._held.clear()
+        self._queues.clear()
+        self._messages.clear()
+        self._deadlines.clear()
+        self._ops.clear()
+        for message in sorted(messages, key=lambda m: m.seq):
+            self._messages[message.id] = message
+            book = self._queue(message.queue)
+            if message.state is MessageState.READY:
+                book.ready[message.seq] = message
+                book.order.append(message.seq)
+            elif message.state is MessageState.DEAD:
+                book.dead[message.id] = message
+            else:
+                assert message.holder is not None, "an in-flight message has a holder"
+                book.inflight += 1
+                self._held.setdefault(message.holder.handle, set()).add(message.id)
+        for name, clients in waiting.items():
+            self._queue(name).waiting = list(clients)
+            for client in clients:
+                client.queues.add(name)
+        self._next_seq = next_seq
+
     def next_deadline(self) -> float | None:
         return self._deadlines[0][0] if self._deadlines else None
 
@@ -436,10 +536,10 @@ class QueueBook:
 
     def _forget(self, message: QueuedMessage) -> None:
         book = self._queues[message.queue]
-        if message.state is _State.READY:
+        if message.state is MessageState.READY:
             del book.ready[message.seq]
             del book.order[bisect_left(book.order, message.seq)]
-        elif message.state is _State.INFLIGHT:
+        elif message.state is MessageState.INFLIGHT:
             book.inflight -= 1
             self._release(message)
         else:
@@ -452,12 +552,12 @@ class QueueBook:
         book.inflight -= 1
         self._release(message)
         if message.attempts >= self.config.max_attempts:
-            message.state = _State.DEAD
+            message.state = MessageState.DEAD
             message.reason = f"{why} after {message.attempts} deliveries"
             book.dead[message.id] = message
             self._ops.append(DeadLettered(id=message.id, reason=message.reason))
             return True
-        message.state = _State.READY
+        message.state = MessageState.READY
         book.ready[message.seq] = message
         insort(book.order, message.seq)  # back to its own place, not the tail
         return False

@@ -270,8 +270,11 @@ class Directory:
             and predicate(values(c.handle))
         ]
 
-    def select(self, query: Query, matches: list[Client], rng: Random) -> list[Client]:
-        """Apply the query's selector to ``matches``: one client, or none."""
+    def select(
+        self, query: Query, matches: list[Client], rng: Random | None
+    ) -> list[Client]:
+        """Apply the query's selector to ``matches``: one client, or none (ties as
+        ``pick`` breaks them)."""
         selector = query.selector
         if selector is None:
             return matches
@@ -294,12 +297,14 @@ class Directory:
             tied = [c for v, c in scored if abs(v - mean) == nearest]
         return [self.pick(query, tied, rng)]
 
-    def pick(self, query: Query, clients: list[Client], rng: Random) -> Client:
-        """One of ``clients``: by ``key`` hashing when the query has a key, else random."""
-        if len(clients) == 1:
+    def pick(self, query: Query, clients: list[Client], rng: Random | None) -> Client:
+        """One of ``clients``: by ``key`` hashing when the query has a key, else random;
+        with ``rng=None``, the first (deterministic: the replicated queues' choice)."""
+        if len(clients) == 1 or (rng is None and query.key is None):
             return clients[0]
         if query.key is not None:
             return rendezvous(clients, query.key)
+        assert rng is not None
         return clients[rng.randrange(len(clients))]
 
     def resolve_targets(
