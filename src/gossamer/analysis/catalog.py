@@ -303,7 +303,6 @@ CHECKS: tuple[Check, ...] = (
         order=("msg", "consumer"),
         run=lambda e, i: queues.no_redelivery_after_ack(e, grace=_p(i, "queue.ack_grace")),
         kinds=("receive",),
-        requires=("gateway/ack",),
     ),
     Check(
         name="queue.no_double_holding",

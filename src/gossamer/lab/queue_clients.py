@@ -17,7 +17,8 @@ push's, from the payload) and ``ack``; every
 event carries ``attrs.host``, the daemon the client is connected to. A push answered by
 neither within ``PUSH_TIMEOUT`` is left indeterminate.
 
-A consumer asks for one message at a time (QUEUE_REQUEST), acks it after ``work``
+A consumer asks for one message at a time (QUEUE_REQUEST; again when a node outside the
+majority refuses the request), acks it after ``work``
 seconds on average (``[cluster]`` ``work``: consumers slower than the producers build a
 backlog for the faults to find), and asks again; it asks again after every reconnect
 too (a gateway forgets a disconnected client's requests).
@@ -49,6 +50,16 @@ PUSH_TIMEOUT: Final = 5.0
 POLL: Final = 0.5
 #: After the workload, a host's clients are idle once nothing arrived for this long.
 QUIET: Final = 3.0
+#: Seconds before a consumer asks again after its request was refused.
+REASK: Final = 0.25
+
+
+def _refused_requests(client: GatewayClient, seen: int) -> bool:
+    """Whether an op 3 after the first ``seen`` refused a QUEUE_REQUEST."""
+    return any(
+        isinstance(invalid.extra_info, dict) and invalid.extra_info.get("t") == "QUEUE_REQUEST"
+        for invalid in client.invalids[seen:]
+    )
 
 
 class QueueClients(HostClients):
@@ -86,9 +97,16 @@ class QueueClients(HostClients):
 
     async def _consume(self, client: GatewayClient) -> None:
         readies = -1
+        refusals = 0
         while True:
-            if client.core.counters.readies != readies and client.ready:
-                # First connection or a reconnect: the gateway forgot our request.
+            refused = _refused_requests(client, refusals)
+            refusals = len(client.invalids)
+            if refused:
+                # A node outside the majority refused it (op 3): ask again, in a while.
+                await asyncio.sleep(REASK)
+            if client.ready and (client.core.counters.readies != readies or refused):
+                # First connection, a reconnect (the gateway forgot our request), or a
+                # refused request.
                 readies = client.core.counters.readies
                 with contextlib.suppress(ClosedError):
                     await client.queue_request(QUEUE)

@@ -11,10 +11,13 @@ operation in layer ``queue`` (``attrs.client`` or ``attrs.consumer`` the client 
   arrived;
 - ``ack`` (``msg`` = the id, ``attrs.attempt``): the consumer sent QUEUE_ACK.
 
-A push with neither a confirm nor a refusal is *indeterminate*: nothing is owed for it.
-QUEUE_ACK has no answer in the 신경 protocol, so whether an ack took effect is read from
-the nodes: the gateway's ``gateway``/``ack`` event, traced once the ack is applied and
-stored. Whether a node was in the majority is read from the node daemons' traces too:
+A push with neither a confirm nor a refusal is *indeterminate*: nothing is owed for it
+(nor for a refused one, which a node may refuse after ordering it). QUEUE_ACK has no
+answer in the 신경 protocol (a node outside the majority refuses it), so whether an ack
+took effect is read from the nodes: ``applied_acks``, the daemons' ``queue``/``ack``
+(node events of layer ``queue`` never carry ``attrs.host``) or a single gateway's
+``gateway``/``ack``, traced once the ack is applied and stored. Whether a node was in
+the majority is read from the node daemons' traces too:
 ``views``/``blocked`` until ``unblocked`` or a ``view_change``, ``excluded`` until the
 next ``view_change``, a restart until the first ``view_change`` after it, a crash until
 the restart, and the lab's ``net``/``fault`` ``partition`` (``attrs.hosts``, traced on
@@ -46,6 +49,7 @@ __all__ = [
     "DRAIN",
     "LAYER",
     "SLACK",
+    "applied_acks",
     "confirmed_delivered",
     "minority_periods",
     "minority_refused",
@@ -68,7 +72,20 @@ SLACK = 0.5
 
 
 def _queue(events: DataFrame, kind: str) -> DataFrame:
-    return layer_events(events, LAYER, kind).where(F.col("msg").isNotNull())
+    """The clients' events of ``kind`` (the daemons trace in layer ``queue`` too, never
+    with ``attrs.host``)."""
+    return layer_events(events, LAYER, kind).where(
+        F.col("msg").isNotNull() & attr("host").isNotNull()
+    )
+
+
+def applied_acks(events: DataFrame) -> DataFrame:
+    """``msg, t, node``: every ack a node applied: the daemons' ``queue``/``ack`` (no
+    ``attrs.host``), a single gateway's ``gateway``/``ack``."""
+    daemons = layer_events(events, LAYER, "ack").where(attr("host").isNull())
+    return daemons.unionByName(layer_events(events, "gateway", "ack")).where(
+        F.col("msg").isNotNull()
+    ).select("msg", "t", "node")
 
 
 def _attempt() -> Column:
@@ -153,7 +170,8 @@ def minority_periods(events: DataFrame, *, crashes: bool = True) -> DataFrame:
 
 
 def confirmed_delivered(events: DataFrame, *, drain: float = DRAIN) -> DataFrame:
-    """Every confirmed message is received and acked by a consumer at least once.
+    """Every confirmed message is received by a consumer, and a consumer's ack of it is
+    applied (``applied_acks``), at least once.
 
     A message confirmed less than ``drain`` seconds before the consumers stopped (the
     first clean stop, ``net``/``stop``, of a process that traces queue events; else the
@@ -166,7 +184,7 @@ def confirmed_delivered(events: DataFrame, *, drain: float = DRAIN) -> DataFrame
         .agg(F.min_by(F.struct("t", "file", "line", attr("nonce").alias("nonce")), "t").alias("c"))
     )
     received = _queue(events, "receive").select("msg").distinct()
-    acked = _queue(events, "ack").select("msg").distinct()
+    acked = applied_acks(events).select("msg").distinct()
     tracing = layer_events(events, LAYER).select("node").distinct()
     stop = (
         clean_stops(events)
@@ -204,8 +222,7 @@ def no_redelivery_after_ack(events: DataFrame, *, grace: float = ACK_GRACE) -> D
     Columns: ``problem, msg, consumer, at, detail``.
     """
     stored = (
-        layer_events(events, "gateway", "ack")
-        .where(F.col("msg").isNotNull())
+        applied_acks(events)
         .groupBy("msg")
         .agg(F.min_by(F.struct("t", "node"), "t").alias("s"))
     )
