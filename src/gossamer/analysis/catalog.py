@@ -118,6 +118,10 @@ class Check:
     #: Events of other layers the check needs, each ``layer/kind``: without one of them
     #: it is skipped (the cluster's routing check needs the daemons' views).
     requires: tuple[str, ...] = ()
+    #: Events (``layer/kind``) in whose presence the property does not apply: with one
+    #: of them the check is skipped, saying why (``unless_note``).
+    unless: tuple[str, ...] = ()
+    unless_note: str = ""
     shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
 
     @builtins.property  # the field ``property`` hides the builtin in this class body
@@ -137,6 +141,11 @@ def _opt(inputs: CheckInputs, name: str) -> float | None:
 #: The ISIS checks need messages: a group whose members only changed views (the node
 #: daemon's, when nothing is multicast) exercises none of them.
 ISIS_MESSAGES = ("multicast", "deliver")
+#: A group on agreed views (the node daemons': virtual synchrony) owes a message only to
+#: the members of the view it was sent in, which these checks, over every node of the
+#: run, do not know: the views' and the replicated queues' checks judge such runs.
+ON_VIEWS = ("views/view_change",)
+ON_VIEWS_NOTE = "the group runs on agreed views (judged by views.* and queue.*)"
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -153,6 +162,8 @@ CHECKS: tuple[Check, ...] = (
         order=("msg",),
         run=lambda e, i: isis.agreement(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
+        unless=ON_VIEWS,
+        unless_note=ON_VIEWS_NOTE,
     ),
     Check(
         name="isis.validity",
@@ -160,6 +171,8 @@ CHECKS: tuple[Check, ...] = (
         order=("node", "msg"),
         run=lambda e, i: isis.validity(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
+        unless=ON_VIEWS,
+        unless_note=ON_VIEWS_NOTE,
     ),
     Check(
         name="isis.integrity",

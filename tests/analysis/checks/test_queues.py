@@ -71,6 +71,10 @@ def test_confirmed_messages_must_be_received_and_acked(spark: SparkSession) -> N
     rows = queues.confirmed_delivered(events_frame(spark, bad)).collect()
     found = sorted((r["problem"], r["msg"], r[UNFINISHED]) for r in rows)
     assert found == [("lost", "m3", False), ("lost", "m5", True), ("never acked", "m4", False)]
+    # Consumers still busy when they stopped: what is missing is unfinished, not lost.
+    busy = [*bad, receive(29.0, "m9")]
+    rows = queues.confirmed_delivered(events_frame(spark, busy)).collect()
+    assert sorted(r[UNFINISHED] for r in rows) == [True, True, True]
 
 
 def test_a_delivery_after_the_ack_was_applied_is_caught(spark: SparkSession) -> None:

@@ -173,9 +173,11 @@ def confirmed_delivered(events: DataFrame, *, drain: float = DRAIN) -> DataFrame
     """Every confirmed message is received by a consumer, and a consumer's ack of it is
     applied (``applied_acks``), at least once.
 
-    A message confirmed less than ``drain`` seconds before the consumers stopped (the
-    first clean stop, ``net``/``stop``, of a process that traces queue events; else the
-    last queue event) and not acked is marked unfinished (``UNFINISHED``), not lost.
+    What the run did not let the consumers drain is marked unfinished (``UNFINISHED``),
+    not lost: every message missing when a consumer still received something less than
+    ``drain`` seconds before the consumers stopped (the first clean stop, ``net``/``stop``,
+    of a process that traces queue events; else the last queue event), and otherwise a
+    message confirmed less than ``drain`` seconds before that stop.
     Columns: ``problem, msg, nonce, at, detail, unfinished``.
     """
     confirms = (
@@ -191,7 +193,8 @@ def confirmed_delivered(events: DataFrame, *, drain: float = DRAIN) -> DataFrame
         .join(tracing, "node", "left_semi")
         .agg(F.min("stopped_at").alias("stop"))
         .crossJoin(layer_events(events, LAYER).agg(F.max("t").alias("last")))
-        .select(F.coalesce("stop", "last").alias("end"))
+        .crossJoin(_queue(events, "receive").agg(F.max("t").alias("received")))
+        .select(F.coalesce("stop", "last").alias("end"), "received")
     )
     missing = (
         confirms.join(acked, "msg", "left_anti")
@@ -209,7 +212,10 @@ def confirmed_delivered(events: DataFrame, *, drain: float = DRAIN) -> DataFrame
             F.when(F.col("got"), F.lit("received but never acked"))
             .otherwise(F.lit("never received by any consumer")),
         ).alias("detail"),
-        (F.col("c.t") > F.col("end") - drain).alias(UNFINISHED),
+        (
+            (F.col("c.t") > F.col("end") - drain)
+            | F.coalesce(F.col("received") > F.col("end") - drain, F.lit(False))
+        ).alias(UNFINISHED),
     )
 
 
