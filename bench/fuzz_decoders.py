@@ -732,12 +732,12 @@ def _build_queue_commands(rng: Random) -> Harness:
         queue_commands.Request(queue="jobs", node="n2#1", app="app", client="c2",
                                restricted=False, metadata={"k": ["integer", 1],
                                                            "v": ["version", "1.2.3"]},
-                               count=1 + _u32(rng) % 1000),
+                               count=1 + _u32(rng) % 1000, session=f"s{_u32(rng)}"),
         queue_commands.Cancel(queue="jobs", node="n2#1", app="app", client="c2"),
         queue_commands.Ack(queue="jobs", message_id="n1#3/7", node="n2#1", app="app",
                            client="c2"),
         queue_commands.Expire(message_id="n1#3/7", attempt=1 + _u32(rng)),
-        queue_commands.ClientGone(node="n2#1", app="app", client="c2"),
+        queue_commands.ClientGone(node="n2#1", app="app", client="c2", session="s1"),
         queue_commands.Replay(queue="jobs", ids=("a", "b")),
         queue_commands.Replay(queue="jobs", ids=None),
     ]
@@ -750,6 +750,23 @@ def _build_queue_commands(rng: Random) -> Harness:
         return None if again == once else f"re-encodes to {again.hex()}, not {once.hex()}"
 
     return Harness(corpus=corpus, decode=queue_commands.decode, check=check)
+
+
+def _build_queue_report(rng: Random) -> Harness:
+    corpus = [
+        queue_commands.encode_report(
+            queue_commands.Report(member=f"n{i}#{_u32(rng)}", position=_u32(rng),
+                                  chain=f"{rng.getrandbits(64):016x}")
+        )
+        for i in range(4)
+    ]
+
+    def encode(result: Any) -> bytes:
+        return queue_commands.encode_report(result)
+
+    # msgpack has several encodings of a number: decode(encode(report)) is the oracle.
+    return Harness(corpus=corpus, decode=queue_commands.decode_report,
+                   check=_re_decode(encode, queue_commands.decode_report))
 
 
 def _queue_commands_worst(n: int) -> bytes:
@@ -933,6 +950,12 @@ TARGETS: tuple[Target, ...] = (
         build=_build_queue_commands,
         length_offsets=(0, 1),
         worst=_queue_commands_worst,
+    ),
+    Target(
+        name="queue_commands.decode_report",
+        where="wire/queue_commands.py",
+        build=_build_queue_report,
+        length_offsets=(0, 2),
     ),
     Target(
         name="varint.decode_uint", where="wire/varint.py", build=_build_varint, length_offsets=(0,)

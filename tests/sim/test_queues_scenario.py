@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from gossamer.faults import FaultPlan
+from gossamer.proto.gateway.queue_confirms import ConfirmTracker
 from gossamer.sim.run import RunResult
 from gossamer.sim.scenarios.queues import QueueMember
 from gossamer.testing.sim import replay_command
@@ -182,7 +183,7 @@ def test_the_checks_catch_a_node_that_confirms_without_a_majority(
 ) -> None:
     """A deliberately broken rule, every report vouching for any history and the view
     size ignored, makes the cut-off n2 confirm on its own: the checkers report it."""
-    monkeypatch.setattr(QueueMember, "_vouches", lambda self, member, position: True)
+    monkeypatch.setattr(ConfirmTracker, "vouches", lambda self, member, position: True)
     monkeypatch.setattr(QueueMember, "serving", property(lambda self: True))
     result = simulate(tmp_path, 3, 4, partition="n2@1.5-4", producers=3, stop=3, duration=8)
     found = " ".join(result.summary["violations"])

@@ -16,23 +16,24 @@ and applies to it the commands the order delivers (state machine replication,
   anything else, then what it decided for this node's clients is carried out by the
   core: deliveries (a client no longer here: ``ClientGone`` is proposed for it),
   refusals (op 3). At every view install, ``NodeGone`` is applied for each incarnation
-  that left (sorted by name), and their unfinished chunks are dropped.
+  that left and had consumers (``ReplicatedQueues.install``), and the unfinished chunks
+  of every incarnation that left are dropped.
 - **Confirming.** A Push applied here whose producer is this node's client is confirmed
   (QUEUE_CONFIRM) once more than half of the view reports having committed through its
-  position (``gossamer.proto.gateway.commits``, sealed datagrams on the ``queues``
-  port).
+  position (``gossamer.proto.gateway.commits``, sealed datagrams to the ``queues``
+  address each member's card names).
 - **Refusing.** While the node's group is blocked (no majority of the last agreed
   view), before its first view, after it was excluded, and while a joiner waits for
   its state, the core refuses every queue operation at once (op 3 ``no_majority``, or
   ``syncing``), and every Push not confirmed yet is answered the same way: a minority
   never confirms.
 - **Rejoining.** ``snapshot()`` is a small token (position, digest); at the cut of a view
-  that admits joiners every member keeps the full state (the machine's snapshot, the
-  unfinished chunks, the incarnations the view removes) and serves it
+  that admits joiners every member keeps the full state (the machine's snapshot and the
+  unfinished chunks, before the cut's ``NodeGone``) and serves it
   (``gossamer.daemon.state_transfer``). A joiner's ``restore(token)`` starts a fetch from
   the view's members; the commands delivered meanwhile are buffered; once the state
   arrives (its digest checked against the token) the store is replaced, whatever was on
-  disk, the removed incarnations' ``NodeGone`` applied, then the buffer.
+  disk, then the cut and the buffer are applied as the members applied them.
 
 Traces (``layer=queue``): ``apply`` (``seq`` = position, ``attrs.kind``), ``enqueue``,
 ``ack``, ``dead_letter``, ``confirm``, ``refuse``, ``restore`` and ``drop`` (a chunk or
@@ -46,7 +47,7 @@ import contextlib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
@@ -60,12 +61,12 @@ from gossamer.aio.sealing import seal_core
 from gossamer.aio.sockets import udp_socket
 from gossamer.daemon.state_transfer import SnapshotServer, fetch_snapshot
 from gossamer.errors import ClosedError, DecodeError, GossamerError, LocalProtocolError
-from gossamer.proto.gateway.commits import CommitReports, CommittedThrough
+from gossamer.proto.gateway.commits import CommitReports, Confirmable
 from gossamer.proto.gateway.ordered_queues import QueueProposal
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.proto.gateway.replicated_queues import Effects, ReplicatedQueues
 from gossamer.proto.isis import Delivered
-from gossamer.proto.views import View
+from gossamer.proto.views import Blocked, Excluded, Unblocked, View
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.sink import Tracer
 from gossamer.wire import queue_commands as commands
@@ -82,8 +83,9 @@ SYNCING: Final = "syncing"
 #: Seconds between two attempts to fetch a joiner's state (from the next member).
 FETCH_RETRY: Final = 0.5
 
-#: Where a member's ``queues`` service listens: its card's address, when known.
-AddressOf = Callable[[str], Address | None]
+#: Where a member's service (``queues``: its commit reports, UDP; ``queues_state``: its
+#: state at a cut, TCP) listens: its card's address, when known.
+AddressOf = Callable[[str, str], Address | None]
 Send = Callable[[bytes], Any]
 
 
@@ -132,15 +134,15 @@ class _Sync:
         self.view_id = view_id
         self.position = position
         self.digest = digest
-        #: Chunks delivered since (bytes), and the incarnations later cuts removed.
-        self.buffer: list[bytes | list[str]] = []
+        #: Chunks delivered since (bytes), and the members of the later views (a cut).
+        self.buffer: list[bytes | tuple[str, ...]] = []
 
 
 class ClusterQueues:
     """The node's queues on the cluster's order (module docstring); its ``Replicated``.
 
     ``name`` and ``incarnation`` are this process's; ``store`` its queue store (``None``:
-    in memory). Call :meth:`start` (binds the ``queues`` port), :meth:`attach` once the
+    in memory). Call :meth:`start` (binds its two ports), :meth:`attach` once the
     gateway is open, then :meth:`on_view` and :meth:`on_group_event` from the
     membership's event loop; :meth:`close` at the end.
     """
@@ -155,7 +157,11 @@ class ClusterQueues:
         self.wire = wire
         self.tracer = tracer
         if store is not None:
-            self.machine = ReplicatedQueues.from_store(store.load(), store.position(), config)
+            chain = store.chain()
+            self.machine = (
+                ReplicatedQueues.from_store(store.load(), store.position(), config, chain=chain)
+                if chain else ReplicatedQueues.from_store(store.load(), store.position(), config)
+            )
         else:
             self.machine = ReplicatedQueues(config)
         #: Unfinished commands: key -> (total, {chunk number: bytes}).
@@ -167,31 +173,34 @@ class ClusterQueues:
         self.view_id = 0
         self.server: GatewayServer | None = None
         self.send: Send | None = None
-        self.address_of: AddressOf = lambda member: None
+        self.address_of: AddressOf = lambda member, service: None
         self.reports = CommitReports(self.me)
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
         self._blocked = False
-        self._confirms: dict[str, int] = {}
+        self._ask_again = False
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
         self._next_key = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.address: Address | None = None
+        #: Where this node's commit reports and its state are served.
+        self.addresses: dict[str, Address] = {}
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def start(self, host: str, port: int) -> Address:
-        """Bind the ``queues`` port: commit reports (UDP) and the state (TCP, same number)."""
-        sock = udp_socket(host, port)
-        bound = sock.getsockname()[1]
+    async def start(self, host: str) -> dict[str, Address]:
+        """Bind any free ports on ``host``: ``queues`` (the commit reports, UDP) and
+        ``queues_state`` (the state at a cut, TCP); returns them, for the node's card."""
+        sock = udp_socket(host, 0)
+        reports = sock.getsockname()
         core = seal_core(self.reports, self.wire, sender=self.me, tracer=self.tracer,
                          layer=LAYER)
         self._reports_driver = await open_datagram(core, sock, on_event=self._on_report,
                                                    tracer=self.tracer)
-        self.address = await self.snapshots.start(host, bound)
+        self.addresses = {"queues": (str(reports[0]), int(reports[1])),
+                          "queues_state": await self.snapshots.start(host, 0)}
         self._spawn(self._propose_all())
-        return self.address
+        return self.addresses
 
     def attach(self, server: GatewayServer, address_of: AddressOf) -> None:
         """Serve the queues through ``server``'s core (switched to the order); refuse
@@ -199,8 +208,12 @@ class ClusterQueues:
         self.server = server
         self.address_of = address_of
         server.flush_listeners.append(self._take_proposals)
-        server.call(lambda at: (server.core.order_queues(at),  # type: ignore[union-attr]
-                                server.core.set_queue_refusal(NO_MAJORITY, at)))  # type: ignore[union-attr]
+        def switch(at: float) -> None:
+            core = self._core()
+            core.order_queues(at, self.machine.book)
+            core.set_queue_refusal(NO_MAJORITY, at)
+
+        server.call(switch)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -256,8 +269,10 @@ class ClusterQueues:
     def on_view(self, view: View) -> None:
         """A view was installed (after ``restore`` for a joiner's first): the cut."""
         members = tuple(_member(m.name, m.incarnation) for m in view.members)
+        for m in view.members:
+            if m.name == self.name and _member(m.name, m.incarnation) != self.me:
+                self._rename(_member(m.name, m.incarnation))
         previous = self.members
-        gone = sorted(set(previous) - set(members))
         joined = bool(previous) and bool(set(members) - set(previous))
         self.members, self.view_id = members, view.id
         sync = self._syncing
@@ -265,12 +280,11 @@ class ClusterQueues:
             if sync.view_id == 0:
                 sync.view_id = view.id
                 self._spawn(self._fetch(sync, [m for m in members if m != self.me]))
-            else:  # a later cut before the state arrived: applied in its place
-                sync.buffer.append(gone)
+            sync.buffer.append(members)  # the cut, in its place among the chunks
         else:
-            if joined:
-                self.snapshots.keep(view.id, self._full_state(gone))
-            self._nodes_gone(gone)
+            if joined:  # the state at the cut, before the cut's own NodeGones
+                self.snapshots.keep(view.id, self._full_state())
+            self._cut(members)
         self._blocked = False
         self._reports_call(lambda at: self.reports.set_view(view.id, members, at))
         self._learn_addresses()
@@ -278,17 +292,23 @@ class ClusterQueues:
 
     def on_group_event(self, event: object) -> None:
         """``Blocked``, ``Unblocked``, ``Excluded`` (``Membership``'s ``on_event``)."""
-        kind = type(event).__name__
-        if kind == "Blocked":
+        if isinstance(event, Blocked):
             self._blocked = True
-        elif kind == "Unblocked":
+        elif isinstance(event, Unblocked):
             self._blocked = False
-        elif kind == "Excluded":
-            self._blocked = True
+        elif isinstance(event, Excluded):  # not a member until it joins again
             self.members = ()
         else:
             return
         self._set_refusal()
+
+    def _rename(self, me: str) -> None:
+        """This process rejoined as its next incarnation (it was excluded while alive):
+        it proposes, reports and serves its state under its new name from now on."""
+        self.me = me
+        self._ask_again = True  # its consumers' credits went with its old incarnation
+        self.snapshots.rename(me)
+        self._reports_call(lambda at: self.reports.rename(me, at))
 
     # -- applying -----------------------------------------------------------------------
 
@@ -313,30 +333,30 @@ class ClusterQueues:
             return
         self._apply(command)
 
-    def _nodes_gone(self, gone: Iterable[str]) -> None:
-        for node in gone:
-            for key in [k for k in self.partials if k.rpartition("/")[0] == node]:
-                del self.partials[key]
-            self._apply(commands.NodeGone(node=node))
+    def _cut(self, members: tuple[str, ...]) -> None:
+        """A view cut: the unfinished commands of incarnations not in it are dropped, and
+        ``NodeGone`` applied for those with consumers (``ReplicatedQueues.install``)."""
+        staying = set(members)
+        for key in [k for k in self.partials if k.rpartition("/")[0] not in staying]:
+            del self.partials[key]
+        for effects in self.machine.install(members):
+            self._effects(commands.NodeGone(node=""), effects)
 
     def _apply(self, command: commands.Command) -> None:
-        effects = self.machine.apply(command)
+        self._effects(command, self.machine.apply(command))
+
+    def _effects(self, command: commands.Command, effects: Effects) -> None:
         if self.store is not None:
             self.store.apply(effects.store_ops)  # durable before anything else
         self._trace_effects(command, effects)
-        self._reports_call(lambda at: self.reports.committed(effects.position, at))
         server = self.server
-        if server is None or server.closed:
-            return
-        if any(c.node == self.me for c in effects.confirms):
-            for confirm in effects.confirms:
-                if confirm.node == self.me:
-                    self._confirms[confirm.message_id] = confirm.position
-        mine = [d for d in effects.deliveries if d.node == self.me]
-        refusals = [r for r in effects.refusals if r.node == self.me]
-        if mine or refusals:
-            server.call(lambda at: self._carry_out(command, mine, refusals, at))
-        self._confirm_through(self.reports.through)
+        if server is not None and not server.closed:
+            mine = [d for d in effects.deliveries if d.node == self.me]
+            refusals = [r for r in effects.refusals if r.node == self.me]
+            if mine or refusals:
+                server.call(lambda at: self._carry_out(command, mine, refusals, at))
+        # Its own Pushes wait for a majority there (``Confirmable``, below).
+        self._reports_call(lambda at: self.reports.applied(effects, at))
 
     def _carry_out(self, command: commands.Command, deliveries: list[Any],
                    refusals: list[Any], at: float) -> None:
@@ -367,8 +387,8 @@ class ClusterQueues:
         for ack in effects.acks:
             trace(at, LAYER, "ack", msg=ack.message_id, attrs={"queue": ack.queue})
         for dead in effects.dead_letters:
-            trace(at, LAYER, "dead_letter", msg=dead.message_id,
-                  attrs={"queue": dead.queue, "reason": dead.reason})
+            trace(at, LAYER, "dead_letter", msg=dead.id,
+                  attrs={"queue": dead.queue, "reason": dead.reason or ""})
 
     def _reject(self, reason: str) -> None:
         self.rejected[reason] += 1
@@ -377,23 +397,20 @@ class ClusterQueues:
     # -- confirming ---------------------------------------------------------------------
 
     def _on_report(self, event: object) -> None:
-        if isinstance(event, CommittedThrough):
-            self._confirm_through(event.position)
-
-    def _confirm_through(self, position: int) -> None:
-        ready = [m for m, p in self._confirms.items() if p <= position]
-        if not ready or self.server is None or self.server.closed:
+        """A majority of the view committed these Pushes: QUEUE_CONFIRM to their
+        producers (a Push the core answered meanwhile, refused, is not confirmed)."""
+        server = self.server
+        if not isinstance(event, Confirmable) or server is None or server.closed:
             return
-        for message_id in ready:
-            del self._confirms[message_id]
 
         def confirm(at: float) -> None:
             core = self._core()
-            for message_id in ready:
-                if core.queue_confirm(message_id, at):
-                    self.tracer(at, LAYER, "confirm", msg=message_id)
+            for pending in event.confirms:
+                if core.queue_confirm(pending.message_id, at):
+                    self.tracer(at, LAYER, "confirm", msg=pending.message_id,
+                                seq=pending.position)
 
-        self.server.call(confirm)
+        server.call(confirm)
 
     # -- refusing -----------------------------------------------------------------------
 
@@ -414,9 +431,12 @@ class ClusterQueues:
             if reason is not None:
                 core.queue_refuse_pending(reason, at)
 
-        if reason is not None:
-            self._confirms.clear()
+        if reason is not None:  # never confirmed, whatever reports come later
+            self._reports_call(lambda at: self._refuse_all())
         server.call(apply)
+
+    def _refuse_all(self) -> None:
+        self.reports.refuse_all()
 
     # -- proposing ----------------------------------------------------------------------
 
@@ -450,11 +470,10 @@ class ClusterQueues:
             [key, total, sorted(got.items())] for key, (total, got) in self.partials.items()))
         return xxhash.xxh64_hexdigest(self.machine.snapshot() + partials)
 
-    def _full_state(self, gone: list[str]) -> bytes:
+    def _full_state(self) -> bytes:
         partials = [[key, total, sorted(got.items())]
                     for key, (total, got) in sorted(self.partials.items())]
-        packed: bytes = msgpack.packb([self.machine.snapshot(), partials, gone],
-                                      use_bin_type=True)
+        packed: bytes = msgpack.packb([self.machine.snapshot(), partials], use_bin_type=True)
         return packed
 
     async def _fetch(self, sync: _Sync, members: list[str]) -> None:
@@ -464,7 +483,7 @@ class ClusterQueues:
         while self._syncing is sync:
             member = members[attempt % len(members)] if members else None
             attempt += 1
-            address = None if member is None else self.address_of(member)
+            address = None if member is None else self.address_of(member, "queues_state")
             if member is None or address is None:
                 await asyncio.sleep(FETCH_RETRY)
                 continue
@@ -480,8 +499,7 @@ class ClusterQueues:
 
     def _install(self, sync: _Sync, blob: bytes) -> None:
         try:
-            machine_state, partials, gone = msgpack.unpackb(blob, raw=False,
-                                                            strict_map_key=False)
+            machine_state, partials = msgpack.unpackb(blob, raw=False, strict_map_key=False)
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
             raise DecodeError("not a queue state") from exc
         fresh = ReplicatedQueues(self.machine.config)
@@ -495,17 +513,21 @@ class ClusterQueues:
                               position=fresh.position)
         if self.store is not None:
             self.store.apply(ops)  # whatever was on disk is replaced
+        if self.server is not None and not self.server.closed:
+            self.server.call(lambda at: self._core().order_queues(at, fresh.book))
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None
-        self._reports_call(lambda at: self.reports.committed(fresh.position, at))
-        self._nodes_gone([str(g) for g in gone])
-        for item in sync.buffer:
-            if isinstance(item, list):
-                self._nodes_gone(item)
+        self._reports_call(lambda at: self.reports.restored(fresh.position, fresh.chain, at))
+        for item in sync.buffer:  # the first is the cut of the view that admitted it
+            if isinstance(item, tuple):
+                self._cut(item)
             else:
                 self._take(item)
         self._set_refusal()
+        if self._ask_again and self.server is not None and not self.server.closed:
+            self._ask_again = False
+            self.server.call(lambda at: self._core().ask_again(at))
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -522,7 +544,7 @@ class ClusterQueues:
     def _learn_addresses(self) -> None:
         for member in self.members:
             if member != self.me:
-                address = self.address_of(member)
+                address = self.address_of(member, "queues")
                 if address is not None:
                     self._reports_call(functools.partial(self._set_address, member, address))
 

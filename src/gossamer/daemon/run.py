@@ -135,7 +135,7 @@ class Daemon:
                 config=gateway_config.queues, wire=self.wire, tracer=self.tracer,
             )
             self.replicated = self.queues
-            services["queues"] = await self.queues.start(host, 0)
+            services.update(await self.queues.start(host))
             self.gateway = await open_gateway_server(
                 gateway_config, host=host, port=c.ports.gateway, tracer=self.tracer,
                 rng=self.rng(5), on_event=self.gateway_event,
@@ -227,11 +227,12 @@ class Daemon:
             raise ClosedError("not a member of the cluster's group")
         await group.send(data)
 
-    def queues_address(self, member: str) -> Address | None:
-        """Where member ``name#incarnation`` serves its queues (its card), if known."""
+    def queues_address(self, member: str, service: str) -> Address | None:
+        """Where member ``name#incarnation`` serves ``service`` (``queues``,
+        ``queues_state``), as its card says, if this node holds it."""
         name, _, incarnation = member.rpartition("#")
         card = self.card_of(name, int(incarnation)) if incarnation.isdigit() else None
-        return None if card is None else card.services.get("queues")
+        return None if card is None else card.services.get(service)
 
     def card_of(self, name: str, incarnation: int) -> Card | None:
         """The card of member ``name#incarnation``, if this node holds it."""

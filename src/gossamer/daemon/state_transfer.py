@@ -6,9 +6,8 @@ small token, and the state itself, taken by every member at the cut of a view th
 admits joiners, is kept by each member (:meth:`SnapshotServer.keep`, for the last
 ``KEPT`` such views) and served on request:
 
-- the joiner connects to a member's ``queues`` address (its card names it; the same
-  port number as the member's commit reports, on TCP) and sends one record,
-  ``SNAP`` + the view id (``uint64``);
+- the joiner connects to a member's ``queues_state`` address (its card names it) and
+  sends one record, ``SNAP`` + the view id (``uint64``);
 - the member answers the snapshot it kept for that view, as ``uint64`` length + bytes,
   or the length ``2^64 - 1`` when it keeps none for that view, and closes.
 
@@ -94,12 +93,19 @@ class SnapshotServer:
     def __init__(self, wire: Wire, me: str, tracer: Tracer, *, timeout: float = 30.0) -> None:
         self.me = me
         self.timeout = timeout
+        self._wire = wire
+        self._tracer = tracer
         self._seals = _seals(wire, me, tracer)
         self._kept: dict[int, bytes] = {}
         self._server: asyncio.Server | None = None
         #: Snapshots served, and requests refused by reason.
         self.served = 0
         self.refused: dict[str, int] = {}
+
+    def rename(self, me: str) -> None:
+        """This member rejoined as ``me`` (its next incarnation): joiners dial that name."""
+        self.me = me
+        self._seals = _seals(self._wire, me, self._tracer)
 
     def keep(self, view_id: int, snapshot: bytes) -> None:
         """The state at the cut of ``view_id``, served while it is one of the last

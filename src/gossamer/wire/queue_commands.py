@@ -4,24 +4,33 @@ A node proposes a queue command by multicasting it in the cluster's total order;
 member decodes it and applies it to its ``ReplicatedQueues``. One command is msgpack
 ``[1, kind, field, ...]`` (``1`` is the format's version):
 
-======  =====================================================================
+======  ==========================================================================
 kind    fields
-======  =====================================================================
+======  ==========================================================================
 ``P``   Push: queue, message_id, nonce, target, payload, node, app, client
-``R``   Request: queue, node, app, client, restricted, metadata, count
+``R``   Request: queue, node, app, client, restricted, metadata, count, session
 ``C``   Cancel: queue, node, app, client
 ``A``   Ack: queue, message_id, node, app, client
 ``X``   Expire: message_id, attempt
-``G``   ClientGone: node, app, client
+``G``   ClientGone: node, app, client, session
 ``L``   Replay: queue, ids (a list of message ids, or nil for every dead letter)
-======  =====================================================================
+======  ==========================================================================
 
 ``node`` names the proposing node's incarnation (the daemon's ``name#incarnation``, the
 same string the driver gives ``NodeGone`` when that incarnation leaves the view);
 ``app``/``client`` identify the gateway client. ``nonce``, ``target`` and ``payload`` are
 JSON values (the client's own); ``metadata`` is the requesting client's metadata at
 request time, ``{key: [type, value]}`` with JSON values (a version as its text), as
-``wire.gateway_cluster`` carries it; ``count`` and ``attempt`` are positive integers.
+``wire.gateway_cluster`` carries it; ``count`` and ``attempt`` are positive integers;
+``session`` names the client's connection at its node (any string the node makes unique
+per connection, "" for none): the order may put a node's commands in another order than
+it proposed them, and a ``ClientGone`` of an old connection must not remove the client's
+new one.
+
+An ``applied_through`` report (``encode_report``), which a member sends the others of
+its view after committing (not a command: it is not ordered), is msgpack
+``[1, "T", member, position, chain]``: the member's node name, the position it has
+committed through and the history digest there (``ReplicatedQueues.chain``).
 
 ``NodeGone`` has no wire form: it is never proposed (the driver applies it at a view
 install), so a datagram cannot forge one.
@@ -49,14 +58,18 @@ __all__ = [
     "Cancel",
     "ClientAt",
     "ClientGone",
+    "ClientQueue",
     "Command",
     "Expire",
     "NodeGone",
     "Push",
     "Replay",
+    "Report",
     "Request",
     "decode",
+    "decode_report",
     "encode",
+    "encode_report",
 ]
 
 VERSION: Final = 1
@@ -77,12 +90,18 @@ class ClientAt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Push(ClientAt):
+class ClientQueue(ClientAt):
+    """A client's command (or effect) about ``queue``."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Push(ClientQueue):
     """Append a message to ``queue``. ``message_id`` is made by the proposing node and is
     unique (``name#incarnation/n``): a second Push of a known id changes nothing, so a
     re-proposal after a view change is harmless."""
 
-    queue: str
     message_id: str
     nonce: Any
     target: Any
@@ -90,28 +109,26 @@ class Push(ClientAt):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Request(ClientAt):
+class Request(ClientQueue):
     """``count`` credits on ``queue`` for the client, whose metadata (at request time)
     the messages' targets are matched against."""
 
-    queue: str
     restricted: bool
     metadata: dict[str, Any]
     count: int = 1
+    #: The connection the client asks from (a new one returns what the old one held).
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel(ClientAt):
+class Cancel(ClientQueue):
     """Take back every credit the client has on ``queue``."""
 
-    queue: str
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Ack(ClientAt):
+class Ack(ClientQueue):
     """The client acknowledges ``message_id``: it is removed for good."""
 
-    queue: str
     message_id: str
 
 
@@ -126,7 +143,10 @@ class Expire:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientGone(ClientAt):
-    """The client disconnected from ``node``: its credits go, what it holds returns."""
+    """The client disconnected from ``node``: its credits go, what it holds returns.
+    Only the connection ``session`` (any, when "") is gone."""
+
+    session: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,7 +177,7 @@ def encode(command: Command) -> bytes:
                              command.client]
     elif isinstance(command, Request):
         fields = ["R", command.queue, command.node, command.app, command.client,
-                  command.restricted, command.metadata, command.count]
+                  command.restricted, command.metadata, command.count, command.session]
     elif isinstance(command, Cancel):
         fields = ["C", command.queue, command.node, command.app, command.client]
     elif isinstance(command, Ack):
@@ -166,7 +186,7 @@ def encode(command: Command) -> bytes:
     elif isinstance(command, Expire):
         fields = ["X", command.message_id, command.attempt]
     elif isinstance(command, ClientGone):
-        fields = ["G", command.node, command.app, command.client]
+        fields = ["G", command.node, command.app, command.client, command.session]
     elif isinstance(command, Replay):
         fields = ["L", command.queue, None if command.ids is None else list(command.ids)]
     else:
@@ -192,7 +212,7 @@ def _count(value: Any, name: str) -> int:
 
 
 #: kind -> number of fields after the kind.
-_SHAPES: Final = {"P": 8, "R": 7, "C": 4, "A": 5, "X": 2, "G": 3, "L": 2}
+_SHAPES: Final = {"P": 8, "R": 8, "C": 4, "A": 5, "X": 2, "G": 4, "L": 2}
 
 
 def decode(data: bytes, *, max_size: int = MAX_COMMAND) -> Command:
@@ -219,7 +239,8 @@ def decode(data: bytes, *, max_size: int = MAX_COMMAND) -> Command:
             raise _fail("metadata is not a map of strings")
         return Request(queue=_text(f[0], "queue"), node=_text(f[1], "node"),
                        app=_text(f[2], "app"), client=_text(f[3], "client"),
-                       restricted=f[4], metadata=f[5], count=_count(f[6], "count"))
+                       restricted=f[4], metadata=f[5], count=_count(f[6], "count"),
+                       session=_text(f[7], "session"))
     if kind == "C":
         return Cancel(queue=_text(f[0], "queue"), node=_text(f[1], "node"),
                       app=_text(f[2], "app"), client=_text(f[3], "client"))
@@ -231,10 +252,46 @@ def decode(data: bytes, *, max_size: int = MAX_COMMAND) -> Command:
         return Expire(message_id=_text(f[0], "message_id"), attempt=_count(f[1], "attempt"))
     if kind == "G":
         return ClientGone(node=_text(f[0], "node"), app=_text(f[1], "app"),
-                          client=_text(f[2], "client"))
+                          client=_text(f[2], "client"), session=_text(f[3], "session"))
     ids = f[1]
     if ids is not None and (
         not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)
     ):
         raise _fail("ids is not a list of strings")
     return Replay(queue=_text(f[0], "queue"), ids=None if ids is None else tuple(ids))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """``member`` committed the order through ``position``, whose history digest is
+    ``chain`` (module docstring)."""
+
+    member: str
+    position: int
+    chain: str
+
+
+def encode_report(report: Report) -> bytes:
+    """The wire form of an ``applied_through`` report."""
+    packed: bytes = msgpack.packb(
+        [VERSION, "T", report.member, report.position, report.chain], use_bin_type=True
+    )
+    return packed
+
+
+#: A report is a few dozen bytes; anything much longer is not one.
+MAX_REPORT: Final = 1024
+
+
+def decode_report(data: bytes, *, max_size: int = MAX_REPORT) -> Report:
+    """The report encoded in ``data``; ``DecodeError`` (its ``reason`` says why) otherwise."""
+    value = unpack_value(data, max_size=max_size, what="queue report")
+    if not isinstance(value, list) or len(value) != 5 or value[:2] != [VERSION, "T"]:
+        raise DecodeError("queue report: not a report")
+    position = value[3]
+    if type(position) is not int or not 0 <= position < _U63:
+        raise DecodeError("queue report: position is not a non-negative integer")
+    member, chain = value[2], value[4]
+    if not isinstance(member, str) or not isinstance(chain, str):
+        raise DecodeError("queue report: member or chain is not a string")
+    return Report(member=member, position=position, chain=chain)

@@ -1,4 +1,5 @@
-"""gossamer.proto.gateway.commits and its codec: a majority's committed position."""
+"""gossamer.proto.gateway.commits (applied_through reports between members, as datagrams)
+and gossamer.wire.order_chunks (a command cut to what one multicast carries)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gossamer.errors import DecodeError
-from gossamer.proto.gateway.commits import CommitReports, CommittedThrough
-from gossamer.wire.commit_reports import CommitReport, decode_report, encode_report
+from gossamer.proto.gateway.commits import CommitReports, Confirmable
+from gossamer.proto.gateway.replicated_queues import Confirm, Effects
 from gossamer.wire.isis import MAX_DATA_SIZE
 from gossamer.wire.order_chunks import parse, split
+from gossamer.wire.queue_commands import Report, decode_report, encode_report
 
 A, B, C = ("a#1", ("127.0.0.1", 1)), ("b#1", ("127.0.0.1", 2)), ("c#1", ("127.0.0.1", 3))
 
@@ -25,42 +27,73 @@ def three() -> tuple[CommitReports, CommitReports, CommitReports]:
     return cores  # type: ignore[return-value]
 
 
+def commit(core: CommitReports, upto: int, *, history: str = "h", push: int = 0) -> None:
+    """``core`` applies every position up to ``upto`` (chains ``<history><n>``); the
+    command at ``push`` is a Push of its own client."""
+    for position in range(core.position + 1, upto + 1):
+        confirms = (Confirm(node=core.me, app="app", client="c", queue="q",
+                            message_id=f"m{position}", nonce=None, position=position),
+                    ) if position == push else ()
+        core.applied(Effects(position=position, chain=f"{history}{position}",
+                             confirms=confirms), 1.0)
+
+
 def deliver(sender: CommitReports, *receivers: CommitReports) -> None:
-    out = sender.datagrams_to_send()
-    for data, _address in out:
+    for data, _address in sender.datagrams_to_send():
         for receiver in receivers:
             receiver.receive_datagram(data, ("127.0.0.1", 9), 1.0)
 
 
-def test_a_position_counts_once_a_majority_committed_it() -> None:
+def confirmed(core: CommitReports) -> list[str]:
+    return [c.message_id for e in core.events_received() if isinstance(e, Confirmable)
+            for c in e.confirms]
+
+
+def test_a_push_is_confirmable_once_a_majority_committed_it() -> None:
     a, b, c = three()
-    a.committed(5, 1.0)
+    commit(a, 5, push=4)
     deliver(a, b, c)
-    assert a.through == 0 and a.events_received() == []  # only a itself
-    b.committed(3, 1.0)
+    assert confirmed(a) == []  # only a itself
+    commit(b, 3)
     deliver(b, a)
-    assert a.through == 3 and a.events_received() == [CommittedThrough(3)]
-    c.committed(7, 1.0)
+    assert confirmed(a) == []  # b is not at 4 yet
+    commit(c, 7)
+    c.datagrams_to_send()  # only c's latest report arrives
+    commit(c, 8)
     deliver(c, a)
-    assert a.through == 5 and a.events_received() == [CommittedThrough(5)]
-    # a report never goes back
-    a.receive_datagram(encode_report(CommitReport("b#1", 2, 1)), ("127.0.0.1", 2), 2.0)
-    assert a.reported["b#1"] == 3
-
-
-def test_a_smaller_view_counts_among_its_members_and_strangers_are_refused() -> None:
-    a, b, _c = three()
-    a.committed(4, 1.0)
-    a.set_view(3, ["a#1", "b#1"], 1.0)
-    assert a.through == 0  # b has not reported: 1 of 2 is no majority
-    b.set_view(3, ["a#1", "b#1"], 1.0)
-    b.committed(4, 1.0)
+    assert confirmed(a) == []  # c is ahead of a: its history there is not known yet
+    commit(a, 8)
+    assert confirmed(a) == ["m4"]
+    commit(b, 8)
     deliver(b, a)
-    assert a.through == 4
-    a.receive_datagram(encode_report(CommitReport("c#1", 3, 9)), ("127.0.0.1", 3), 1.0)
-    a.receive_datagram(b"junk", ("127.0.0.1", 3), 1.0)
-    assert a.rejected == {"not a member": 1, "not a commit report": 1}
-    assert a.through == 4
+    assert confirmed(a) == []  # once
+
+
+def test_a_report_of_another_history_does_not_count_nor_a_strangers() -> None:
+    a, b, c = three()
+    commit(a, 4, push=2)
+    commit(b, 4, history="other")  # b applied what a never did: positions diverge
+    deliver(b, a)
+    a.receive_datagram(encode_report(Report(member="d#1", position=4, chain="h4")),
+                       ("127.0.0.1", 4), 1.0)
+    a.receive_datagram(b"junk", ("127.0.0.1", 4), 1.0)
+    assert confirmed(a) == []
+    assert sum(a.rejected.values()) == 2 and a.rejected["not a member"] == 1
+    commit(c, 4)
+    deliver(c, a)
+    assert confirmed(a) == ["m2"]
+
+
+def test_a_smaller_view_counts_among_its_members_and_refusal_clears() -> None:
+    a, b, _c = three()
+    commit(a, 4, push=4)
+    a.set_view(3, ["a#1", "b#1"], 1.0)
+    assert confirmed(a) == []  # b has not reported: 1 of 2 is no majority
+    assert [c.message_id for c in a.refuse_all()] == ["m4"]
+    b.set_view(3, ["a#1", "b#1"], 1.0)
+    commit(b, 4)
+    deliver(b, a)
+    assert confirmed(a) == []  # refused: never confirmed
 
 
 def test_reports_are_repeated_and_coalesced() -> None:
@@ -68,20 +101,22 @@ def test_reports_are_repeated_and_coalesced() -> None:
     a.set_view(1, ["a#1", "b#1"], 0.0)
     a.set_address("b#1", ("127.0.0.1", 2), 0.0)
     a.datagrams_to_send()
-    a.committed(1, 0.01)
-    a.committed(2, 0.02)
+    a.applied(Effects(position=1, chain="h1"), 0.01)
+    a.applied(Effects(position=2, chain="h2"), 0.02)
     assert a.datagrams_to_send() == []  # within the coalescing interval
     assert a.next_deadline() == pytest.approx(0.1)
     a.handle_timer(0.1)
     (sent,) = a.datagrams_to_send()
-    assert decode_report(sent[0]).position == 2
+    assert decode_report(sent[0]) == Report(member="a#1", position=2, chain="h2")
     a.handle_timer(0.6)
     assert len(a.datagrams_to_send()) == 1  # the repeat
 
 
-@pytest.mark.parametrize("data", [b"GCR1", b"GCR1\x93\xa1a\x01", b"GCR1" + b"\x91\x01",
-                                  encode_report(CommitReport("a", 1, 2))[:-1] + b"\xff"])
-def test_bad_reports_raise_decode_errors(data: bytes) -> None:
+@pytest.mark.parametrize("data", [b"", b"\x93\x01\x02\x03", b"\xc1"])
+def test_bad_reports_are_refused_not_raised(data: bytes) -> None:
+    a, _b, _c = three()
+    a.receive_datagram(data, ("127.0.0.1", 9), 1.0)
+    assert sum(a.rejected.values()) == 1
     with pytest.raises(DecodeError):
         decode_report(data)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from gossamer.proto.gateway.queues import QueueConfig
+from gossamer.proto.gateway.replicated_queues import ReplicatedQueues
+from gossamer.wire import queue_commands as commands
 from gossamer.wire.gateway import Op
 
 from .test_core import Harness
@@ -130,3 +132,40 @@ def test_invalid_operations_are_refused_as_on_one_node() -> None:
     h.dispatch(1, "QUEUE_ACK", {"queue": "q"})
     assert proposals(h) == []
     assert [p.op for p in h.take(1)] == [Op.INVALID] * 3
+
+
+def test_the_http_api_shows_the_replicated_queues_and_a_replay_is_proposed() -> None:
+    machine = ReplicatedQueues(QueueConfig(max_attempts=1))
+    who = {"node": "n2#1", "app": "app", "client": "c"}
+    machine.apply(commands.Push(queue="q", message_id="n2#1/1", nonce=None, target=TARGET,
+                                payload=1, **who))
+    machine.apply(commands.Request(queue="q", restricted=False, metadata={}, count=1, **who))
+    machine.apply(commands.Expire(message_id="n2#1/1", attempt=1))
+    h = ordered()
+    h.core.order_queues(h.now, machine.book)
+    assert h.core.queues.stats()["q"]["dead"] == 1
+    replayed = h.core.replay_dead_letters("q", None, h.now)
+    assert [m.id for m in replayed] == ["n2#1/1"]
+    assert h.core.replay_dead_letters("q", ["other"], h.now) == []
+    assert proposals(h) == [("replay", {"queue": "q", "ids": None}),
+                            ("replay", {"queue": "q", "ids": ["other"]})]
+    assert machine.book.stats()["q"]["dead"] == 1  # the order decides, not the core
+
+
+def test_unused_credits_are_asked_again_for_the_consumers_still_here() -> None:
+    h = ordered()
+    h.identify(1, "cons")
+    h.identify(2, "gone")
+    h.dispatch(1, "QUEUE_REQUEST", {"queue": "q", "count": 3})
+    h.dispatch(1, "QUEUE_REQUEST", {"queue": "r"})
+    h.dispatch(1, "QUEUE_REQUEST_CANCEL", {"queue": "r"})
+    h.dispatch(2, "QUEUE_REQUEST", {"queue": "q"})
+    h.core.queue_deliver(app="app", client="cons", queue="q", message_id="m/1", nonce=None,
+                         payload=1, attempt=1, now=h.now)
+    h.core.disconnect(2, h.now)
+    proposals(h)
+    assert h.core.ask_again(h.now) == 1
+    ((kind, fields),) = proposals(h)
+    assert (kind, fields["client"], fields["queue"], fields["count"]) == ("request", "cons",
+                                                                         "q", 2)
+    assert h.core.ask_again(h.now) == 1  # still unused: asked again the next time too

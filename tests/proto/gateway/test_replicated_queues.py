@@ -200,3 +200,21 @@ def test_the_chain_names_the_history_not_only_its_length() -> None:
     b.apply(push(2))
     assert a.position == b.position and a.chain != b.chain
     assert a.apply(push(3)).chain != b.apply(push(3)).chain  # a divergence stays visible
+
+
+def test_a_late_client_gone_of_an_old_connection_leaves_the_new_one_alone() -> None:
+    m = ReplicatedQueues()
+    first = qc.Request(queue="jobs", node="n2#1", app=APP, client="c1", restricted=False,
+                       metadata={}, session="s1")
+    m.apply(first)
+    m.apply(push(1))
+    # The client reconnects to the same node: what the old connection held comes back.
+    again = m.apply(qc.Request(queue="jobs", node="n2#1", app=APP, client="c1",
+                               restricted=False, metadata={}, session="s2"))
+    assert again.returned == ("n1#1/1",) and again.deliveries[0].attempt == 2
+    # The old connection's ClientGone, ordered after the new Request, changes nothing.
+    stale = m.apply(qc.ClientGone(node="n2#1", app=APP, client="c1", session="s1"))
+    assert stale.returned == () and stale.deliveries == ()
+    assert m.consumers() == [("n2#1", APP, "c1")] and m.holder("n1#1/1") is not None
+    m.apply(qc.ClientGone(node="n2#1", app=APP, client="c1", session="s2"))
+    assert m.consumers() == [] and m.holder("n1#1/1") is None

@@ -1,26 +1,27 @@
-"""Which position of the cluster's order a majority of the view has committed (sans-I/O).
+"""The ``applied_through`` reports between the members of a cluster, as datagrams (sans-I/O).
 
 A QUEUE_CONFIRM promises that the Push is stored on a majority of the current view
-(``docs/cluster.md``, "Replicated queues"). Every member commits each command of the
-order to its store as it applies it; ``CommitReports`` is one member's half of telling
-the others how far it got:
+(``docs/cluster.md``, "Replicated queues"). The rule (which reports vouch for which
+Push, a report counting only for the same history) is ``ConfirmTracker``'s
+(``queue_confirms.py``); ``CommitReports`` is one member's datagram core around it,
+which carries the reports (``gossamer.wire.queue_commands.encode_report``) between the
+members of the view:
 
-- ``committed(position, now)`` after each commit: the member's ``applied_through``,
-  reported to every other member of the view at once, coalesced (at most one report per
-  ``coalesce`` seconds, the latest position), and repeated every ``repeat`` seconds (a
-  datagram may be lost; a report only ever grows, so a late one is harmless);
-- ``set_view(view_id, members, now)`` at every view install: the members' reports are
-  kept for those still in it, the others forgotten; ``set_address(member, address)``
-  tells where a member listens (its card), when known;
-- ``through`` is the highest position that more than half of the view's members
-  (this one included) have reported committing; each time it grows the event
-  ``CommittedThrough(position)`` comes out, and the driver confirms every Push proposed
-  here at or below it.
+- ``applied(effects, now)`` after each command is applied and committed: the tracker
+  learns this member's position, history and own Pushes, and the member's report goes
+  to every other member of the view at once, coalesced (at most one report per
+  ``coalesce`` seconds, the latest position), and is repeated every ``repeat`` seconds
+  (a datagram may be lost; a report only ever grows, so a late one is harmless);
+- ``set_view(view_id, members, now)`` at every view install: reports of members no
+  longer in it are forgotten; ``set_address(member, address, now)`` says where a member
+  listens (its card), when known; ``restored(position, chain, now)`` a joiner's start;
+- each time Pushes become confirmable (after ``applied``, a report, a new view), the
+  event ``Confirmable(confirms)`` comes out: the driver sends their QUEUE_CONFIRMs;
+  ``refuse_all()`` clears the pending Pushes when the member loses the majority.
 
-A report (``gossamer.wire.commit_reports``) from a process that is not a member of the
-current view, or that does not decode, is counted in ``rejected`` and ignored. The core
-runs behind the sealed envelope (``SealedDatagrams``): only the cluster's members can
-report.
+A report that does not decode, or that comes from a process not in the current view,
+is counted in ``rejected`` and ignored. The core runs behind the sealed envelope
+(``SealedDatagrams``): only the cluster's members can report.
 """
 
 from __future__ import annotations
@@ -31,68 +32,83 @@ from dataclasses import dataclass
 
 from gossamer._types import Address, Datagram
 from gossamer.errors import DecodeError
-from gossamer.wire.commit_reports import CommitReport, decode_report, encode_report
+from gossamer.proto.gateway.queue_confirms import ConfirmTracker
+from gossamer.proto.gateway.replicated_queues import Confirm, Effects
+from gossamer.wire.queue_commands import Report, decode_report, encode_report
 
-__all__ = ["CommitReports", "CommittedThrough"]
+__all__ = ["CommitReports", "Confirmable"]
 
 
 @dataclass(frozen=True, slots=True)
-class CommittedThrough:
-    """A majority of the view committed the order through ``position``."""
+class Confirmable:
+    """These Pushes of this member's clients were committed by a majority of the view."""
 
-    position: int
+    confirms: tuple[Confirm, ...]
 
 
 class CommitReports:
-    """One member's commit reports (module docstring); a ``DatagramCore``."""
+    """One member's ``applied_through`` reports (module docstring); a ``DatagramCore``."""
 
     def __init__(self, me: str, *, repeat: float = 0.5, coalesce: float = 0.002) -> None:
-        self.me = me
+        self.tracker = ConfirmTracker(me)
         self.repeat = repeat
         self.coalesce = coalesce
-        self.view_id = 0
         #: The view's members (``name#incarnation``), this one included.
         self.members: tuple[str, ...] = (me,)
         #: Where the other members listen, by member.
         self.addresses: dict[str, Address] = {}
-        #: The highest position each member reported (this one: its own).
-        self.reported: dict[str, int] = {me: 0}
-        self.through = 0
         #: Reports refused, by reason.
         self.rejected: Counter[str] = Counter()
+        self._chain = ""
         self._out: list[Datagram] = []
-        self._events: list[CommittedThrough] = []
+        self._events: list[Confirmable] = []
         self._due: float | None = None
         self._last_sent = float("-inf")
 
     @property
+    def me(self) -> str:
+        return self.tracker.me
+
+    @property
     def position(self) -> int:
         """This member's own ``applied_through``."""
-        return self.reported[self.me]
+        return self.tracker.position
 
     # -- inputs -------------------------------------------------------------------------
 
+    def applied(self, effects: Effects, now: float) -> None:
+        """This member applied and committed ``effects`` (in order)."""
+        self.tracker.applied(effects)
+        self._chain = effects.chain
+        self._schedule(now)
+        self._check()
+
+    def restored(self, position: int, chain: str, now: float) -> None:
+        """This member took the members' state at ``position`` (a joiner)."""
+        self.tracker.restored(position, chain)
+        self._chain = chain
+        self._schedule(now)
+
     def set_view(self, view_id: int, members: Iterable[str], now: float) -> None:
-        self.view_id = view_id
         self.members = tuple(members)
-        kept = set(self.members) | {self.me}
-        self.reported = {m: p for m, p in self.reported.items() if m in kept}
+        self.tracker.forget(self.members)
+        kept = set(self.members)
         self.addresses = {m: a for m, a in self.addresses.items() if m in kept}
         self._schedule(now)
-        self.through = 0  # counted again among this view's members
-        self._recount()
+        self._check()
 
     def set_address(self, member: str, address: Address, now: float) -> None:
         if member in self.members and member != self.me and self.addresses.get(member) != address:
             self.addresses[member] = address
             self._out.append((self._report(), address))
 
-    def committed(self, position: int, now: float) -> None:
-        """This member committed the order through ``position``."""
-        if position > self.reported[self.me]:
-            self.reported[self.me] = position
-            self._schedule(now)
-            self._recount()
+    def rename(self, me: str, now: float) -> None:
+        """This member is now ``me`` (a process rejoining as its next incarnation)."""
+        self.tracker.me = me
+
+    def refuse_all(self) -> list[Confirm]:
+        """The pending Pushes, cleared: the member lost the majority."""
+        return self.tracker.refuse_all()
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
         try:
@@ -103,9 +119,8 @@ class CommitReports:
         if report.member not in self.members or report.member == self.me:
             self.rejected["not a member"] += 1
             return
-        if report.position > self.reported.get(report.member, 0):
-            self.reported[report.member] = report.position
-            self._recount()
+        self.tracker.reported(report.member, report.position, report.chain)
+        self._check()
 
     def handle_timer(self, now: float) -> None:
         if self._due is not None and self._due <= now:
@@ -117,7 +132,7 @@ class CommitReports:
         out, self._out = self._out, []
         return out
 
-    def events_received(self) -> list[CommittedThrough]:
+    def events_received(self) -> list[Confirmable]:
         out, self._events = self._events, []
         return out
 
@@ -127,7 +142,7 @@ class CommitReports:
     # -- helpers ------------------------------------------------------------------------
 
     def _report(self) -> bytes:
-        return encode_report(CommitReport(self.me, self.view_id, self.position))
+        return encode_report(Report(member=self.me, position=self.position, chain=self._chain))
 
     def _schedule(self, now: float) -> None:
         """Send now, or as soon as ``coalesce`` allows (the latest position then)."""
@@ -143,9 +158,7 @@ class CommitReports:
         self._last_sent = now
         self._due = now + self.repeat
 
-    def _recount(self) -> None:
-        positions = sorted((self.reported.get(m, 0) for m in self.members), reverse=True)
-        through = positions[len(positions) // 2] if positions else 0
-        if through > self.through:
-            self.through = through
-            self._events.append(CommittedThrough(through))
+    def _check(self) -> None:
+        ready = self.tracker.confirmable(self.members)
+        if ready:
+            self._events.append(Confirmable(tuple(ready)))

@@ -957,7 +957,7 @@ class GatewayCore(ClusterMember, OrderedQueues):
                 self._propose_request(client, queue, min(count, self.config.queues.max_credits))
         elif t == "QUEUE_REQUEST_CANCEL":
             if not self._refused_at_once(state.id, t, queue, d.get("nonce"), now):
-                self._propose("cancel", client, queue=queue)
+                self._propose_cancel(client, queue)
         else:
             message_id = d.get("id")
             if not isinstance(message_id, str):
@@ -1004,9 +1004,11 @@ class GatewayCore(ClusterMember, OrderedQueues):
         self, queue: str, ids: list[str] | None, now: float
     ) -> list[QueuedMessage]:
         """Put dead letters back at the tail of ``queue`` and deliver what can be."""
-        if self.ordered:  # the order decides: what is replayed is not known yet
+        if self.ordered:  # the order decides: these are the dead letters it will replay
             self._propose("replay", None, queue=queue, ids=ids)
-            return []
+            wanted = None if ids is None else set(ids)
+            return [m for m in self.queues.dead_letters(queue)
+                    if wanted is None or m.id in wanted]
         replayed = self.queues.replay(queue, ids)
         if self._trace is not None:
             for message in replayed:

@@ -21,6 +21,9 @@ the driver calls                 the core sends
 ``queue_refuse_pending(reason)`` op 3 to every producer whose Push is not confirmed yet
 ``set_queue_refusal(reason)``    from now on, refuse every queue operation at once with
                                  op 3 ``reason`` (``None``: accept them again)
+``ask_again()``                  nothing; the credits its consumers asked for and have
+                                 not used are proposed again (the order forgot them
+                                 with an earlier incarnation of this node)
 ================================ ======================================================
 
 A proposal is a :class:`QueueProposal`: its ``kind`` (``push``, ``request``,
@@ -45,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gossamer.proto.gateway.metadata import plain_value
+from gossamer.proto.gateway.queues import QueueBook
 from gossamer.proto.gateway.routing import Client, Directory
 from gossamer.proto.gateway.tracing import LAYER, nonce_label
 from gossamer.wire.gateway import Op
@@ -79,6 +83,7 @@ class OrderedQueues:
     if TYPE_CHECKING:
         config: GatewayConfig
         directory: Directory
+        queues: QueueBook
         _trace: Tracer | None
 
         def _dispatch_to(self, conns: tuple[int, ...], t: str, d: Any, now: float) -> None: ...
@@ -98,12 +103,19 @@ class OrderedQueues:
         self._held: dict[str, int] = {}
         # Clients that asked for or were given messages: only their leaves are proposed.
         self._consumers: set[tuple[str, str]] = set()
+        # (app, client) -> queue -> credits asked for and not yet used, as far as this
+        # node knows (``ask_again``).
+        self._credits: dict[tuple[str, str], dict[str, int]] = {}
 
     # -- the driver's side ------------------------------------------------------------
 
-    def order_queues(self, now: float) -> None:
-        """From now on, queue operations are proposed to the order (module docstring)."""
+    def order_queues(self, now: float, book: QueueBook | None = None) -> None:
+        """From now on, queue operations are proposed to the order (module docstring).
+        ``book``: the replicated machine's queues, which the HTTP API then shows (the
+        stats, the dead letters); called again whenever the machine's book is replaced."""
         self.ordered = True
+        if book is not None:
+            self.queues = book
 
     def queue_proposals(self) -> list[QueueProposal]:
         """The operations to multicast in the order, oldest first; drained."""
@@ -141,6 +153,9 @@ class OrderedQueues:
         )
         self._held[message_id] = attempt
         self._consumers.add((app, client))
+        credits = self._credits.get((app, client))
+        if credits is not None and credits.get(queue, 0) > 0:
+            credits[queue] -= 1
         heapq.heappush(self._ack_timers, (now + self.config.queues.ack_timeout, attempt,
                                           message_id, app, client))
         if self._trace is not None:
@@ -184,6 +199,23 @@ class OrderedQueues:
                             attrs={"queue": pending.queue, "reason": reason})
         return len(pushes)
 
+    def ask_again(self, now: float) -> int:
+        """Propose again, for every consumer still connected here, the credits it asked
+        for and has not used: the order forgot them (this node left the view, as an
+        earlier incarnation of it, and its consumers with it). Returns how many
+        Requests."""
+        count = 0
+        for (app, client_id), queues in sorted(self._credits.items()):
+            client = self._own(app, client_id)
+            if client is None:
+                continue
+            for queue, credits in sorted(queues.items()):
+                if credits > 0:
+                    queues[queue] = 0  # counted again by the proposal
+                    self._propose_request(client, queue, credits)
+                    count += 1
+        return count
+
     def pending_pushes(self) -> list[str]:
         """The ids of the Pushes proposed here, not confirmed nor refused, oldest first."""
         return list(self._pushes)
@@ -216,7 +248,10 @@ class OrderedQueues:
         return message_id
 
     def _propose_request(self, client: Client, queue: str, count: int) -> None:
-        self._consumers.add((client.app_id, client.client_id))
+        identity = (client.app_id, client.client_id)
+        self._consumers.add(identity)
+        credits = self._credits.setdefault(identity, {})
+        credits[queue] = min(credits.get(queue, 0) + count, self.config.queues.max_credits)
         types = client.types
         # Unset reserved keys (no namespace) are left out: a value is never null.
         metadata = {key: [types[key], plain_value(value)]
@@ -224,6 +259,10 @@ class OrderedQueues:
                     if value is not None}
         self._propose("request", client, queue=queue, metadata=metadata,
                       restricted=client.restricted, count=count)
+
+    def _propose_cancel(self, client: Client, queue: str) -> None:
+        self._credits.get((client.app_id, client.client_id), {}).pop(queue, None)
+        self._propose("cancel", client, queue=queue)
 
     def _propose_ack(self, client: Client, queue: str, message_id: str) -> None:
         self._held.pop(message_id, None)  # its timer is stale from now on
@@ -237,6 +276,7 @@ class OrderedQueues:
 
     def _ordered_client_gone(self, client: Client) -> None:
         identity = (client.app_id, client.client_id)
+        self._credits.pop(identity, None)
         if identity in self._consumers:  # it may hold deliveries or credits
             self._consumers.discard(identity)
             self._propose("client_gone", client)

@@ -34,12 +34,15 @@ Contract of ``apply(command) -> Effects``:
 
 Consumers are known by the commands that name them: a ``Request`` registers the client
 ``(app, client)`` at ``node`` with its metadata at request time (targets are matched
-against it) and gives it credits; ``ClientGone`` for that node, or ``NodeGone`` of the
-node, removes it, and what it held returns to its place (redelivered at once if someone
-waits). A Request from another node for the same ``(app, client)`` first removes the
-registration at the old node the same way (the client moved: what it held there is
-redelivered). Commands from one node are assumed to be ordered as that node proposed them
-(ISIS total order keeps each sender's FIFO order).
+against it) and gives it credits; ``ClientGone`` for that node and connection
+(``session``), or ``NodeGone`` of the node, removes it, and what it held returns to its
+place (redelivered at once if someone waits). A Request from another node or connection
+for the same ``(app, client)`` first removes the old registration the same way (the
+client moved: what it held there is redelivered). The order may put one node's commands
+in another order than it proposed them: a late ``ClientGone`` of an old connection names
+its session and changes nothing, and a ``Request`` ordered after its own connection's
+``ClientGone`` registers a client that is gone, which the node learns from the first
+``Deliver`` for it (and proposes ``ClientGone`` again).
 
 Dispatch, ack, expiry and dead letters are ``QueueBook``'s (the single-node gateway's),
 with ``rng=None`` and no clock.
@@ -76,6 +79,7 @@ from gossamer.wire.queue_commands import (
     Cancel,
     ClientAt,
     ClientGone,
+    ClientQueue,
     Command,
     Expire,
     NodeGone,
@@ -109,23 +113,21 @@ def _chained(chain: str, command: Command) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver(ClientAt):
+class Deliver(ClientQueue):
     """``node`` sends its client ``(app, client)`` the QUEUE dispatch of ``message_id``
     (delivery ``attempt``, from 1; above 1 a redelivery)."""
 
-    queue: str
     message_id: str
     payload: Any
     attempt: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Confirm(ClientAt):
+class Confirm(ClientQueue):
     """A Push applied at ``position``: ``node`` confirms it to its client once a majority
     of the view has committed through ``position``. ``duplicate``: the id was known
     (a re-proposal); the message is stored once."""
 
-    queue: str
     message_id: str
     nonce: Any
     position: int
@@ -189,6 +191,8 @@ class ReplicatedQueues:
         self._directory = Directory()
         self._book = QueueBook(self.config, self._directory, rng=None)
         self.position = 0
+        #: ``(app, client)`` -> the connection (``session``) its registration came from.
+        self._sessions: dict[tuple[str, str], str] = {}
         #: The digest of the history through ``position`` (module docstring).
         self.chain = _GENESIS
 
@@ -216,7 +220,9 @@ class ReplicatedQueues:
                 self._after_return([message], [message.queue], out)
         elif isinstance(command, ClientGone):
             consumer = self._consumer(command.node, command.app, command.client)
-            if consumer is not None:
+            if consumer is not None and command.session in (
+                "", self._sessions.get((command.app, command.client))
+            ):
                 self._gone([consumer], out)
         elif isinstance(command, NodeGone):
             consumers = [c for c in self._directory.clients.values() if c.node == command.node]
@@ -298,8 +304,11 @@ class ReplicatedQueues:
             return
         identity = (command.app, command.client)
         consumer = self._directory.by_identity.get(identity)
-        if consumer is not None and consumer.node != command.node:
-            self._gone([consumer], out)  # the client moved: its old node's deliveries return
+        if consumer is not None and (
+            consumer.node != command.node or self._sessions.get(identity) != command.session
+        ):
+            # The client moved to another node or connection: what the old one held returns.
+            self._gone([consumer], out)
             consumer = None
         if consumer is None:
             consumer = self._directory.add(
@@ -307,6 +316,7 @@ class ReplicatedQueues:
                 restricted=command.restricted, encoding="json", metadata=typed,
                 node=command.node,
             )
+            self._sessions[identity] = command.session
         else:
             self._directory.set_metadata(consumer, typed)
         self._book.request(command.queue, consumer, command.count)
@@ -330,6 +340,7 @@ class ReplicatedQueues:
         touched: list[str] = []
         for consumer in consumers:
             self._directory.remove(consumer)
+            self._sessions.pop((consumer.app_id, consumer.client_id), None)
             out.returned.extend(self._book.held_by(consumer))
             died, queues = self._book.client_gone(consumer, 0.0)
             dead.extend(died)
@@ -387,8 +398,10 @@ class ReplicatedQueues:
         )
         index = {id(c): i for i, c in enumerate(consumers)}
         directory = self._directory
+        sessions = self._sessions
         people = [
-            [c.app_id, c.client_id, c.node, c.restricted,
+            [c.app_id, c.client_id, c.node, sessions.get((c.app_id, c.client_id), ""),
+             c.restricted,
              {k: [c.types[k], plain_value(v)] for k, v in sorted(directory.values(c).items())}]
             for c in consumers
         ]
@@ -427,7 +440,8 @@ class ReplicatedQueues:
                 raise DecodeError("queue snapshot: unknown version", version=repr(version)[:20])
             directory = Directory()
             consumers: list[Client] = []
-            for app, client, node, restricted, metadata in people:
+            sessions: dict[tuple[str, str], str] = {}
+            for app, client, node, session, restricted, metadata in people:
                 typed, errors = validate_metadata(
                     {k: {"type": t, "value": v} for k, (t, v) in metadata.items()},
                     limits=self._limits,
@@ -439,6 +453,7 @@ class ReplicatedQueues:
                     app_id=app, client_id=client, conn=-1, restricted=bool(restricted),
                     encoding="json", metadata=typed, node=node,
                 ))
+                sessions[(app, client)] = str(session)
             loaded = []
             for (mid, queue, seq, nonce, target, payload, attempts, state_name, holder,
                  holders, reason) in messages:
@@ -461,6 +476,7 @@ class ReplicatedQueues:
         book = QueueBook(self.config, directory, rng=None)
         book.load(loaded, credits, next_seq)
         self._directory, self._book, self.position = directory, book, position
+        self._sessions = sessions
         self.chain = str(chain)
         return (
             Cleared(),

@@ -78,11 +78,7 @@ class GroupRun(ViewsRun):
 
             self.sim.local(node.node_id, provide)
         elif isinstance(event, Excluded):
-            self.excluded += 1
-            when = self.sim.now + self.params["rejoin"]
-            self.sim.crash(node.node_id, self.sim.now)
-            self.sim.restart(node.node_id, when)
-            self.announce(node.node_id, when)
+            self.restart_excluded(node)
 
     # -- the workload ----------------------------------------------------------------
 

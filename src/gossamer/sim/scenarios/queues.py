@@ -42,8 +42,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import msgpack
-
 from gossamer._types import Address, Datagram
 from gossamer.errors import DecodeError, LocalProtocolError
 from gossamer.proto.core import DatagramLayer
@@ -60,6 +58,7 @@ from gossamer.proto.gateway.queue_checks import (
     check_minority_never_confirms,
     check_none_lost,
 )
+from gossamer.proto.gateway.queue_confirms import ConfirmTracker
 from gossamer.proto.gateway.queues import (
     Acked,
     Cleared,
@@ -132,11 +131,10 @@ class MemoryStore:
 
 @dataclass(slots=True)
 class _Pending:
-    """An unconfirmed Push at its node: whose it is, and its position once applied."""
+    """A Push proposed at its node and not applied yet: whose it is."""
 
     producer: str
     nonce: str
-    position: int = 0
 
 
 @dataclass(slots=True)
@@ -172,11 +170,9 @@ class QueueMember(DatagramLayer[GroupCore]):
             list(store.records.values()), store.position, config, chain=store.chain
         )
         self.log = MemberLog()
-        #: Member -> its latest report ``(position, chain)``.
-        self.reports: dict[str, tuple[int, str]] = {}
-        #: This member's own chain at each position since its oldest pending Push.
-        self.chains: dict[int, str] = {}
-        self.pending: dict[str, _Pending] = {}
+        self.confirms = ConfirmTracker(self.me)
+        #: Message id -> its producer, for the Pushes proposed here and not yet applied.
+        self.proposed: dict[str, _Pending] = {}
         self.told: list[Told] = []
         self.inner_events: list[object] = []
         self._outbox: list[Datagram] = []
@@ -190,7 +186,11 @@ class QueueMember(DatagramLayer[GroupCore]):
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
         if data[:1] == REPORT_TAG:
-            self._on_report(data[1:])
+            try:
+                report = qc.decode_report(data[1:])
+            except DecodeError:
+                return
+            self.confirms.reported(report.member, report.position, report.chain)
             self._confirm(now)
         else:
             self.inner.receive_datagram(data, addr, now)
@@ -255,7 +255,7 @@ class QueueMember(DatagramLayer[GroupCore]):
                           app=APP, client=producer)
         if not self.propose(command, now):
             return None
-        self.pending[message_id] = _Pending(producer=producer, nonce=nonce)
+        self.proposed[message_id] = _Pending(producer=producer, nonce=nonce)
         return message_id
 
     # -- the order ------------------------------------------------------------------------
@@ -293,32 +293,31 @@ class QueueMember(DatagramLayer[GroupCore]):
                 self.log.first = self.machine.position + 1
                 self.log.applied.append((now, self.machine.position))
                 self.log.restored.update(r.id for r in self.machine.records())
-                self.chains = {self.machine.position: self.machine.chain}
+                self.confirms.restored(self.machine.position, self.machine.chain)
             members = [isis_name(m) for m in event.view.members]
-            self.reports = {m: p for m, p in self.reports.items() if m in members}
+            self.confirms.forget(members)
             for effects in self.machine.install(members):
                 self._effects(effects, now)
             self._report()
             self._confirm(now)
         elif isinstance(event, Blocked | Excluded):
-            for message_id, pending in sorted(self.pending.items()):
-                self.told.append(Told(kind="refuse", client=pending.producer,
-                                      nonce=pending.nonce, message_id=message_id,
-                                      reason=NO_MAJORITY))
-            self.pending.clear()
+            refused = [(c.message_id, c.client, str(c.nonce)) for c in self.confirms.refuse_all()]
+            refused += [(m, p.producer, p.nonce) for m, p in sorted(self.proposed.items())]
+            self.proposed.clear()
+            for message_id, producer, nonce in refused:
+                self.told.append(Told(kind="refuse", client=producer, nonce=nonce,
+                                      message_id=message_id, reason=NO_MAJORITY))
 
     def _effects(self, effects: Effects, now: float) -> None:
         self.store.apply(effects.store_ops)
         position = effects.position
-        self.chains[position] = effects.chain
+        self.confirms.applied(effects)
         self.log.applied.append((now, position))
         steps = self.log.steps
         for confirm in effects.confirms:
             if not confirm.duplicate:
                 steps.append(Step(position, "enqueue", confirm.message_id))
-            pending = self.pending.get(confirm.message_id)
-            if confirm.node == self.me and pending is not None and not pending.position:
-                pending.position = position
+            self.proposed.pop(confirm.message_id, None)
         for message_id in effects.returned:
             steps.append(Step(position, "return", message_id))
         for record in effects.dead_letters:
@@ -342,48 +341,20 @@ class QueueMember(DatagramLayer[GroupCore]):
         view = self.inner.view
         if view is None or self.inner.isis is None:
             return
-        data = REPORT_TAG + msgpack.packb([self.me, self.machine.position, self.machine.chain])
+        report = qc.Report(member=self.me, position=self.machine.position,
+                           chain=self.machine.chain)
+        data = REPORT_TAG + qc.encode_report(report)
         self._outbox.extend((data, m.address) for m in view.members if isis_name(m) != self.me)
-
-    def _on_report(self, body: bytes) -> None:
-        try:
-            name, position, chain = msgpack.unpackb(body)
-        except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError):
-            return
-        if not isinstance(name, str) or type(position) is not int or not isinstance(chain, str):
-            return
-        if position > self.reports.get(name, (0, ""))[0]:
-            self.reports[name] = (position, chain)
-
-    def _vouches(self, member: str, position: int) -> bool:
-        """``member``'s latest report shows it committed ``position`` of *this* history:
-        its chain at the reported position is this member's own there."""
-        reported, chain = self.reports.get(member, (0, ""))
-        return reported >= position and self.chains.get(reported) == chain
 
     def _confirm(self, now: float) -> None:
         view = self.inner.view
         if view is None or not self.serving:
             return
         members = tuple(isis_name(m) for m in view.members)
-        mine = self.machine.position
-        for message_id, pending in sorted(self.pending.items()):
-            if not pending.position or pending.position > mine:
-                continue
-            count = sum(
-                1 for m in members if m == self.me or self._vouches(m, pending.position)
-            )
-            if 2 * count > len(members):
-                del self.pending[message_id]
-                self.told.append(Told(kind="confirm", client=pending.producer,
-                                      nonce=pending.nonce, message_id=message_id,
-                                      position=pending.position, view=members))
-        # Only positions a pending Push may still need are kept (a report of a position
-        # below the oldest pending Push vouches for nothing).
-        oldest = min((p.position or mine for p in self.pending.values()), default=mine)
-        keep = min(oldest, mine - 64)
-        if len(self.chains) > 256:
-            self.chains = {p: c for p, c in self.chains.items() if p >= keep}
+        for c in self.confirms.confirmable(members):
+            self.told.append(Told(kind="confirm", client=c.client, nonce=str(c.nonce),
+                                  message_id=c.message_id, position=c.position,
+                                  view=members))
 
 
 @dataclass(slots=True)
@@ -395,6 +366,12 @@ class _Client:
     held: set[tuple[str, int]] = field(default_factory=set)
     pushed: int = 0
     moving: bool = False
+    connections: int = 0
+
+    @property
+    def session(self) -> str:
+        """The client's current connection, as its node names it."""
+        return f"{self.name}/{self.connections}"
 
 
 class QueuesRun(ViewsRun):
@@ -452,12 +429,7 @@ class QueuesRun(ViewsRun):
         elif isinstance(event, Blocked):
             self.blocked += 1
         elif isinstance(event, Excluded):
-            # It restarts as a new incarnation, as a real node must (scenario ``views``).
-            self.excluded += 1
-            when = self.sim.now + self.params["rejoin"]
-            self.sim.crash(node.node_id, self.sim.now)
-            self.sim.restart(node.node_id, when)
-            self.announce(node.node_id, when)
+            self.restart_excluded(node)
 
     def _at(self, node_id: str, action: Any) -> None:
         """Run ``action(member, now)`` on ``node_id``'s member now, then let the simulator
@@ -490,6 +462,7 @@ class QueuesRun(ViewsRun):
             self.connect(client, self.sim.now + self.params["detect"])
             return
         client.incarnation, client.moving = node.incarnation, False
+        client.connections += 1
         if client in self.consumers:
             self._request(client, self.params["credits"])
         self.sim.at(self.sim.now + self.params["detect"], self._watch, client, node.incarnation)
@@ -511,7 +484,8 @@ class QueuesRun(ViewsRun):
         old = self._member(self.names[client.node])
         client.held.clear()
         if old is not None and client in self.consumers:
-            gone = qc.ClientGone(node=old.me, app=APP, client=client.name)
+            gone = qc.ClientGone(node=old.me, app=APP, client=client.name,
+                                 session=client.session)
             self._at(self.names[client.node], lambda m, now: m.propose(gone, now))
         client.node = (client.node + 1) % len(self.names)
         self.connect(client, self.sim.now + self.params["detect"])
@@ -526,7 +500,8 @@ class QueuesRun(ViewsRun):
             if self._connected(client) is not member:
                 return
             command = qc.Request(queue=QUEUE, node=member.me, app=APP, client=client.name,
-                                 restricted=False, metadata={}, count=count)
+                                 restricted=False, metadata={}, count=count,
+                                 session=client.session)
             if not member.propose(command, now):
                 self._refused(client, NO_MAJORITY)
 
@@ -567,6 +542,7 @@ class QueuesRun(ViewsRun):
             self._refused(client, told.reason)
         elif told.kind == "deliver":
             if self._connected(client) is not member:
+                # Not (or no more) its client here: whichever connection it was is gone.
                 gone = qc.ClientGone(node=member.me, app=APP, client=client.name)
                 self._at(node.node_id, lambda m, now: m.propose(gone, now))
                 return
@@ -608,7 +584,7 @@ class QueuesRun(ViewsRun):
                 return
             command_more = qc.Request(queue=QUEUE, node=member.me, app=APP,
                                       client=client.name, restricted=False, metadata={},
-                                      count=1)
+                                      count=1, session=client.session)
             member.propose(command_more, now)
 
         self._at(self.names[client.node], ack)
@@ -726,7 +702,7 @@ SCENARIO = sc.register(
             ("ack_timeout", _SECONDS, 1.0, "seconds before an unacked delivery expires"),
             ("max_attempts", sc.positive_int, 50, "deliveries before a dead letter"),
             ("report", _SECONDS, 0.2, "seconds between a member's applied_through reports"),
-            ("grace", _SECONDS, 0.05, "seconds after a cut a minority confirm may still come"),
+            ("grace", _SECONDS, 0.1, "seconds after a cut a minority confirm may still come"),
             ("drain", _flag, True, "check every confirmed message was received and acked"),
             ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
             ("retransmit_max", _SECONDS, 2.0, "ISIS: the largest retransmission interval"),

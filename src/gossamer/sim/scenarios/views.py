@@ -86,12 +86,18 @@ class ViewsRun:
 
             sim.local(node.node_id, provide, when=sim.now + delay)
         elif isinstance(event, Excluded):
-            self.excluded += 1
-            sim.crash(node.node_id, sim.now)
-            sim.restart(node.node_id, sim.now + self.params["rejoin"])
-            self.announce(node.node_id, sim.now + self.params["rejoin"])
+            self.restart_excluded(node)
         elif isinstance(event, Blocked):
             self.blocked += 1
+
+    def restart_excluded(self, node: SimNode) -> None:
+        """A node told it is ``Excluded`` stops and restarts as a new incarnation after
+        ``rejoin`` seconds, as a real one must (and is reported up again)."""
+        self.excluded += 1
+        when = self.sim.now + self.params["rejoin"]
+        self.sim.crash(node.node_id, self.sim.now)
+        self.sim.restart(node.node_id, when)
+        self.announce(node.node_id, when)
 
     # -- the failure detector ------------------------------------------------------
 
