@@ -48,3 +48,14 @@ def test_command_line_parameters_override_and_are_validated() -> None:
         catalog.resolve_params({}, {"gossip.depth": "3"})
     with pytest.raises(ConfigError, match="needs a number"):
         catalog.resolve_params({}, {"gossip.max_depth": "deep"})
+
+
+def test_agreement_and_validity_do_not_judge_a_group_on_agreed_views() -> None:
+    from gossamer.analysis import job
+
+    inputs = catalog.CheckInputs(nodes=None, params=catalog.resolve_params({}, {}))
+    present = {"isis", "isis/deliver", "views", "views/view_change"}
+    for check in catalog.CHECKS:
+        if check.name in ("isis.agreement", "isis.validity"):
+            result = job.run_check(check, None, inputs, present=present)  # type: ignore[arg-type]
+            assert result.status == "skipped" and "agreed views" in result.note, result

@@ -65,6 +65,37 @@ def test_each_host_gets_a_daemon_and_a_client_app_as_they_read_their_files(
         assert not (app.gateway.enabled or app.isis.enabled or app.discovery.enabled)
 
 
+def test_the_queues_scenario_gives_each_host_queue_clients_of_its_daemon(
+    tmp_path: Path,
+) -> None:
+    the_plan = plan(LabRequest(scenario="queues", hosts=None, out=tmp_path,
+                               params={"queue_rate": "7", "clients": "3"}))
+    placement = loopback_placement(3, base_port=30_000)
+    apps = client_configs(the_plan.values, placement, run="r", out=tmp_path,
+                          key_file=tmp_path / "k", start_at=5.0, seed=1,
+                          workload=the_plan.scenario.workload)
+    write_secret(tmp_path / "k")
+    for host in the_plan.ids:
+        app = write_config(tmp_path / f"{host}-clients.toml", apps[f"{host}-clients"])
+        assert load_config(tmp_path / f"{host}-clients.toml", env={}) == app
+        assert app.cluster.workload == "queues"
+        assert (app.cluster.rate, app.cluster.clients) == (7.0, 3)
+    faults = the_plan.faults
+    assert [c.host for c in faults.crashes] == ["h2", "h1"]
+    assert faults.restarts == (Crash(host="h2", at=16.0),)
+    assert faults.partitions == (Partition(hosts=("h3",), start=3.0, end=9.0),)
+    checks = scenarios.get("queues").expected_checks(the_plan.values)
+    assert [c for c in checks if c.startswith("queue.")] == [
+        "queue.confirmed_delivered", "queue.no_redelivery_after_ack",
+        "queue.no_double_holding", "queue.minority_refused",
+    ]
+    (tmp_path / "bad.toml").write_text(
+        (tmp_path / "h1-clients.toml").read_text().replace('"queues"', '"jobs"')
+    )
+    with pytest.raises(ConfigError, match=r"cluster\.workload: must be one of routing, queues"):
+        load_config(tmp_path / "bad.toml", env={})
+
+
 def test_the_cluster_defaults_kill_cut_and_restart() -> None:
     the_plan = plan(LabRequest(scenario="cluster", hosts=None, out=Path("unused")))
     faults = the_plan.faults
@@ -155,4 +186,45 @@ def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
     owed = cluster.owed(events)
     assert owed.select("msg").distinct().count() >= 20
     # Every other check on the daemons' traces holds too: the run passes.
+    assert result.code == 0, text
+
+
+QUEUE_CHECKS = ("queue.confirmed_delivered", "queue.no_redelivery_after_ack",
+                "queue.no_double_holding", "queue.minority_refused")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_replicated_queue_holds_under_a_cut_kills_and_a_restart(tmp_path: Path) -> None:
+    out = tmp_path / "queues"
+    stream = io.StringIO()
+    result = run_lab(LabRequest(scenario="queues", hosts=3, out=out, mode="loopback"), stream)
+    text = stream.getvalue()
+    meta = result.metadata
+    assert [i["fault"] for i in meta["lab"]["injected"]] == [
+        "partition", "heal", "crash", "restart", "crash"
+    ], text
+    assert meta["lab"]["unexpected_exits"] == {}, text
+    heal = next(i["t"] for i in meta["lab"]["injected"] if i["fault"] == "heal")
+    kinds: dict[str, int] = {}
+    crossed = 0
+    served_after_heal = 0
+    for host in ("h1", "h2", "h3"):
+        for e in _events(out / f"{host}-clients.jsonl"):
+            if e["layer"] == "queue":
+                kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+                if e["kind"] == "receive" and not e["attrs"]["nonce"].startswith(host + "-"):
+                    crossed += 1
+                if host == "h3" and e["kind"] == "confirm" and e["t"] > heal + 5.0:
+                    served_after_heal += 1
+    # Pushes were confirmed and consumed, messages went from node to node, and h3, cut
+    # off and refusing meanwhile, serves again once it has rejoined.
+    assert kinds.get("refused", 0) > 0 and kinds.get("confirm", 0) > 120, kinds
+    assert kinds.get("ack", 0) >= kinds["confirm"] and crossed > 20, (kinds, crossed)
+    assert served_after_heal > 10, kinds
+    summary = json.loads((out / "analysis" / "summary.json").read_text())
+    status = {c["name"]: c["status"] for c in summary["checks"]}
+    for name in ("views.agreement", "views.rejoin", *QUEUE_CHECKS):
+        assert status[name] == "pass", (name, text)
     assert result.code == 0, text

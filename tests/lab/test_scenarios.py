@@ -26,14 +26,15 @@ IDS6 = hosts.node_ids(6)
 def test_scenario_names_and_parameters_are_unique() -> None:
     names = [s.name for s in scenarios.scenarios()]
     assert names == [
-        "discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo", "cluster"
+        "discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo", "cluster",
+        "queues",
     ]
     for s in scenarios.scenarios():
         params = [p.name for p in s.params]
         assert len(params) == len(set(params)), s.name
         assert {"duration", "linger", "delay_rate"} <= set(params)
         # The cluster's hosts run daemons and clients, not the lab app's services.
-        assert set(s.services) <= set(scenarios.SERVICES) or s.services == ("cluster",)
+        assert set(s.services) <= set(scenarios.SERVICES) or s.daemons
         assert s.min_hosts <= s.default_hosts
         # Every default is valid under its own parser.
         values = s.resolve({}, hosts.node_ids(s.default_hosts))
@@ -167,16 +168,17 @@ def test_fault_schedules_are_validated(schedule: FaultSchedule, message: str) ->
         schedule.validate(hosts.node_ids(3), duration=10.0)
 
 
-def test_only_the_demo_and_the_cluster_have_default_faults() -> None:
+def test_only_the_demo_the_cluster_and_the_queues_have_default_faults() -> None:
     demo = scenarios.get("demo").faults_for(IDS6)
     assert demo.drop > 0 and demo.delay_ms > 0
     assert demo.crashes == (Crash(host="h1", at=13.0),)
     assert demo.partitions == (Partition(hosts=("h2",), start=6.0, end=8.0),)
     demo.validate(IDS6, duration=24.0)
-    # The cluster's kill, cut and restart: tests/lab/test_cluster.py.
+    # The cluster's (and the queues') kills, cut and restart: tests/lab/test_cluster.py.
     assert scenarios.get("cluster").faults_for(IDS6).restarts
+    assert scenarios.get("queues").faults_for(IDS6).restarts
     for s in scenarios.scenarios():
-        if s.name not in ("demo", "cluster"):
+        if s.name not in ("demo", "cluster", "queues"):
             assert s.faults_for(IDS6) == FaultSchedule(), s.name
 
 

@@ -25,6 +25,7 @@ from gossamer.analysis.checks import (
     gossip,
     isis,
     link,
+    queues,
     snapshot,
 )
 from gossamer.errors import ConfigError
@@ -69,6 +70,21 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param(name="gossip.max_depth", default=None, help="largest allowed hop depth of a broadcast"),
     Param(name="snapshot.tolerance", default=1e-6, help="relative tolerance of the invariant"),
+    Param(
+        name="queue.drain",
+        default=queues.DRAIN,
+        help="seconds a confirmed message is given to be acked before the consumers stop",
+    ),
+    Param(
+        name="queue.ack_grace",
+        default=queues.ACK_GRACE,
+        help="seconds after an ack is applied during which a dispatch already sent may arrive",
+    ),
+    Param(
+        name="queue.ack_timeout",
+        default=15.0,
+        help="the gateways' queue ack timeout: how long a consumer holds an unacked message",
+    ),
 )
 _PARAM_NAMES = {p.name for p in PARAMS}
 
@@ -102,6 +118,10 @@ class Check:
     #: Events of other layers the check needs, each ``layer/kind``: without one of them
     #: it is skipped (the cluster's routing check needs the daemons' views).
     requires: tuple[str, ...] = ()
+    #: Events (``layer/kind``) in whose presence the property does not apply: with one
+    #: of them the check is skipped, saying why (``unless_note``).
+    unless: tuple[str, ...] = ()
+    unless_note: str = ""
     shortcut: Callable[[DataFrame, CheckInputs], DataFrame] | None = None
 
     @builtins.property  # the field ``property`` hides the builtin in this class body
@@ -121,6 +141,11 @@ def _opt(inputs: CheckInputs, name: str) -> float | None:
 #: The ISIS checks need messages: a group whose members only changed views (the node
 #: daemon's, when nothing is multicast) exercises none of them.
 ISIS_MESSAGES = ("multicast", "deliver")
+#: A group on agreed views (the node daemons': virtual synchrony) owes a message only to
+#: the members of the view it was sent in, which these checks, over every node of the
+#: run, do not know: the views' and the replicated queues' checks judge such runs.
+ON_VIEWS = ("views/view_change",)
+ON_VIEWS_NOTE = "the group runs on agreed views (judged by views.* and queue.*)"
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -137,6 +162,8 @@ CHECKS: tuple[Check, ...] = (
         order=("msg",),
         run=lambda e, i: isis.agreement(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
+        unless=ON_VIEWS,
+        unless_note=ON_VIEWS_NOTE,
     ),
     Check(
         name="isis.validity",
@@ -144,6 +171,8 @@ CHECKS: tuple[Check, ...] = (
         order=("node", "msg"),
         run=lambda e, i: isis.validity(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
+        unless=ON_VIEWS,
+        unless_note=ON_VIEWS_NOTE,
     ),
     Check(
         name="isis.integrity",
@@ -271,6 +300,37 @@ CHECKS: tuple[Check, ...] = (
         order=("problem", "msg", "client"),
         run=lambda e, i: cluster.routing(e),
         kinds=("client_send", "client_query"),
+        requires=("views/view_change",),
+    ),
+    Check(
+        name="queue.confirmed_delivered",
+        property="every confirmed message is received and acked by a consumer at least once "
+        "(when the consumers had queue.drain seconds left)",
+        order=("problem", "msg"),
+        run=lambda e, i: queues.confirmed_delivered(e, drain=_p(i, "queue.drain")),
+        kinds=("confirm",),
+    ),
+    Check(
+        name="queue.no_redelivery_after_ack",
+        property="no consumer receives a message in a new attempt after its ack was applied",
+        order=("msg", "consumer"),
+        run=lambda e, i: queues.no_redelivery_after_ack(e, grace=_p(i, "queue.ack_grace")),
+        kinds=("receive",),
+    ),
+    Check(
+        name="queue.no_double_holding",
+        property="no message is held by two consumers at once while both are connected to "
+        "the majority",
+        order=("problem", "msg", "consumer"),
+        run=lambda e, i: queues.no_double_holding(e, ack_timeout=_p(i, "queue.ack_timeout")),
+        kinds=("receive",),
+    ),
+    Check(
+        name="queue.minority_refused",
+        property="nothing pushed to a node outside the majority is confirmed before it is back",
+        order=("msg",),
+        run=lambda e, i: queues.minority_refused(e),
+        kinds=("confirm",),
         requires=("views/view_change",),
     ),
     Check(

@@ -135,8 +135,8 @@ def run_check(
     listed: int = 10,
 ) -> CheckResult:
     """Run one check: skip it without events of its layer (or of the kinds it needs, or
-    of the other layers' kinds it requires: ``layer/kind`` in ``present``) or without
-    its bounds."""
+    of the other layers' kinds it requires: ``layer/kind`` in ``present``), with events
+    in whose presence it does not apply (``unless``), or without its bounds."""
     base: dict[str, Any] = {"name": check.name, "layer": check.layer, "property": check.property}
     if check.layer not in present:
         return CheckResult(**base, status="skipped", violations=0, note=f"no {check.layer} events")
@@ -147,6 +147,8 @@ def run_check(
     if absent:
         note = "no " + " or ".join(r.replace("/", " ") for r in absent) + " events"
         return CheckResult(**base, status="skipped", violations=0, note=note)
+    if any(u in present for u in check.unless):
+        return CheckResult(**base, status="skipped", violations=0, note=check.unless_note)
     missing = [p for p in check.needs if p not in inputs.params]
     if missing:
         note = "needs " + ", ".join(f"--param {p}=..." for p in missing)

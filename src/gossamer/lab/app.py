@@ -14,9 +14,9 @@ What the app adds is the composition and the application on top:
 - the workload, from ``node.start_at`` for ``node.duration`` seconds, at the configured
   rates, through the public APIs only: ISIS bank transfers (or counters), gossip
   broadcasts, link PUSHes, gateway SENDs and queue pushes between its own clients;
-- with a ``[cluster]`` section (the lab's ``cluster`` scenario), no service of its own:
-  only 신경 clients of its host's ``gossamer node`` daemon and their workload
-  (``gossamer.lab.cluster_clients``);
+- with a ``[cluster]`` section (the lab's ``cluster`` and ``queues`` scenarios), no
+  service of its own: only 신경 clients of its host's ``gossamer node`` daemon and their
+  workload (``gossamer.lab.cluster_clients``, ``gossamer.lab.queue_clients``);
 - every trace event goes through ``PeerNames`` (drivers name peers ``ip:port``, the
   analysis wants node ids) to one durable ``JsonlSink``;
 - ``[faults]`` through ``LabFaults`` on its UDP drivers (discovery, ISIS);
@@ -55,6 +55,7 @@ from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.cluster_clients import ClusterClients
 from gossamer.lab.config import NodeConfig, PeerConfig
+from gossamer.lab.queue_clients import QueueClients
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip import GossipConfig, text_handler
@@ -231,7 +232,7 @@ class LabApp:
         self.gateway: GatewayServer | None = None
         self.store: SqliteQueueStore | None = None
         self.clients: list[GatewayClient] = []
-        self.cluster: ClusterClients | None = None
+        self.cluster: ClusterClients | QueueClients | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
 
     # -- helpers ---------------------------------------------------------------
@@ -275,8 +276,10 @@ class LabApp:
         if c.gateway.enabled:
             await self._start_gateway()
         if c.cluster.enabled:
-            # The cluster scenario: clients of this host's daemon, no server of our own.
-            self.cluster = ClusterClients(c.cluster, self.tracer, self._delivered)
+            # The cluster and queues scenarios: clients of this host's daemon, no server
+            # of our own.
+            workload = QueueClients if c.cluster.workload == "queues" else ClusterClients
+            self.cluster = workload(c.cluster, self.tracer, self._delivered)
             await self.cluster.open(self.rng)
 
     async def _start_discovery(self) -> None:
@@ -543,6 +546,8 @@ class LabApp:
             count += core.pending + core.outstanding
             if not self.isis.idle:
                 count = max(count, 1)  # retransmissions, markers, loopback still due
+        if isinstance(self.cluster, QueueClients):
+            count += self.cluster.pending()
         return count + self._queue_backlog()
 
     def _queue_backlog(self) -> int:

@@ -1,15 +1,17 @@
-"""The ``cluster`` scenario's processes: a ``gossamer node`` daemon and a client app per host.
+"""The ``cluster`` and ``queues`` scenarios' processes: a ``gossamer node`` daemon and a
+client app per host.
 
-Where every other scenario runs one ``gossamer lab app`` per host, the ``cluster``
-scenario (``Scenario.daemons``) runs on each host ``h<i>``:
+Where every other scenario runs one ``gossamer lab app`` per host, these scenarios
+(``Scenario.daemons``) run on each host ``h<i>``:
 
 - process ``h<i>``: the daemon, ``gossamer node --config config/h<i>.toml``
   (``docs/node.md``): cluster name = the run's id, the run's fresh key, every other host's
   discovery address as a seed (``h1`` alone may found the cluster), on namespaces the
   subnet's broadcast too; its trace ``<out>/h<i>.jsonl``; its queues in ``<out>/state``;
 - process ``h<i>-clients``: ``gossamer lab app`` with only a ``[cluster]`` section
-  (``gossamer.lab.cluster_clients``): 신경 clients of that daemon's gateway and their
-  workload, traced into ``<out>/h<i>-clients.jsonl``.
+  (``gossamer.lab.cluster_clients``, or ``gossamer.lab.queue_clients`` for ``queues``):
+  신경 clients of that daemon's gateway and their workload, traced into
+  ``<out>/h<i>-clients.jsonl``.
 
 Ports: the lab's block of a host, its ``isis`` port serving as the daemon's ``views`` port.
 Scenario parameters ``SECTION.FIELD`` go into the daemons' protocol sections.
@@ -102,9 +104,12 @@ def client_configs(
     key_file: Path,
     start_at: float,
     seed: int,
+    workload: str = "routing",
 ) -> dict[str, dict[str, Any]]:
     """One ``gossamer lab app`` document per host: its clients of that host's daemon
-    (the app holds the run's key like every lab app, though its clients seal nothing)."""
+    (the app holds the run's key like every lab app, though its clients seal nothing),
+    running ``workload`` (``routing``: the ``cluster`` scenario's, at ``cluster_rate``;
+    ``queues``: the ``queues`` scenario's, at ``queue_rate``)."""
     out = out.resolve()
     docs: dict[str, dict[str, Any]] = {}
     for index, host in enumerate(placement.hosts):
@@ -124,11 +129,13 @@ def client_configs(
             },
             "cluster": {
                 "enabled": True,
+                "workload": workload,
                 "gateway": _address(host, "gateway"),
                 "host": host.id,
                 "hosts": list(placement.ids),
                 "clients": values["clients"],
-                "rate": values["cluster_rate"],
+                "rate": values["queue_rate" if workload == "queues" else "cluster_rate"],
+                "work": values["queue_work"] if workload == "queues" else 0.0,
             },
         }
     return docs

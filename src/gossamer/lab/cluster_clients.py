@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from gossamer.aio.gateway_client import GatewayClient, open_gateway_client
@@ -38,7 +38,15 @@ from gossamer.lab.config import ClusterSection
 from gossamer.proto.gateway.tracing import LAYER, client_label
 from gossamer.trace.sink import Tracer
 
-__all__ = ["APPLICATION", "GROUPS", "QUERY_KIND", "ClusterClients", "client_name", "nonce"]
+__all__ = [
+    "APPLICATION",
+    "GROUPS",
+    "QUERY_KIND",
+    "ClusterClients",
+    "HostClients",
+    "client_name",
+    "nonce",
+]
 
 #: The clients' application id.
 APPLICATION: Final = "lab"
@@ -63,8 +71,10 @@ def nonce(client: str, kind: str, key: str, value: str, k: int) -> str:
     return f"{client}/{kind}/{key}={value}/{k}"
 
 
-class ClusterClients:
-    """One host's clients and its workload step (see the module docstring)."""
+class HostClients:
+    """What every client workload of a host has: its ``[cluster]`` section, the tracer,
+    a callback for each dispatch received, the clients and the tasks that run them
+    (``spawn``), which ``close`` cancels before it closes the clients."""
 
     def __init__(
         self, config: ClusterSection, tracer: Tracer, on_delivered: Callable[[], None]
@@ -73,16 +83,26 @@ class ClusterClients:
         self.tracer = tracer
         self.on_delivered = on_delivered
         self.clients: list[GatewayClient] = []
-        self.tasks: list[asyncio.Task[None]] = []
-        self.others = [h for h in config.hosts if h != config.host] or [config.host]
+        self.tasks: set[asyncio.Task[None]] = set()
 
-    async def open(self, rng: Callable[[int], random.Random]) -> None:
-        """Connect every client to this host's daemon (waiting for it to serve)."""
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` until it ends or ``close``."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def open_clients(
+        self, rng: Callable[[int], random.Random], name: Callable[[str, int], str]
+    ) -> None:
+        """``config.clients`` clients of this host's daemon, opened once it serves: client
+        ``i`` is ``name(host, i)`` of application ``lab``, with metadata ``host``,
+        ``group`` (``GROUPS[i mod 2]``) and ``index``; they reconnect within
+        ``RECONNECT_MAX`` s."""
         c = self.config
         dsn = f"singyeong://{APPLICATION}@{c.gateway}"
         opened = await asyncio.gather(*(
             open_gateway_client(
-                dsn, client_id=client_name(c.host, i),
+                dsn, client_id=name(c.host, i),
                 metadata={"host": c.host, "group": GROUPS[i % len(GROUPS)], "index": i},
                 rng=rng(100 + i), open_timeout=OPEN_TIMEOUT, reconnect_base=0.1,
                 reconnect_max=RECONNECT_MAX, tracer=self.tracer,
@@ -90,7 +110,30 @@ class ClusterClients:
             for i in range(c.clients)
         ))
         self.clients = list(opened)
-        self.tasks = [asyncio.ensure_future(self._consume(cl)) for cl in self.clients]
+
+    async def close(self) -> None:
+        """Cancel the workload's tasks, then close the clients."""
+        for task in list(self.tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+
+
+class ClusterClients(HostClients):
+    """One host's clients and its workload step (see the module docstring)."""
+
+    def __init__(
+        self, config: ClusterSection, tracer: Tracer, on_delivered: Callable[[], None]
+    ) -> None:
+        super().__init__(config, tracer, on_delivered)
+        self.others = [h for h in config.hosts if h != config.host] or [config.host]
+
+    async def open(self, rng: Callable[[int], random.Random]) -> None:
+        """Connect every client to this host's daemon (waiting for it to serve)."""
+        await self.open_clients(rng, client_name)
+        for client in self.clients:
+            self.spawn(self._consume(client))
 
     async def _consume(self, client: GatewayClient) -> None:
         while True:
@@ -136,11 +179,3 @@ class ClusterClients:
             "client": client_label(APPLICATION, client.client_id), "result": ",".join(names),
         })
         return True
-
-    async def close(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
-

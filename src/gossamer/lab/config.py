@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_PORTS",
     "KEY_ENV",
     "PORT_NAMES",
+    "WORKLOADS",
     "ClusterSection",
     "DiscoverySection",
     "FaultsSection",
@@ -78,6 +79,8 @@ PORT_NAMES: Final = ("discovery", "discovery_broadcast", "gossip", "isis", "link
 #: The lab's ports, 7100 and up in ``PORT_NAMES`` order: the ``[ports]`` defaults, and what
 #: every node uses inside network namespaces (each host has its own address there).
 DEFAULT_PORTS: Final = {name: 7100 + i for i, name in enumerate(PORT_NAMES)}
+#: The client workloads of a ``[cluster]`` section.
+WORKLOADS: Final = ("routing", "queues")
 
 _T = TypeVar("_T")
 
@@ -223,14 +226,20 @@ class ClusterSection:
     daemons (the lab's ``cluster`` scenario): ``clients`` gateway clients connect to
     ``gateway`` (``host:port``, this host's daemon) instead of an in-process server and
     route across the cluster by metadata. ``host`` is this host's name, ``hosts`` every
-    host of the cluster (the routing queries name them)."""
+    host of the cluster (the routing queries name them). ``workload`` is ``routing``
+    (``gossamer.lab.cluster_clients``) or ``queues`` (producers and consumers of a
+    replicated queue, ``gossamer.lab.queue_clients``); ``rate`` is its steps per second,
+    ``work`` the seconds a queue consumer spends on a message before its ack (on
+    average)."""
 
     enabled: bool = False
+    workload: str = "routing"
     gateway: str = ""
     host: str = ""
     hosts: tuple[str, ...] = ()
     clients: int = 2
     rate: float = 4.0
+    work: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -443,12 +452,16 @@ def parse_config(
     t, enabled = _section(data, "cluster", "cluster" in had)
     cluster = ClusterSection(
         enabled=enabled,
+        workload=t.string("workload", "routing"),
         gateway=t.string("gateway", ""),
         host=t.string("host", node_id),
         hosts=tuple(t.strings("hosts", ())),
         clients=t.integer("clients", 2, low=1, high=1000),
         rate=t.number("rate", 4.0),
+        work=t.number("work", 0.0),
     )
+    if cluster.workload not in WORKLOADS:
+        raise fail("cluster.workload", f"must be one of {', '.join(WORKLOADS)}")
     if enabled and not cluster.gateway:
         raise fail("cluster.gateway", "is required: the host:port of this host's daemon")
     t.finish()

@@ -143,7 +143,7 @@ class _Run:
             )
 
     def _launch_cluster(self, placement: Placement, key_file: Path) -> None:
-        """The ``cluster`` scenario: a daemon and a client app per host
+        """The ``cluster`` and ``queues`` scenarios: a daemon and a client app per host
         (:mod:`gossamer.lab.cluster`); the daemons start first."""
         log, values = self.log, self.plan.values
         daemons = daemon_configs(
@@ -152,7 +152,7 @@ class _Run:
         )
         apps = client_configs(
             values, placement, run=log.run, out=self.out, key_file=key_file,
-            start_at=log.start_at, seed=log.seed,
+            start_at=log.start_at, seed=log.seed, workload=self.plan.scenario.workload,
         )
         logs = self.out / "logs"
         for spec, (host, doc) in zip(placement.hosts, daemons.items(), strict=True):

@@ -67,6 +67,15 @@ CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
     "gateway": ("gateway.routing", "gateway.queues", "gateway.client_delivery"),
     # The cluster scenario: gossamer node daemons and their clients (gossamer.lab.cluster).
     "cluster": ("views.agreement", "views.rejoin", "gateway.cluster_routing"),
+    # The queues scenario: the daemons' replicated queues, judged from their clients.
+    "queues": (
+        "views.agreement",
+        "views.rejoin",
+        "queue.confirmed_delivered",
+        "queue.no_redelivery_after_ack",
+        "queue.no_double_holding",
+        "queue.minority_refused",
+    ),
 }
 
 Value = float | int | bool | str | None
@@ -220,10 +229,16 @@ def _link(rate: float, size: int, credit: int) -> tuple[Param, ...]:
     )
 
 
-def _clients(clients: int, rate: float, *, cluster: bool) -> tuple[Param, ...]:
-    """The gateway's clients and their rate: the gateway scenario's, or the cluster's
-    (신경 clients of each host's daemon, and their SENDs, BROADCASTs and QUERY_NODES)."""
-    if cluster:
+def _clients(
+    clients: int, rate: float, *, cluster: bool, queues: bool = False
+) -> tuple[Param, ...]:
+    """The gateway's clients and their rate: the gateway scenario's, the cluster's
+    (신경 clients of each host's daemon, and their SENDs, BROADCASTs and QUERY_NODES), or
+    the queues scenario's (clients of each host's daemon pushing into a queue)."""
+    if queues:
+        name, who, what = "queue_rate", "신경 queue clients per host, on its daemon's gateway", (
+            "queue pushes per second per host")
+    elif cluster:
         name, who, what = "cluster_rate", "신경 clients per host, on its daemon's gateway", (
             "SENDs, BROADCASTs and QUERY_NODES per second per host")
     else:
@@ -325,6 +340,7 @@ class Scenario:
     demo_crash_at: float | None = None  # demo: h1 crashes at this second
     demo_partition: tuple[float, float] | None = None  # demo: h2 is cut off in [from, to)
     daemons: bool = False
+    workload: str = "routing"
 
     def resolve(self, raw: Mapping[str, str], hosts: Sequence[str]) -> dict[str, Value]:
         """Defaults overridden by ``raw`` (``--param``), every value validated, host
@@ -476,6 +492,33 @@ SCENARIOS: tuple[Scenario, ...] = (
             restarts=(Crash(host="h2", at=18.0),),
         ),
         daemons=True,
+    ),
+    Scenario(
+        name="queues",
+        description="gossamer node daemons replicating a queue; 신경 clients on every host "
+        "push and consume; a partition, SIGKILLs and a restart",
+        services=("queues",),
+        params=(
+            *_common(24.0, 5.0),
+            *_clients(2, 5.0, cluster=True, queues=True),
+            # Six consumers of 0.5 s take about 12 messages a second, the three hosts push
+            # 15: a backlog builds up, so that kills and cuts find messages waiting.
+            _p("queue_work", "float", 0.5, "seconds a consumer works on a message before "
+               "its ack (on average)", 0, 60, unit="s"),
+            *_discovery(auxiliary=False),
+        ),
+        default_hosts=3,
+        min_hosts=3,
+        # h3 is cut off (a minority that must refuse, then rejoins with the queues' state);
+        # h2, holding and producing messages, is killed and restarted; h1, the founder,
+        # is killed for good: the two left are still a majority of three.
+        default_faults=FaultSchedule(
+            crashes=(Crash(host="h2", at=12.0), Crash(host="h1", at=20.0)),
+            partitions=(Partition(hosts=("h3",), start=3.0, end=9.0),),
+            restarts=(Crash(host="h2", at=16.0),),
+        ),
+        daemons=True,
+        workload="queues",
     ),
 )
 
