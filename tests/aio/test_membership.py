@@ -166,16 +166,21 @@ def test_nodes_that_named_different_seeds_find_each_other_through_cards(run: Run
             for node in nodes:
                 await node.start()
             try:
-                await until(lambda: d1.address in d3.peers() and d3.address in d1.peers())
-                assert d1.address in nodes[2].learned
-                # So n2's crash leaves n1 and n3 in touch: a view of the two of them.
-                await nodes[1].close()
-                d2.abort()
-
                 def names(node: Membership) -> tuple[str, ...]:
                     view = node.group.view if node.group is not None else None
                     return () if view is None else view.names
 
+                # Either end may register the other first from the other's datagrams, so
+                # wait for both to have learned the other from n2's cards as well; and
+                # for the view of the three (n2's crash before n3 is in would leave n1
+                # one of two: no majority, blocked, as it should be).
+                await until(lambda: d1.address in d3.peers() and d3.address in d1.peers()
+                            and d1.address in nodes[2].learned
+                            and d3.address in nodes[0].learned
+                            and all(sorted(names(n)) == ["n1", "n2", "n3"] for n in nodes))
+                # So n2's crash leaves n1 and n3 in touch: a view of the two of them.
+                await nodes[1].close()
+                d2.abort()
                 await until(lambda: names(nodes[0]) == names(nodes[2]) == ("n1", "n3"))
             finally:
                 for node in nodes:
