@@ -102,12 +102,16 @@ def build_session(
     app_name: str = "gossamer-analyze",
     small: bool = False,
     log_file: str | None = None,
+    class_archive: bool = False,
 ) -> SparkSession:
     """A new session: ``local[*]`` by default, ``master`` (a cluster URL) or ``remote``.
 
     ``small``: the run is small (see the module docstring; local sessions only).
     ``log_file``: a local file that receives the JVM's log and standard error
     (classic sessions only; without one, only errors are logged, to the console).
+    ``class_archive``: a small run's local JVM starts from the class archive
+    (``ClassArchive``), or writes it as it exits: the caller then stops the session
+    with ``stop_session``.
     Raises ``ConfigError`` when both are given, or when Spark Connect's client
     libraries are missing.
     """
@@ -133,7 +137,7 @@ def build_session(
     # Only a small run's own local JVM (the one its options are for) gets an archive.
     archive = None
     local = not remote and (master or "local[*]").startswith("local")
-    if small and local and "spark.driver.extraJavaOptions" not in (conf or {}):
+    if class_archive and small and local and "spark.driver.extraJavaOptions" not in (conf or {}):
         java = settings.get("spark.driver.extraJavaOptions", "")
         archive = ClassArchive.find(java)
         if archive is not None:
@@ -192,6 +196,11 @@ class ClassArchive:
             where = str(Path(cache) / "gossamer")
         key = hashlib.sha256(_installation(java_options).encode()).hexdigest()[:16]
         path = Path(where) / f"spark-classes-{key}.jsa"
+        for stale in path.parent.glob(f"{path.name}.*.tmp"):
+            # Left by a process that ended before its JVM did (killed, or a crash).
+            writer = stale.suffixes[-2].lstrip(".")
+            if writer.isdigit() and not _alive(int(writer)):
+                stale.unlink(missing_ok=True)
         return ClassArchive(path=path, pending=path.with_name(f"{path.name}.{os.getpid()}.tmp"))
 
     def exists(self) -> bool:
@@ -203,6 +212,16 @@ class ClassArchive:
             return f"-XX:SharedArchiveFile={self.path}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return f"-XX:ArchiveClassesAtExit={self.pending}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _installation(java_options: str) -> str:

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 conf=conf,
                 small=small,
                 log_file=log_file,
+                class_archive=True,
             )
         analysis = job.analyze(spark, args.run_dir, args.out, strict=args.strict, params=params)
     except GossamerError:
