@@ -155,13 +155,17 @@ def build_session(
         builder = builder.config(key, value)
     if remote:
         return builder.getOrCreate()
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    # Only a JVM started now gets the options (a running one is reused as it is).
+    new_jvm = SparkContext._gateway is None
     if not log_file:
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
     else:
         with _stderr_into(log_file):
             spark = builder.getOrCreate()
-    if archive is not None and not archive.exists():
+    if new_jvm and archive is not None and not archive.exists():
         _DUMPING[id(spark)] = archive
     return spark
 
