@@ -490,6 +490,10 @@ def demo_vs_floor(run_dir: Path, rounds: int) -> str:
     phases: list[dict[str, float]] = []
     stderr_lines: list[int] = []
     out = run_dir.parent / f"{run_dir.name}-analysis"
+    java = session.session_settings(master=None, remote=None, cores=2, small=True)
+    archive = session.ClassArchive.find(java["spark.driver.extraJavaOptions"])
+    archived = archive is not None and archive.exists()
+    load_before = os.getloadavg()[0]
     for r in range(rounds):
         for what in ("floor", "analyze") if r % 2 == 0 else ("analyze", "floor"):
             if what == "floor":
@@ -506,6 +510,13 @@ def demo_vs_floor(run_dir: Path, rounds: int) -> str:
         print(f"round {r}: floor {floor[-1]:.1f} s, analyze {whole[-1]:.1f} s", flush=True)
     summary = json.loads((out / "summary.json").read_text())
     f, a = statistics.median(floor), statistics.median(whole)
+    if archive is None:
+        classes = "without a JVM class archive (turned off)"
+    elif archived:
+        classes = "from the JVM class archive an earlier analysis wrote"
+    else:
+        classes = "from the JVM class archive, which its first round wrote (that round took longer)"
+    loads = f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
 
     def phase(key: str) -> float:
         return statistics.median(p[key] for p in phases)
@@ -529,8 +540,10 @@ def demo_vs_floor(run_dir: Path, rounds: int) -> str:
             "by the whole `gossamer analyze` command in a new process, against the floor of "
             "any Spark analysis: a new process with a default local Spark session that reads "
             "the same files once, counts them by layer and stops. Wall-clock seconds, median "
-            f"of {rounds} rounds, the two alternating. {machine()}, 2 cores shared with other "
-            f"work. Lines `gossamer analyze` wrote on stderr: {max(stderr_lines)}.",
+            f"of {rounds} rounds, the two alternating. `gossamer analyze` started {classes} "
+            "(docs/analysis.md, section Classes from an archive); bare Spark's JVM starts as "
+            f"any does. {machine()}, 2 cores shared with other work (load average {loads}). "
+            f"Lines `gossamer analyze` wrote on stderr: {max(stderr_lines)}.",
             "",
             table(["what", "median s", "ratio to bare Spark"], rows),
             "",

@@ -13,7 +13,7 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gos
 
 from pyspark.sql import SparkSession
 
-from gossamer.analysis import job
+from gossamer.analysis import catalog, job
 from gossamer.analysis.session import session_settings
 
 pytestmark = pytest.mark.spark
@@ -95,3 +95,47 @@ def test_a_run_analysed_in_memory_gets_the_summary_of_its_parquet_conversion(
 
     assert in_memory["input"]["parquet"] is None
     assert comparable(in_memory) == comparable(converted)
+
+
+def test_a_checks_violations_are_listed_alike_collected_or_counted_by_spark(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nulls sort first and NaN last in Spark's ascending order; the collected rows are
+    # sorted in Python the same way. Every (problem, t) is distinct: the order is total.
+    nan = float("nan")
+    rows = [
+        (problem, t, (i % 3 == 0), f"row {i}")
+        for i, (problem, t) in enumerate(
+            (p, t) for p in ("b", None, "a") for t in (1.0, nan, None, -2.0, 0.5)
+        )
+    ]
+    frame = spark.createDataFrame(
+        rows, "problem string, t double, unfinished boolean, detail string"
+    )
+    check = catalog.Check(
+        name="demo.listing", property="a listing", order=("problem", "t"), run=lambda e, i: frame
+    )
+    inputs = catalog.CheckInputs(nodes=None, params={})
+    collected = job.run_check(check, frame, inputs, present={"demo"}, listed=4)
+    monkeypatch.setattr(job, "COLLECTED_VIOLATIONS", 3)  # more than that: Spark counts
+    counted = job.run_check(check, frame, inputs, present={"demo"}, listed=4)
+
+    assert (collected.violations, collected.unfinished) == (10, 5)
+    assert (counted.violations, counted.unfinished) == (10, 5)
+    assert (
+        collected.first == counted.first and collected.first_unfinished == counted.first_unfinished
+    )
+    assert [(r["problem"], r["t"]) for r in collected.first] == [
+        (None, None),
+        (None, -2.0),
+        (None, 1.0),
+        ("a", -2.0),
+    ]
+    # NaN sorts after every number (the summary writes it as null).
+    assert [(r["problem"], r["t"]) for r in counted.first_unfinished] == [
+        (None, 0.5),
+        (None, None),
+        ("a", None),
+        ("b", -2.0),
+    ]
+    assert collected.status == counted.status == "fail"

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
 
-from gossamer.analysis.session import build_session, session_settings
+from gossamer.analysis.session import (
+    CLASS_ARCHIVE_ENV,
+    ClassArchive,
+    build_session,
+    session_settings,
+)
 from gossamer.errors import ConfigError
 
 
@@ -53,3 +62,44 @@ def test_small_local_runs_skip_what_small_data_do_not_need() -> None:
     cluster = session_settings(master="spark://host:7077", remote=None, cores=2, small=True)
     assert "spark.sql.adaptive.enabled" not in cluster
     assert "spark.driver.extraJavaOptions" not in cluster
+
+
+def test_a_class_archive_is_written_once_then_started_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path))
+    archive = ClassArchive.find("-XX:TieredStopAtLevel=1")
+    assert archive is not None and archive.path.parent == tmp_path
+    # None yet: the JVM writes one when it exits, under a name of this process's own.
+    assert archive.jvm_option() == f"-XX:ArchiveClassesAtExit={archive.pending}"
+    assert str(os.getpid()) in archive.pending.name
+    archive.path.write_bytes(b"archive")
+    assert archive.jvm_option() == f"-XX:SharedArchiveFile={archive.path}"
+    # Other JVM options, another archive; the same ones, the same archive.
+    assert ClassArchive.find("-XX:+UseSerialGC").path != archive.path  # type: ignore[union-attr]
+    assert ClassArchive.find("-XX:TieredStopAtLevel=1") == archive
+
+
+def test_a_class_archive_left_half_written_by_a_dead_process_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, str(tmp_path))
+    archive = ClassArchive.find("")
+    assert archive is not None
+    gone = archive.path.with_name(f"{archive.path.name}.{_ended_pid()}.tmp")
+    mine = archive.pending
+    gone.write_bytes(b"half")
+    mine.write_bytes(b"half")
+    ClassArchive.find("")
+    assert not gone.exists() and mine.exists()
+
+
+def _ended_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_class_archives_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CLASS_ARCHIVE_ENV, "off")
+    assert ClassArchive.find("") is None

@@ -52,6 +52,9 @@ IN_MEMORY_BYTES = session.SMALL_RUN_BYTES
 #: checks at a time keep two cores busy. Larger runs keep one at a time, so that two
 #: large shuffles do not compete for the driver's memory.
 CONCURRENT_JOBS = 2
+#: A check's violations are collected at once when there are at most this many (counted
+#: and listed from the collected rows); more are counted and listed by Spark.
+COLLECTED_VIOLATIONS = 10_000
 #: Time bins of the timelines.
 BINS = 100
 #: Largest number of nodes drawn one by one (more are summarised).
@@ -163,36 +166,75 @@ def run_check(
             seconds=time.perf_counter() - started,
         )
     violations = check.run(events, inputs)
-    unfinished: list[Row] = []
-    left_unfinished = 0
-    kept: DataFrame | None = None
-    if UNFINISHED in violations.columns:
-        # Its rows are read two or three times below; computed once (a check's plan is
-        # joins over the whole run, and its result is small: the few rows left).
-        violations = kept = violations.persist()
-    try:
-        if kept is not None:
-            # Rows unfinished at a clean stop are counted and listed apart (few, if any).
-            flag = F.col(UNFINISHED)
-            left_unfinished = violations.where(flag).count()
-            if left_unfinished:
-                unfinished = violations.where(flag).orderBy(*check.order).limit(listed).collect()
-            violations = violations.where(~flag)
-        first = violations.orderBy(*check.order).limit(listed).collect()
-        count = len(first) if len(first) < listed else violations.count()
-    finally:
-        if kept is not None:
-            kept.unpersist()
+    columns = tuple(violations.columns)
+    # Normally a check finds nothing, or a few rows: one job collects them all, and the
+    # counts and first rows are read from them, where counting, listing the first
+    # violations and the first unfinished rows would be a job each (for a small run,
+    # each costs mostly its fixed costs: planning and scheduling).
+    rows = violations.limit(COLLECTED_VIOLATIONS + 1).collect()
+    if len(rows) <= COLLECTED_VIOLATIONS:
+        # As ``where(~flag)`` and ``where(flag)`` would split them (a null is neither).
+        flagged = UNFINISHED in columns
+        left = [r for r in rows if not flagged or r[UNFINISHED] is False]
+        held = [r for r in rows if flagged and r[UNFINISHED] is True]
+        count, left_unfinished = len(left), len(held)
+        first = _first_rows(left, check.order, listed)
+        unfinished = _first_rows(held, check.order, listed)
+    else:
+        count, left_unfinished, first, unfinished = _many_violations(
+            violations, check.order, listed
+        )
     return CheckResult(
         **base,
         status="fail" if count else "pass",
         violations=count,
-        columns=tuple(violations.columns),
+        columns=columns,
         first=tuple(_jsonable(r.asDict()) for r in first),
         seconds=time.perf_counter() - started,
         unfinished=left_unfinished,
         first_unfinished=tuple(_jsonable(r.asDict()) for r in unfinished),
     )
+
+
+def _sort_key(row: Row, order: Sequence[str]) -> tuple[tuple[int, Any], ...]:
+    """``orderBy(*order)``'s order in Python: ascending, nulls first, NaN last (Spark's)."""
+    key: list[tuple[int, Any]] = []
+    for name in order:
+        value = row[name]
+        if value is None:
+            key.append((0, 0))
+        elif isinstance(value, float) and math.isnan(value):
+            key.append((2, 0))
+        else:
+            key.append((1, value))
+    return tuple(key)
+
+
+def _first_rows(rows: Sequence[Row], order: Sequence[str], listed: int) -> list[Row]:
+    """The first ``listed`` of collected rows, as ``orderBy(*order).limit(listed)``."""
+    return sorted(rows, key=lambda r: _sort_key(r, order))[:listed]
+
+
+def _many_violations(
+    violations: DataFrame, order: Sequence[str], listed: int
+) -> tuple[int, int, list[Row], list[Row]]:
+    """Violations and unfinished rows counted and listed by Spark, for a check that found
+    more than ``COLLECTED_VIOLATIONS`` rows (a badly broken run)."""
+    kept = violations.persist()  # read two to four times below; its rows are few
+    try:
+        unfinished: list[Row] = []
+        left_unfinished = 0
+        if UNFINISHED in kept.columns:
+            flag = F.col(UNFINISHED)
+            left_unfinished = kept.where(flag).count()
+            if left_unfinished:
+                unfinished = kept.where(flag).orderBy(*order).limit(listed).collect()
+            kept = kept.where(~flag)
+        first = kept.orderBy(*order).limit(listed).collect()
+        count = len(first) if len(first) < listed else kept.count()
+    finally:
+        violations.unpersist()
+    return count, left_unfinished, first, unfinished
 
 
 def _read_metadata(spark: SparkSession, run_dir: str) -> dict[str, Any]:

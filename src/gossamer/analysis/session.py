@@ -14,6 +14,13 @@ in-memory cache, and a JVM that starts fast (client compiler only, shared class
 data, serial collector). Measured on the demo: about half the CPU time of the
 general settings (``docs/benchmarks.md``).
 
+Such a session also keeps the JVM's classes in a class data archive (AppCDS, see
+``ClassArchive``): a JVM that starts from it maps the ten thousand or so classes a
+Spark session loads instead of reading, parsing and verifying each from its jar,
+which is about half the CPU time of starting a session and reading a small run.
+The first analysis writes the archive when its JVM exits (``stop_session``); later
+ones start from it.
+
 A classic session's JVM writes its log (log4j) and anything it prints on its
 standard error into ``log_file`` when one is given, so the console shows only the
 command's own output.
@@ -22,8 +29,12 @@ command's own output.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.errors import PySparkException
@@ -39,11 +50,14 @@ except ImportError:  # pragma: no cover - a Spark Connect-only installation
     _SPARK_ERRORS = (PySparkException,)
 
 __all__ = [
+    "CLASS_ARCHIVE_ENV",
     "SMALL_RUN_BYTES",
+    "ClassArchive",
     "active_session",
     "build_session",
     "is_spark_error",
     "session_settings",
+    "stop_session",
 ]
 
 #: Runs with at most this many bytes of traces get the small-run settings (a lab
@@ -54,6 +68,12 @@ SMALL_RUN_BYTES = 32 * 1024 * 1024
 #: optimising one would spend more CPU compiling than a small run takes), class data
 #: sharing, and the serial collector (no parallel collector threads to start).
 _FAST_START_JVM = "-XX:TieredStopAtLevel=1 -Xshare:auto -XX:+UseSerialGC"
+
+#: Environment variable: the directory of the JVM class archives of small runs' sessions
+#: (default ``$XDG_CACHE_HOME/gossamer`` or ``~/.cache/gossamer``), or ``off`` for none.
+CLASS_ARCHIVE_ENV = "GOSSAMER_SPARK_CLASS_ARCHIVE"
+#: Seconds ``stop_session`` waits for a JVM to write its class archive and exit.
+_ARCHIVE_WAIT = 120.0
 
 #: log4j2 configuration of a session that logs to a file: everything at WARN and
 #: above, one line each, nothing on the console.
@@ -82,12 +102,16 @@ def build_session(
     app_name: str = "gossamer-analyze",
     small: bool = False,
     log_file: str | None = None,
+    class_archive: bool = False,
 ) -> SparkSession:
     """A new session: ``local[*]`` by default, ``master`` (a cluster URL) or ``remote``.
 
     ``small``: the run is small (see the module docstring; local sessions only).
     ``log_file``: a local file that receives the JVM's log and standard error
     (classic sessions only; without one, only errors are logged, to the console).
+    ``class_archive``: a small run's local JVM starts from the class archive
+    (``ClassArchive``), or writes it as it exits: the caller then stops the session
+    with ``stop_session``.
     Raises ``ConfigError`` when both are given, or when Spark Connect's client
     libraries are missing.
     """
@@ -110,6 +134,14 @@ def build_session(
     settings = session_settings(
         master=master, remote=remote, cores=os.cpu_count() or 2, small=small
     )
+    # Only a small run's own local JVM (the one its options are for) gets an archive.
+    archive = None
+    local = not remote and (master or "local[*]").startswith("local")
+    if class_archive and small and local and "spark.driver.extraJavaOptions" not in (conf or {}):
+        java = settings.get("spark.driver.extraJavaOptions", "")
+        archive = ClassArchive.find(java)
+        if archive is not None:
+            settings["spark.driver.extraJavaOptions"] = f"{java} {archive.jvm_option()}".strip()
     if log_file and not remote:
         config = Path(log_file).with_suffix(".log4j2.properties")
         config.parent.mkdir(parents=True, exist_ok=True)
@@ -123,12 +155,122 @@ def build_session(
         builder = builder.config(key, value)
     if remote:
         return builder.getOrCreate()
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    # Only a JVM started now gets the options (a running one is reused as it is).
+    new_jvm = SparkContext._gateway is None
     if not log_file:
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        return spark
-    with _stderr_into(log_file):
-        return builder.getOrCreate()
+    else:
+        with _stderr_into(log_file):
+            spark = builder.getOrCreate()
+    if new_jvm and archive is not None and not archive.exists():
+        _DUMPING[id(spark)] = archive
+    return spark
+
+
+#: Sessions whose JVM writes a class archive when it exits (``stop_session``).
+_DUMPING: dict[int, ClassArchive] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ClassArchive:
+    """A JVM class data archive (AppCDS) for one Spark installation, JVM and options.
+
+    ``path`` is named after a hash of what the archive depends on (the Java
+    executable, Spark's jars, the JVM options), so an upgrade starts a new one; the
+    JVM also checks the archive and runs without it, after a warning in its log, if
+    it does not match. A JVM without an archive writes one to ``pending`` (its own
+    name: concurrent first analyses do not collide) when it exits, and
+    ``stop_session`` moves it into place.
+    """
+
+    path: Path
+    pending: Path
+
+    @staticmethod
+    def find(java_options: str) -> ClassArchive | None:
+        """The archive for sessions with these JVM options, or None when disabled."""
+        where = os.environ.get(CLASS_ARCHIVE_ENV, "")
+        if where.lower() == "off":
+            return None
+        if not where:
+            cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+            where = str(Path(cache) / "gossamer")
+        key = hashlib.sha256(_installation(java_options).encode()).hexdigest()[:16]
+        path = Path(where) / f"spark-classes-{key}.jsa"
+        for stale in path.parent.glob(f"{path.name}.*.tmp"):
+            # Left by a process that ended before its JVM did (killed, or a crash).
+            writer = stale.suffixes[-2].lstrip(".")
+            if writer.isdigit() and not _alive(int(writer)):
+                stale.unlink(missing_ok=True)
+        return ClassArchive(path=path, pending=path.with_name(f"{path.name}.{os.getpid()}.tmp"))
+
+    def exists(self) -> bool:
+        return self.path.is_file() and self.path.stat().st_size > 0
+
+    def jvm_option(self) -> str:
+        """Start from the archive, or write one at exit when there is none yet."""
+        if self.exists():
+            return f"-XX:SharedArchiveFile={self.path}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return f"-XX:ArchiveClassesAtExit={self.pending}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _installation(java_options: str) -> str:
+    """What a class archive depends on: the JVM, Spark's jars and the JVM options."""
+    import pyspark  # noqa: PLC0415
+
+    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    jars = sorted((j.name, j.stat().st_size) for j in (home / "jars").glob("*.jar"))
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java") or ""
+    return repr((pyspark.__version__, os.path.realpath(java) if java else "", jars, java_options))
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop a session ``build_session`` started; if its JVM is to write a class archive,
+    end the JVM (it writes the archive as it exits) and put the archive in place.
+
+    The JVM of a local PySpark session exits when its standard input closes. A later
+    session in this process then starts a new JVM.
+    """
+    archive = _DUMPING.pop(id(spark), None)
+    spark.stop()
+    if archive is None:
+        return
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None or proc.stdin is None:
+        return
+    with contextlib.suppress(OSError):
+        gateway.shutdown()  # type: ignore[union-attr]
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=_ARCHIVE_WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if archive.pending.is_file() and archive.pending.stat().st_size > 0 and proc.returncode == 0:
+        os.replace(archive.pending, archive.path)
+    else:
+        archive.pending.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

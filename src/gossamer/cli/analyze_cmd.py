@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 conf=conf,
                 small=small,
                 log_file=log_file,
+                class_archive=True,
             )
         analysis = job.analyze(spark, args.run_dir, args.out, strict=args.strict, params=params)
     except GossamerError:
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     finally:
         if owned and spark is not None:
-            spark.stop()
+            session.stop_session(spark)
     for bad in analysis.input.first_bad[:_SHOWN_BAD_LINES]:
         print(f"skipped {bad}", file=sys.stderr)
     if analysis.input.bad_lines > _SHOWN_BAD_LINES:
