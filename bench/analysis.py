@@ -393,10 +393,26 @@ class Sample:
 
 
 def _jvm_cpu(spark: SparkSession) -> float:
-    """CPU seconds used so far by the local-mode JVM (driver and executors in one process)."""
+    """CPU seconds used so far by the local-mode JVM (driver and executors in one process)
+    and its Python workers (its child processes, live or exited)."""
     pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            stats[int(entry.name)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    ticks, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        # Its own time and its exited children's, then its live children's.
+        ticks += sum(int(x) for x in stats.get(current, [])[11:15])
+        todo += children.get(current, [])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _sample(run: Callable[[], Any], cpu: Callable[[], float]) -> Sample:
@@ -726,7 +742,8 @@ def main(argv: list[str] | None = None) -> str:
     lines += [
         "The whole `gossamer analyze` on the same runs written as JSON lines (one file per "
         "node): conversion to Parquet (validation, line numbers), then every check and "
-        "metric, summary and report. CPU seconds are the JVM's and the driver's.",
+        "metric, summary and report. CPU seconds are the JVM's, its Python workers' and the "
+        "driver's.",
         "",
         table(
             [
@@ -750,7 +767,8 @@ def main(argv: list[str] | None = None) -> str:
             "numbers, input report) of the same runs, by this tree and by the baseline tree "
             f"({_describe(args.baseline)}, `--baseline`), each in a new process with "
             "the session `gossamer analyze` would start, alternating; best of "
-            f"{args.convert_rounds} round(s). CPU seconds are the JVM's and the driver's.",
+            f"{args.convert_rounds} round(s). CPU seconds are the JVM's, its Python workers' "
+            "and the driver's.",
             "",
             table(
                 [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ def test_local_sessions_have_no_ui_or_progress_bars_and_fit_the_machine() -> Non
     assert got["spark.ui.showConsoleProgress"] == "false"
     assert got["spark.sql.shuffle.partitions"] == "16"
     assert got["spark.sql.session.timeZone"] == "UTC"
+    # Python workers (the conversion of a local run) run this interpreter.
+    assert got["spark.pyspark.python"] == sys.executable
 
 
 def test_cluster_sessions_leave_sizing_to_the_cluster() -> None:

@@ -19,16 +19,19 @@ lines of a block where all have it with the typed JSON reader alone
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from gossamer.analysis import fsio
+from gossamer.analysis import arrow_convert, fsio
 from gossamer.analysis.parse import PARSED_SCHEMA, has_fast_shape, parse_lines, parse_shaped
 from gossamer.analysis.schema import EVENT_COLUMNS
 from gossamer.errors import DecodeError, TraceFormatError
@@ -186,19 +189,20 @@ STORED_SCHEMA = T.StructType(
 )
 
 
-def write_events(parsed: DataFrame, parquet: str) -> None:
+def write_events(parsed: DataFrame, parquet: str, *, append: bool = False) -> None:
     """Write parsed rows (``PARSED_COLUMNS``) as the analysis stores a run.
 
     Partitioned by ``layer`` then ``kind``: nearly every checker and metric reads a
     few kinds of one layer, and partition pruning skips every other file outright.
     (Parquet row-group statistics cannot do that, since kinds interleave in time.)
-    Rejected lines go to ``layer=_bad/kind=_bad``. An existing dataset is replaced.
+    Rejected lines go to ``layer=_bad/kind=_bad``. An existing dataset is replaced,
+    unless ``append``.
     """
     bad = F.col("reason").isNotNull()
     (
         parsed.withColumn("layer", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("layer")))
         .withColumn("kind", F.when(bad, F.lit(BAD_PARTITION)).otherwise(F.col("kind")))
-        .write.mode("overwrite")
+        .write.mode("append" if append else "overwrite")
         .partitionBy(*PARTITION_COLUMNS)
         .parquet(parquet)
     )
@@ -207,15 +211,62 @@ def write_events(parsed: DataFrame, parquet: str) -> None:
 def convert(spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: str) -> None:
     """Parse and validate every line of ``sources`` and write them to ``parquet``.
 
-    Blocks whose lines all have the fast path's shape (normally all of them) are
-    only read by the typed JSON reader; the others go through ``parse_lines``.
+    A local run converted by a local session is converted in Spark's Python workers
+    (``convert_in_workers``). Otherwise, blocks whose lines all have the fast path's
+    shape (normally all of them) are only read by the typed JSON reader; the others
+    go through ``parse_lines``.
     """
+    if _in_workers(spark, sources, parquet):
+        convert_in_workers(spark, sources, parquet)
+        return
     lines, all_shaped = _numbered_lines(spark, sources)
     shaped = F.col("shaped")
     parsed = parse_shaped(lines.where(shaped))
     if not all_shaped:
         parsed = parsed.unionByName(parse_lines(lines.where(~shaped)))
     write_events(parsed, parquet)
+
+
+def _in_workers(spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: str) -> bool:
+    """Whether Python workers on this machine can read the sources and write ``parquet``."""
+    try:
+        master = str(spark.sparkContext.master)
+    except Exception:  # Spark Connect: no SparkContext, the server's workers
+        return False
+    local = not fsio.is_uri(parquet) and not any(fsio.is_uri(s.path) for s in sources)
+    return master.startswith("local") and local
+
+
+def convert_in_workers(
+    spark: SparkSession, sources: Sequence[fsio.SourceFile], parquet: str
+) -> None:
+    """``convert`` of local files by Spark's Python workers (``arrow_convert``).
+
+    Two Spark jobs over chunks of the files: one counts each chunk's lines (so each
+    knows its first line's number), one parses, validates and writes them. The lines
+    the workers leave pending then go through the full validation
+    (``parse_lines(..., fast_path=False)``) and are appended to the dataset. Chunks are
+    at most ``spark.sql.files.maxPartitionBytes`` and small enough for every core to
+    get two.
+    """
+    sc = spark.sparkContext
+    total = sum(s.size for s in sources)
+    largest = int(spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes())
+    chunk_bytes = max(1, min(largest, -(-total // (2 * sc.defaultParallelism))))
+    chunks = arrow_convert.plan_chunks([(s.path, s.name, s.size) for s in sources], chunk_bytes)
+    counts = sc.parallelize(chunks, len(chunks)).map(arrow_convert.count_lines).collect()
+    chunks = arrow_convert.numbered(chunks, counts)
+    shutil.rmtree(parquet, ignore_errors=True)
+    Path(parquet).mkdir(parents=True)
+    work = functools.partial(arrow_convert.convert_chunk, out=parquet)
+    results = sc.parallelize(chunks, len(chunks)).map(work).collect()
+    pending_dir = str(Path(parquet) / arrow_convert.PENDING_DIR)
+    if any(pending for _, pending in results):
+        pending = spark.read.parquet(pending_dir).select(
+            F.col("value").cast("string").alias("value"), "file", "line"
+        )
+        write_events(parse_lines(pending, fast_path=False), parquet, append=True)
+    shutil.rmtree(pending_dir, ignore_errors=True)
 
 
 def parse_sources(spark: SparkSession, sources: Sequence[fsio.SourceFile]) -> DataFrame:

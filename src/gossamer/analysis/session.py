@@ -33,6 +33,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,8 +300,9 @@ def session_settings(
     Always UTC. For a classic session: no web UI and no console progress bars (they
     would interleave with the command's own output), local files read and written
     without checksum side files, partitioned Parquet written without a sort; in
-    local mode, shuffle partitions sized to the machine's ``cores`` and a 2 GB
-    driver, or for a ``small`` run the small-run settings of the module docstring.
+    local mode, Python workers running this interpreter, shuffle partitions sized to
+    the machine's ``cores`` and a 2 GB driver, or for a ``small`` run the small-run
+    settings of the module docstring.
     """
     settings = {"spark.sql.session.timeZone": "UTC"}
     if remote:
@@ -316,6 +318,10 @@ def session_settings(
     # dozen kinds; past this many, Spark falls back to sorting).
     settings["spark.sql.maxConcurrentOutputFileWriters"] = "64"
     if (master or "local[*]").startswith("local"):
+        # The Python workers (the conversion of a local run runs there) use this
+        # interpreter, which has gossamer and pyarrow, not whatever python3 is first
+        # on the PATH.
+        settings["spark.pyspark.python"] = sys.executable
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.driver.memory"] = "2g"
         if small:
