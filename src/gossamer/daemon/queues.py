@@ -33,7 +33,10 @@ and applies to it the commands the order delivers (state machine replication,
   (``gossamer.daemon.state_transfer``). A joiner's ``restore(token)`` starts a fetch from
   the view's members; the commands delivered meanwhile are buffered; once the state
   arrives (its digest checked against the token) the store is replaced, whatever was on
-  disk, then the cut and the buffer are applied as the members applied them.
+  disk, then the cut and the buffer are applied as the members applied them (and the
+  state at each of those cuts that admitted joiners kept and served, as the members
+  do). A joiner asked for the next view's token before its own state arrived (it became
+  the coordinator meanwhile) answers once it has restored it: ``snapshot`` waits.
 
 Traces (``layer=queue``): ``apply`` (``seq`` = position, ``attrs.kind``), ``enqueue``,
 ``ack``, ``dead_letter``, ``confirm``, ``refuse``, ``restore`` and ``drop`` (a chunk or
@@ -135,8 +138,8 @@ class _Sync:
         self.view_id = view_id
         self.position = position
         self.digest = digest
-        #: Chunks delivered since (bytes), and the members of the later views (a cut).
-        self.buffer: list[bytes | tuple[str, ...]] = []
+        #: Chunks delivered since (bytes), and the later views (a cut: id, members).
+        self.buffer: list[bytes | tuple[int, tuple[str, ...]]] = []
 
 
 class ClusterQueues:
@@ -181,6 +184,10 @@ class ClusterQueues:
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
+        #: Set while this member's state is the one the order delivered (not a joiner
+        #: waiting for its own): ``snapshot`` waits for it.
+        self._synced = asyncio.Event()
+        self._synced.set()
         self._blocked = False
         self._ask_again = False
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
@@ -251,8 +258,16 @@ class ClusterQueues:
             return
         self._take(delivered.data)
 
-    def snapshot(self) -> bytes:
-        """The token a joiner starts from: position and digest of the state at the cut."""
+    async def snapshot(self) -> bytes:
+        """The token a joiner starts from: position and digest of the state at the cut.
+
+        A member still taking its own state (a joiner that became the coordinator of the
+        next view before its state arrived) answers only once it has restored it and
+        applied what the order delivered since: the ending view is flushed, so that is
+        the state at the new cut, and this member then keeps and serves it like the
+        others. Answering earlier would name a state no member holds."""
+        while self._syncing is not None:
+            await self._synced.wait()
         return msgpack.packb([self.machine.position, self._digest()])  # type: ignore[no-any-return]
 
     def restore(self, state: bytes) -> None:
@@ -264,6 +279,7 @@ class ClusterQueues:
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
             raise DecodeError("not a queue state token", size=len(state)) from exc
         self._syncing = _Sync(0, position, digest)
+        self._synced.clear()
         self.partials.clear()
 
     # -- the group's events -------------------------------------------------------------
@@ -282,11 +298,9 @@ class ClusterQueues:
             if sync.view_id == 0:
                 sync.view_id = view.id
                 self._spawn(self._fetch(sync, [m for m in members if m != self.me]))
-            sync.buffer.append(members)  # the cut, in its place among the chunks
+            sync.buffer.append((view.id, members))  # the cut, in its place among the chunks
         else:
-            if joined:  # the state at the cut, before the cut's own NodeGones
-                self.snapshots.keep(view.id, self._full_state())
-            self._cut(members)
+            self._cut(view.id, members, joined=joined)
         self._blocked = False
         self._reports_call(lambda at: self.reports.set_view(view.id, members, at))
         self._learn_addresses()
@@ -335,9 +349,12 @@ class ClusterQueues:
             return
         self._apply(command)
 
-    def _cut(self, members: tuple[str, ...]) -> None:
-        """A view cut: the unfinished commands of incarnations not in it are dropped, and
+    def _cut(self, view_id: int, members: tuple[str, ...], *, joined: bool) -> None:
+        """A view cut: the state at it kept for its joiners (``joined``: before the cut's
+        own NodeGones), the unfinished commands of incarnations not in it dropped, and
         ``NodeGone`` applied for those with consumers (``ReplicatedQueues.install``)."""
+        if joined:
+            self.snapshots.keep(view_id, self._full_state())
         staying = set(members)
         for key in [k for k in self.partials if k.rpartition("/")[0] not in staying]:
             del self.partials[key]
@@ -522,10 +539,16 @@ class ClusterQueues:
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None
+        self._synced.set()
         self._reports_call(lambda at: self.reports.restored(fresh.position, fresh.chain, at))
+        previous: tuple[str, ...] = ()
         for item in sync.buffer:  # the first is the cut of the view that admitted it
             if isinstance(item, tuple):
-                self._cut(item)
+                view_id, members = item
+                # Views that admitted joiners, its own included: it serves their cuts too.
+                self._cut(view_id, members,
+                          joined=not previous or bool(set(members) - set(previous)))
+                previous = members
             else:
                 self._take(item)
         self._set_refusal()
