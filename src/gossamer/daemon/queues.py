@@ -184,6 +184,8 @@ class ClusterQueues:
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
+        #: Applied to the machine, not committed yet: (command, effects, its nonces).
+        self._uncommitted: list[tuple[commands.Command, Effects, dict[str, Any]]] = []
         #: Set while this member's state is the one the order delivered (not a joiner
         #: waiting for its own): ``snapshot`` waits for it.
         self._synced = asyncio.Event()
@@ -225,6 +227,7 @@ class ClusterQueues:
         server.call(switch)
 
     async def close(self) -> None:
+        self._commit()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -365,25 +368,55 @@ class ClusterQueues:
         self._effects(command, self.machine.apply(command))
 
     def _effects(self, command: commands.Command, effects: Effects) -> None:
+        """``command``'s effects, applied to the machine: committed with the others of
+        this turn of the event loop (:meth:`_commit`), then carried out."""
+        # What a delivery names is read now: a later command of the batch may ack it.
+        nonces = {d.message_id: self._nonce(d.message_id)
+                  for d in effects.deliveries if d.node == self.me}
+        self._uncommitted.append((command, effects, nonces))
+        if len(self._uncommitted) == 1:
+            asyncio.get_running_loop().call_soon(self._commit)
+
+    def _nonce(self, message_id: str) -> Any:
+        message = self.machine.book.message(message_id)
+        return None if message is None else message.nonce
+
+    def _commit(self) -> None:
+        """Group commit: the store operations of every command applied since the last
+        commit, in one SQLite transaction, durable before anything they decided is
+        carried out or reported (so every confirm still waits for a majority's commits);
+        then one ``applied_through`` report for the batch."""
+        batch, self._uncommitted = self._uncommitted, []
+        if not batch:
+            return
         if self.store is not None:
-            self.store.apply(effects.store_ops)  # durable before anything else
-        self._trace_effects(command, effects)
+            self.store.apply([op for _, effects, _ in batch for op in effects.store_ops])
         server = self.server
-        if server is not None and not server.closed:
-            mine = [d for d in effects.deliveries if d.node == self.me]
-            refusals = [r for r in effects.refusals if r.node == self.me]
-            if mine or refusals:
-                server.call(lambda at: self._carry_out(command, mine, refusals, at))
+        serving = server is not None and not server.closed
+        for command, effects, nonces in batch:
+            self._trace_effects(command, effects)
+            if serving:
+                mine = [d for d in effects.deliveries if d.node == self.me]
+                refusals = [r for r in effects.refusals if r.node == self.me]
+                if mine or refusals:
+                    self._carry_out(command, mine, refusals, nonces)
         # Its own Pushes wait for a majority there (``Confirmable``, below).
-        self._reports_call(lambda at: self.reports.applied(effects, at))
+        everything = tuple(effects for _, effects, _ in batch)
+        self._reports_call(lambda at: self.reports.applied(everything, at))
 
     def _carry_out(self, command: commands.Command, deliveries: list[Any],
-                   refusals: list[Any], at: float) -> None:
+                   refusals: list[Any], nonces: dict[str, Any]) -> None:
+        server = self.server
+        assert server is not None
+        server.call(functools.partial(self._carry_out_at, command, deliveries, refusals,
+                                      nonces))
+
+    def _carry_out_at(self, command: commands.Command, deliveries: list[Any],
+                      refusals: list[Any], nonces: dict[str, Any], at: float) -> None:
         core = self._core()
         gone: set[tuple[str, str, str]] = set()
         for d in deliveries:
-            message = self.machine.book.message(d.message_id)
-            nonce = None if message is None else message.nonce
+            nonce = nonces.get(d.message_id)
             if not core.queue_deliver(app=d.app, client=d.client, queue=d.queue,
                                       message_id=d.message_id, nonce=nonce,
                                       payload=d.payload, attempt=d.attempt, now=at,
@@ -532,6 +565,7 @@ class ClusterQueues:
             self.machine, self.partials = saved
             raise DecodeError("the queue state does not match its token",
                               position=fresh.position)
+        self._commit()  # nothing applied before may be written after the replacement
         if self.store is not None:
             self.store.apply(ops)  # whatever was on disk is replaced
         if self.server is not None and not self.server.closed:
