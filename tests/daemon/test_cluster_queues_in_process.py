@@ -1,22 +1,29 @@
-"""A joiner asked for the next view's state before its own arrived (it became the
-coordinator meanwhile) answers with the state at the new cut, never a stale token.
+"""``ClusterQueues`` in one process, with real state servers, report sockets and SQLite
+stores on 127.0.0.1, fed the order's deliveries by hand.
 
-Three ``ClusterQueues`` in one process, with their real state servers on 127.0.0.1: ``a``
-holds the queues; ``j`` joins in view 2 and fetches its state from ``a``, which it cannot
-reach yet (``a``'s card has not come); the order goes on meanwhile; then ``j`` must give
-the token of view 3, which admits ``k``. ``j``'s answer waits for its own state, names
-what ``a`` holds at the same cut, and ``k`` takes the full state from ``j``.
+- A joiner asked for the next view's state before its own arrived (it became the
+  coordinator meanwhile) answers with the state at the new cut, never a stale token:
+  ``a`` holds the queues; ``j`` joins in view 2 and fetches its state from ``a``, which
+  it cannot reach yet (``a``'s card has not come); the order goes on meanwhile; then
+  ``j`` must give the token of view 3, which admits ``k``. ``j``'s answer waits for its
+  own state, names what ``a`` holds at the same cut, and ``k`` takes the full state
+  from ``j``.
+- The commands delivered in one turn of the event loop are committed in one
+  transaction, and none is reported (``applied_through``) before it is committed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from pathlib import Path
 
 from gossamer._types import Address
 from gossamer.daemon.queues import ClusterQueues
 from gossamer.proto.gateway.queues import QueueConfig
 from gossamer.proto.isis import Delivered
 from gossamer.proto.views import Member, View
+from gossamer.store.queues import SqliteQueueStore
 from gossamer.testing import sealed_wire
 from gossamer.trace.sink import MemorySink, Tracer
 from gossamer.wire import queue_commands as commands
@@ -112,3 +119,31 @@ def test_a_joiner_answers_for_the_next_view_only_with_its_own_state_restored() -
             await nodes.close()
 
     asyncio.run(main())
+
+
+def test_the_commands_of_one_turn_are_committed_together_and_reported_after() -> None:
+    async def main(path: Path) -> None:
+        store = SqliteQueueStore(path)
+        q = ClusterQueues(name="a", incarnation=1, store=store, config=QueueConfig(),
+                          wire=sealed_wire(), tracer=Tracer(MemorySink(), run="t", node="a"),
+                          address_of=lambda member, service: None)
+        await q.start(HOST)
+        try:
+            q.on_view(View(id=1, members=members("a")))
+            await asyncio.sleep(0)
+            commits = store.commits
+            for n in (1, 2, 3):  # delivered together (one datagram's worth)
+                for chunk in push(n):
+                    q.apply(chunk)
+            assert q.machine.position == 3
+            assert store.position() == 0 and q.reports.position == 0  # not yet committed
+            await asyncio.sleep(0)
+            assert store.commits == commits + 1  # one transaction for the three
+            assert store.position() == 3 and store.count() == 3
+            assert q.reports.position == 3  # reported once committed
+        finally:
+            await q.close()
+            store.close()
+
+    with tempfile.TemporaryDirectory() as name:
+        asyncio.run(main(Path(name) / "queues.sqlite3"))
