@@ -13,7 +13,9 @@ and applies to it the commands the order delivers (state machine replication,
   other.
 - **Applying.** A command is complete when its last chunk is delivered (at the same
   position everywhere); it is applied, its store operations committed (SQLite) before
-  anything else, then what it decided for this node's clients is carried out by the
+  anything else (with those of the other commands applied in the same turn of the event
+  loop: one transaction, then one ``applied_through`` report), then what it decided for
+  this node's clients is carried out by the
   core: deliveries (a client no longer here: ``ClientGone`` is proposed for it),
   refusals (op 3). At every view install, ``NodeGone`` is applied for each incarnation
   that left and had consumers (``ReplicatedQueues.install``), and the unfinished chunks
