@@ -65,6 +65,7 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
         ({"link": {"max_message": 65536}}, "link.max_message: is 65536 bytes, less than a "
          "gateway batch (gateway.cluster.max_batch = 4194304)"),
         ({"link": {"transport": "udp"}}, "link.max_message: is "),
+        ({"link": {"wire": "original"}}, "link.wire: must be 'sealed'"),
     ],
 )
 def test_each_error_names_its_key(change: dict[str, Any], message: str) -> None:
@@ -82,6 +83,15 @@ def test_the_link_carries_a_whole_gateway_batch() -> None:
     assert config.link_options()["max_message"] == 1 << 20
     # Without a gateway the link keeps its own default.
     assert parse(minimal(gateway={"enabled": False})).link_options() == {"transport": "tcp"}
+
+
+def test_a_link_section_with_every_field_resolved_opens_the_node_link() -> None:
+    # The lab writes every field it resolved: the wire is the node's, Exon's constants
+    # are not open_node's options.
+    config = parse(minimal(link={"wire": "sealed", "exon": {"slots": 2500}}))
+    options = config.link_options()
+    assert "wire" not in options and "exon" not in options
+    assert options["transport"] == "tcp" and options["max_message"] == 4 << 20
 
 
 def test_on_a_subnet_a_joiner_may_find_the_cluster_by_broadcast() -> None:

@@ -8,6 +8,8 @@ keep ordering. Assertions are about what was delivered and in which order, never
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gossamer.aio.discovery import Discovery, open_discovery
@@ -144,7 +146,7 @@ def test_a_digest_restored_from_a_snapshot_goes_on_the_same_way() -> None:
     message = Delivered(data=b"m", sender="n1#1", sender_id=1, msg_id=1, final_seq=1,
                         proposer=1)
     first.apply(message)
-    second.restore(first.snapshot())
+    second.restore(asyncio.run(first.snapshot()))
     assert second.state == first.state
     later = Delivered(data=b"n", sender="n2#1", sender_id=2, msg_id=1, final_seq=2,
                       proposer=2)

@@ -37,8 +37,9 @@ multicast in it (``docs/cluster.md``, "ISIS on the views"). The flushes are insi
 group; what the node still answers goes through one function,
 :meth:`Membership.group_event`, to the node's :class:`Replicated` state: every
 ``Delivered`` is ``apply``-ed in the total order, ``StateNeeded`` is answered with its
-``snapshot()``, and a joiner's first ``ViewInstalled`` carries the snapshot it
-``restore``-s before it applies anything of the new view.
+``snapshot()`` (awaited: a joiner still taking its own state answers once it has it),
+and a joiner's first ``ViewInstalled`` carries the snapshot it ``restore``-s before it
+applies anything of the new view.
 """
 
 from __future__ import annotations
@@ -94,10 +95,12 @@ class Replicated(Protocol):
     def apply(self, delivered: Delivered) -> None:
         """A message delivered in the total order (every member, the same sequence)."""
 
-    def snapshot(self) -> bytes:
-        """The state as of now, for the joiners of the next view: asked after this
-        member flushed the ending view (nothing of it is left to apply), bytes up to
-        what a view's INSTALL carries (``gossamer.wire.views.MAX_STATE``, less ISIS's)."""
+    async def snapshot(self) -> bytes:
+        """The state as of the end of the flushed view, for the joiners of the next view:
+        asked after this member flushed the ending view (nothing of it is left to
+        apply), bytes up to what a view's INSTALL carries (``gossamer.wire.views.MAX_STATE``,
+        less ISIS's). A member whose own state is not there yet (a joiner still taking it)
+        returns once it is: the view change waits for it (``docs/cluster.md``)."""
         ...
 
     def restore(self, state: bytes) -> None:
@@ -456,6 +459,14 @@ class Membership:
             async for event in group.events():
                 self.group_event(event, group)
 
+    async def _provide_state(self, replicated: Replicated, view_id: int,
+                             group: GroupService) -> None:
+        """The joiners' state once ``replicated`` has it. Nothing is delivered meanwhile:
+        the ending view is flushed here, and the next one waits for this state."""
+        state = await replicated.snapshot()
+        with contextlib.suppress(ClosedError):
+            group.provide_state(view_id, state)
+
     def group_event(self, event: GroupEvent, group: GroupService) -> None:
         """Every group event of this node, in order: the one place the replicated state
         attaches (module docstring). ``Discarded`` needs nothing: a withdrawn message
@@ -465,9 +476,11 @@ class Membership:
             if replicated is not None:
                 replicated.apply(event)
         elif isinstance(event, StateNeeded):
-            state = b"" if replicated is None else replicated.snapshot()
-            with contextlib.suppress(ClosedError):
-                group.provide_state(event.view_id, state)
+            if replicated is None:
+                with contextlib.suppress(ClosedError):
+                    group.provide_state(event.view_id, b"")
+            else:
+                self._spawn(self._provide_state(replicated, event.view_id, group))
         elif isinstance(event, ViewInstalled):
             if event.state is not None and replicated is not None:
                 try:

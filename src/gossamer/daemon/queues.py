@@ -13,7 +13,9 @@ and applies to it the commands the order delivers (state machine replication,
   other.
 - **Applying.** A command is complete when its last chunk is delivered (at the same
   position everywhere); it is applied, its store operations committed (SQLite) before
-  anything else, then what it decided for this node's clients is carried out by the
+  anything else (with those of the other commands applied in the same turn of the event
+  loop: one transaction, then one ``applied_through`` report), then what it decided for
+  this node's clients is carried out by the
   core: deliveries (a client no longer here: ``ClientGone`` is proposed for it),
   refusals (op 3). At every view install, ``NodeGone`` is applied for each incarnation
   that left and had consumers (``ReplicatedQueues.install``), and the unfinished chunks
@@ -33,7 +35,10 @@ and applies to it the commands the order delivers (state machine replication,
   (``gossamer.daemon.state_transfer``). A joiner's ``restore(token)`` starts a fetch from
   the view's members; the commands delivered meanwhile are buffered; once the state
   arrives (its digest checked against the token) the store is replaced, whatever was on
-  disk, then the cut and the buffer are applied as the members applied them.
+  disk, then the cut and the buffer are applied as the members applied them (and the
+  state at each of those cuts that admitted joiners kept and served, as the members
+  do). A joiner asked for the next view's token before its own state arrived (it became
+  the coordinator meanwhile) answers once it has restored it: ``snapshot`` waits.
 
 Traces (``layer=queue``): ``apply`` (``seq`` = position, ``attrs.kind``), ``enqueue``,
 ``ack``, ``dead_letter``, ``confirm``, ``refuse``, ``restore`` and ``drop`` (a chunk or
@@ -135,8 +140,8 @@ class _Sync:
         self.view_id = view_id
         self.position = position
         self.digest = digest
-        #: Chunks delivered since (bytes), and the members of the later views (a cut).
-        self.buffer: list[bytes | tuple[str, ...]] = []
+        #: Chunks delivered since (bytes), and the later views (a cut: id, members).
+        self.buffer: list[bytes | tuple[int, tuple[str, ...]]] = []
 
 
 class ClusterQueues:
@@ -181,6 +186,12 @@ class ClusterQueues:
         self.snapshots = SnapshotServer(wire, self.me, tracer)
         self._reports_driver: DatagramDriver[Any] | None = None
         self._syncing: _Sync | None = None
+        #: Applied to the machine, not committed yet: (command, effects, its nonces).
+        self._uncommitted: list[tuple[commands.Command, Effects, dict[str, Any]]] = []
+        #: Set while this member's state is the one the order delivered (not a joiner
+        #: waiting for its own): ``snapshot`` waits for it.
+        self._synced = asyncio.Event()
+        self._synced.set()
         self._blocked = False
         self._ask_again = False
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
@@ -218,6 +229,7 @@ class ClusterQueues:
         server.call(switch)
 
     async def close(self) -> None:
+        self._commit()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -251,8 +263,16 @@ class ClusterQueues:
             return
         self._take(delivered.data)
 
-    def snapshot(self) -> bytes:
-        """The token a joiner starts from: position and digest of the state at the cut."""
+    async def snapshot(self) -> bytes:
+        """The token a joiner starts from: position and digest of the state at the cut.
+
+        A member still taking its own state (a joiner that became the coordinator of the
+        next view before its state arrived) answers only once it has restored it and
+        applied what the order delivered since: the ending view is flushed, so that is
+        the state at the new cut, and this member then keeps and serves it like the
+        others. Answering earlier would name a state no member holds."""
+        while self._syncing is not None:
+            await self._synced.wait()
         return msgpack.packb([self.machine.position, self._digest()])  # type: ignore[no-any-return]
 
     def restore(self, state: bytes) -> None:
@@ -264,6 +284,7 @@ class ClusterQueues:
         except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
             raise DecodeError("not a queue state token", size=len(state)) from exc
         self._syncing = _Sync(0, position, digest)
+        self._synced.clear()
         self.partials.clear()
 
     # -- the group's events -------------------------------------------------------------
@@ -282,11 +303,9 @@ class ClusterQueues:
             if sync.view_id == 0:
                 sync.view_id = view.id
                 self._spawn(self._fetch(sync, [m for m in members if m != self.me]))
-            sync.buffer.append(members)  # the cut, in its place among the chunks
+            sync.buffer.append((view.id, members))  # the cut, in its place among the chunks
         else:
-            if joined:  # the state at the cut, before the cut's own NodeGones
-                self.snapshots.keep(view.id, self._full_state())
-            self._cut(members)
+            self._cut(view.id, members, joined=joined)
         self._blocked = False
         self._reports_call(lambda at: self.reports.set_view(view.id, members, at))
         self._learn_addresses()
@@ -335,9 +354,12 @@ class ClusterQueues:
             return
         self._apply(command)
 
-    def _cut(self, members: tuple[str, ...]) -> None:
-        """A view cut: the unfinished commands of incarnations not in it are dropped, and
+    def _cut(self, view_id: int, members: tuple[str, ...], *, joined: bool) -> None:
+        """A view cut: the state at it kept for its joiners (``joined``: before the cut's
+        own NodeGones), the unfinished commands of incarnations not in it dropped, and
         ``NodeGone`` applied for those with consumers (``ReplicatedQueues.install``)."""
+        if joined:
+            self.snapshots.keep(view_id, self._full_state())
         staying = set(members)
         for key in [k for k in self.partials if k.rpartition("/")[0] not in staying]:
             del self.partials[key]
@@ -348,25 +370,55 @@ class ClusterQueues:
         self._effects(command, self.machine.apply(command))
 
     def _effects(self, command: commands.Command, effects: Effects) -> None:
+        """``command``'s effects, applied to the machine: committed with the others of
+        this turn of the event loop (:meth:`_commit`), then carried out."""
+        # What a delivery names is read now: a later command of the batch may ack it.
+        nonces = {d.message_id: self._nonce(d.message_id)
+                  for d in effects.deliveries if d.node == self.me}
+        self._uncommitted.append((command, effects, nonces))
+        if len(self._uncommitted) == 1:
+            asyncio.get_running_loop().call_soon(self._commit)
+
+    def _nonce(self, message_id: str) -> Any:
+        message = self.machine.book.message(message_id)
+        return None if message is None else message.nonce
+
+    def _commit(self) -> None:
+        """Group commit: the store operations of every command applied since the last
+        commit, in one SQLite transaction, durable before anything they decided is
+        carried out or reported (so every confirm still waits for a majority's commits);
+        then one ``applied_through`` report for the batch."""
+        batch, self._uncommitted = self._uncommitted, []
+        if not batch:
+            return
         if self.store is not None:
-            self.store.apply(effects.store_ops)  # durable before anything else
-        self._trace_effects(command, effects)
+            self.store.apply([op for _, effects, _ in batch for op in effects.store_ops])
         server = self.server
-        if server is not None and not server.closed:
-            mine = [d for d in effects.deliveries if d.node == self.me]
-            refusals = [r for r in effects.refusals if r.node == self.me]
-            if mine or refusals:
-                server.call(lambda at: self._carry_out(command, mine, refusals, at))
+        serving = server is not None and not server.closed
+        for command, effects, nonces in batch:
+            self._trace_effects(command, effects)
+            if serving:
+                mine = [d for d in effects.deliveries if d.node == self.me]
+                refusals = [r for r in effects.refusals if r.node == self.me]
+                if mine or refusals:
+                    self._carry_out(command, mine, refusals, nonces)
         # Its own Pushes wait for a majority there (``Confirmable``, below).
-        self._reports_call(lambda at: self.reports.applied(effects, at))
+        everything = tuple(effects for _, effects, _ in batch)
+        self._reports_call(lambda at: self.reports.applied(everything, at))
 
     def _carry_out(self, command: commands.Command, deliveries: list[Any],
-                   refusals: list[Any], at: float) -> None:
+                   refusals: list[Any], nonces: dict[str, Any]) -> None:
+        server = self.server
+        assert server is not None
+        server.call(functools.partial(self._carry_out_at, command, deliveries, refusals,
+                                      nonces))
+
+    def _carry_out_at(self, command: commands.Command, deliveries: list[Any],
+                      refusals: list[Any], nonces: dict[str, Any], at: float) -> None:
         core = self._core()
         gone: set[tuple[str, str, str]] = set()
         for d in deliveries:
-            message = self.machine.book.message(d.message_id)
-            nonce = None if message is None else message.nonce
+            nonce = nonces.get(d.message_id)
             if not core.queue_deliver(app=d.app, client=d.client, queue=d.queue,
                                       message_id=d.message_id, nonce=nonce,
                                       payload=d.payload, attempt=d.attempt, now=at,
@@ -515,6 +567,7 @@ class ClusterQueues:
             self.machine, self.partials = saved
             raise DecodeError("the queue state does not match its token",
                               position=fresh.position)
+        self._commit()  # nothing applied before may be written after the replacement
         if self.store is not None:
             self.store.apply(ops)  # whatever was on disk is replaced
         if self.server is not None and not self.server.closed:
@@ -522,10 +575,16 @@ class ClusterQueues:
         self.tracer(now(), LAYER, "restore", seq=fresh.position,
                     attrs={"size": str(len(blob)), "buffered": str(len(sync.buffer))})
         self._syncing = None
+        self._synced.set()
         self._reports_call(lambda at: self.reports.restored(fresh.position, fresh.chain, at))
+        previous: tuple[str, ...] = ()
         for item in sync.buffer:  # the first is the cut of the view that admitted it
             if isinstance(item, tuple):
-                self._cut(item)
+                view_id, members = item
+                # Views that admitted joiners, its own included: it serves their cuts too.
+                self._cut(view_id, members,
+                          joined=not previous or bool(set(members) - set(previous)))
+                previous = members
             else:
                 self._take(item)
         self._set_refusal()

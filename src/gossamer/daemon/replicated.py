@@ -34,7 +34,7 @@ class DeliveryDigest:
         message = f"{delivered.sender}/{delivered.msg_id}/{delivered.data.hex()}"
         self.count, self.digest = after(self.state, message)
 
-    def snapshot(self) -> bytes:
+    async def snapshot(self) -> bytes:
         return encode_state(self.state)
 
     def restore(self, state: bytes) -> None:

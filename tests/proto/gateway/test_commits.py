@@ -136,3 +136,20 @@ def test_chunks_fit_a_multicast_and_put_the_command_back(command: bytes, key: st
 def test_bad_chunks_raise_decode_errors(data: bytes) -> None:
     with pytest.raises(DecodeError):
         parse(data)
+
+
+def test_a_batch_committed_together_is_one_report_that_vouches_for_each_push() -> None:
+    a, b, _c = three()
+    batch = [Effects(position=p, chain=f"h{p}", confirms=(
+        Confirm(node=a.me, app="app", client="c", queue="q", message_id=f"m{p}", nonce=None,
+                position=p),)) for p in (1, 2, 3)]
+    a.applied(batch, 1.0)
+    assert len(a.datagrams_to_send()) == 2  # one report to each other member
+    for p in (1, 2, 3):
+        commit(b, p)
+    b.datagrams_to_send()
+    b.applied([], 1.0)  # an empty batch reports nothing
+    assert b.datagrams_to_send() == []
+    b.handle_timer(2.0)  # the periodic report carries position 3
+    deliver(b, a)
+    assert confirmed(a) == ["m1", "m2", "m3"]

@@ -7,7 +7,7 @@ Push, a report counting only for the same history) is ``ConfirmTracker``'s
 which carries the reports (``gossamer.wire.queue_commands.encode_report``) between the
 members of the view:
 
-- ``applied(effects, now)`` after each command is applied and committed: the tracker
+- ``applied(effects, now)`` after each commit (one command's effects, or a batch's): the tracker
   learns this member's position, history and own Pushes, and the member's report goes
   to every other member of the view at once, coalesced (at most one report per
   ``coalesce`` seconds, the latest position), and is repeated every ``repeat`` seconds
@@ -27,7 +27,7 @@ is counted in ``rejected`` and ignored. The core runs behind the sealed envelope
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gossamer._types import Address, Datagram
@@ -76,10 +76,15 @@ class CommitReports:
 
     # -- inputs -------------------------------------------------------------------------
 
-    def applied(self, effects: Effects, now: float) -> None:
-        """This member applied and committed ``effects`` (in order)."""
-        self.tracker.applied(effects)
-        self._chain = effects.chain
+    def applied(self, effects: Effects | Sequence[Effects], now: float) -> None:
+        """This member applied and committed ``effects`` (one command's, or a batch's
+        committed together, in order): one report for them all."""
+        batch = (effects,) if isinstance(effects, Effects) else effects
+        if not batch:
+            return
+        for one in batch:
+            self.tracker.applied(one)
+        self._chain = batch[-1].chain
         self._schedule(now)
         self._check()
 
