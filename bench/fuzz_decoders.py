@@ -74,6 +74,7 @@ from gossamer.wire import (
     gateway,
     gateway_cluster,
     isis,
+    order_chunks,
     ping,
     prototari,
     queue_commands,
@@ -878,6 +879,20 @@ def _build_queue_report(rng: Random) -> Harness:
                    check=_re_decode(encode, queue_commands.decode_report))
 
 
+def _build_order_chunks(rng: Random) -> Harness:
+    command = rng.randbytes(1 + rng.randrange(2000))
+    corpus = order_chunks.split(f"n1#{_u32(rng)}/{_u32(rng)}", command)
+
+    def check(data: bytes, result: object, _where: str) -> str | None:
+        assert isinstance(result, order_chunks.Chunk)
+        again = order_chunks.split(result.key, result.data)
+        if result.total == 1 and again != [data]:
+            return "a one-chunk command does not encode back to its bytes"
+        return None
+
+    return Harness(corpus=corpus, decode=order_chunks.decode, check=check)
+
+
 def _queue_commands_worst(n: int) -> bytes:
     """A Replay naming as many one-character ids as fit: a long list, each checked."""
     packed: bytes = msgpack.packb(
@@ -1075,6 +1090,12 @@ TARGETS: tuple[Target, ...] = (
         where="wire/queue_commands.py",
         build=_build_queue_report,
         length_offsets=(0, 2),
+    ),
+    Target(
+        name="order_chunks.decode",
+        where="wire/order_chunks.py",
+        build=_build_order_chunks,
+        length_offsets=(4, 6, 8),
     ),
     Target(
         name="varint.decode_uint", where="wire/varint.py", build=_build_varint, length_offsets=(0,)

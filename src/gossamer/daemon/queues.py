@@ -76,7 +76,8 @@ from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.sink import Tracer
 from gossamer.wire import queue_commands as commands
 from gossamer.wire.mode import Wire
-from gossamer.wire.order_chunks import parse, split
+from gossamer.wire.order_chunks import decode as decode_chunk
+from gossamer.wire.order_chunks import split
 
 __all__ = ["LAYER", "ClusterQueues"]
 
@@ -335,7 +336,7 @@ class ClusterQueues:
 
     def _take(self, data: bytes) -> None:
         try:
-            chunk = parse(data)
+            chunk = decode_chunk(data)
         except DecodeError as exc:
             self._reject(exc.reason)
             return

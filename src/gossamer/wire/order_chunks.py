@@ -2,7 +2,7 @@
 
 The total order multicasts payloads of at most ``gossamer.wire.isis.MAX_DATA_SIZE``
 (512) bytes; a queue command (a Push with its payload) may be larger. ``split`` cuts an
-encoded command into chunks that each fit, ``parse`` reads one back. A chunk is
+encoded command into chunks that each fit, ``decode`` reads one back. A chunk is
 ``GOC1``, ``uint16 index``, ``uint16 total``, ``uint8 len(key)``, ``key``, then the
 chunk's bytes. ``key`` names the command: the proposing incarnation and its own
 number (``name#incarnation/n``), unique in the cluster. The receiver puts a command
@@ -10,7 +10,7 @@ together when its last missing chunk is delivered (``gossamer.daemon.queues``): 
 member sees the chunks in the same order, so every member completes it at the same
 position.
 
-``parse`` raises ``DecodeError`` only.
+``decode`` raises ``DecodeError`` only.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Final, NamedTuple
 from gossamer.errors import DecodeError
 from gossamer.wire.isis import MAX_DATA_SIZE
 
-__all__ = ["MAGIC", "MAX_CHUNKS", "Chunk", "parse", "split"]
+__all__ = ["MAGIC", "MAX_CHUNKS", "Chunk", "decode", "split"]
 
 MAGIC: Final = b"GOC1"
 _HEAD: Final = struct.Struct(">HHB")
@@ -55,7 +55,7 @@ def split(key: str, command: bytes, *, size: int = MAX_DATA_SIZE) -> list[bytes]
             for i, piece in enumerate(pieces)]
 
 
-def parse(data: bytes) -> Chunk:
+def decode(data: bytes) -> Chunk:
     """The chunk in ``data``; ``DecodeError`` naming what is wrong otherwise."""
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HEAD.size:
         raise DecodeError("not an order chunk", size=len(data))

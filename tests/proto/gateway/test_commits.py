@@ -11,7 +11,7 @@ from gossamer.errors import DecodeError
 from gossamer.proto.gateway.commits import CommitReports, Confirmable
 from gossamer.proto.gateway.replicated_queues import Confirm, Effects
 from gossamer.wire.isis import MAX_DATA_SIZE
-from gossamer.wire.order_chunks import parse, split
+from gossamer.wire.order_chunks import decode, split
 from gossamer.wire.queue_commands import Report, decode_report, encode_report
 
 A, B, C = ("a#1", ("127.0.0.1", 1)), ("b#1", ("127.0.0.1", 2)), ("c#1", ("127.0.0.1", 3))
@@ -125,7 +125,7 @@ def test_bad_reports_are_refused_not_raised(data: bytes) -> None:
 def test_chunks_fit_a_multicast_and_put_the_command_back(command: bytes, key: str) -> None:
     chunks = split(key, command)
     assert all(len(chunk) <= MAX_DATA_SIZE for chunk in chunks)
-    parsed = [parse(chunk) for chunk in chunks]
+    parsed = [decode(chunk) for chunk in chunks]
     assert {(c.key, c.total) for c in parsed} == {(key, len(chunks))}
     assert [c.number for c in parsed] == list(range(len(chunks)))
     assert b"".join(c.data for c in parsed) == command
@@ -135,7 +135,7 @@ def test_chunks_fit_a_multicast_and_put_the_command_back(command: bytes, key: st
                                   b"GOC1\x00\x00\x00\x01\x05ab", b"XXXX\x00\x00\x00\x01\x01a"])
 def test_bad_chunks_raise_decode_errors(data: bytes) -> None:
     with pytest.raises(DecodeError):
-        parse(data)
+        decode(data)
 
 
 def test_a_batch_committed_together_is_one_report_that_vouches_for_each_push() -> None:
