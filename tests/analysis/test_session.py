@@ -30,6 +30,18 @@ def test_local_sessions_have_no_ui_or_progress_bars_and_fit_the_machine() -> Non
     assert got["spark.pyspark.python"] == sys.executable
 
 
+def test_python_workers_run_this_interpreter(spark: object) -> None:
+    # The conversion of a local run imports gossamer and pyarrow in the workers: they
+    # must run this interpreter, not whatever python3 is first on the PATH.
+    def where(_: object) -> tuple[str, str]:
+        import pyarrow
+
+        return sys.executable, pyarrow.__version__
+
+    got = spark.sparkContext.parallelize([0], 1).map(where).collect()  # type: ignore[attr-defined]
+    assert got[0][0] == sys.executable
+
+
 def test_cluster_sessions_leave_sizing_to_the_cluster() -> None:
     got = session_settings(master="spark://host:7077", remote=None, cores=2)
     assert got["spark.ui.showConsoleProgress"] == "false"

@@ -56,6 +56,7 @@ __all__ = [
     "ClassArchive",
     "active_session",
     "build_session",
+    "export_worker_python",
     "is_spark_error",
     "session_settings",
     "stop_session",
@@ -152,6 +153,7 @@ def build_session(
             f"{java} -Dlog4j2.configurationFile={config.resolve()}".strip()
         )
     settings.update(conf or {})
+    export_worker_python(settings)
     for key, value in settings.items():
         builder = builder.config(key, value)
     if remote:
@@ -327,6 +329,16 @@ def session_settings(
         if small:
             settings.update(_SMALL_RUN)
     return settings
+
+
+def export_worker_python(settings: Mapping[str, str]) -> None:
+    """Make ``settings``' ``spark.pyspark.python`` (``session_settings`` gives a local
+    session this interpreter) the Python workers' interpreter of the sessions this process
+    creates from now on. PySpark's driver names it from ``PYSPARK_PYTHON`` alone, not from
+    the configuration ("python3" on the PATH otherwise, which may lack gossamer and
+    pyarrow); a ``PYSPARK_PYTHON`` already set is kept."""
+    if "spark.pyspark.python" in settings:
+        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
 
 
 #: Settings of a small run's local session (see the module docstring).
