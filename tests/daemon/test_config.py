@@ -65,7 +65,8 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
         ({"link": {"max_message": 65536}}, "link.max_message: is 65536 bytes, less than a "
          "gateway batch (gateway.cluster.max_batch = 4194304)"),
         ({"link": {"transport": "udp"}}, "link.max_message: is "),
-        ({"link": {"wire": "original"}}, "link.wire: must be 'sealed'"),
+        ({"link": {"wire": "original"}}, "link.wire: is set by the caller"),
+        ({"link": {"exon": {"slots": 2500}}}, "link.exon: is set by the caller"),
     ],
 )
 def test_each_error_names_its_key(change: dict[str, Any], message: str) -> None:
@@ -85,12 +86,13 @@ def test_the_link_carries_a_whole_gateway_batch() -> None:
     assert parse(minimal(gateway={"enabled": False})).link_options() == {"transport": "tcp"}
 
 
-def test_a_link_section_with_every_field_resolved_opens_the_node_link() -> None:
-    # The lab writes every field it resolved: the wire is the node's, Exon's constants
-    # are not open_node's options.
-    config = parse(minimal(link={"wire": "sealed", "exon": {"slots": 2500}}))
+def test_the_links_options_are_what_open_node_takes() -> None:
+    # What the lab writes back is every field but the managed ones (the wire is the
+    # node's sealed one, Exon's constants the original's).
+    config = parse(minimal())
     options = config.link_options()
     assert "wire" not in options and "exon" not in options
+    assert "wire" not in config.to_toml().split("[link]")[1].split("[")[0]
     assert options["transport"] == "tcp" and options["max_message"] == 4 << 20
 
 

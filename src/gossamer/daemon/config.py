@@ -186,11 +186,6 @@ class DaemonConfig:
         ``max_message`` is not set over TCP, it is the gateway's ``cluster.max_batch``:
         one link message carries one batch of the gateway's cluster layer."""
         options = dict(self.link.protocol)
-        # The node's links are sealed with the cluster key: the node gives ``open_node``
-        # its wire (a file may only say "sealed", checked at load); ``open_node`` keeps
-        # Exon's constants at the original's (the lab writes every field it resolved).
-        options.pop("wire", None)
-        options.pop("exon", None)
         transport = options.pop("transport")
         tcp = transport is Transport.TCP
         if self.gateway.enabled and options.get("max_message") is None and tcp:
@@ -279,10 +274,6 @@ def parse_daemon_config(
         protocol=t.protocol(),
     )
     t.finish()
-    link_wire = services["link"].protocol.get("wire", "sealed")
-    if getattr(link_wire, "value", link_wire) != "sealed":
-        raise fail("link.wire", "must be 'sealed': a node's links are sealed with the "
-                   "cluster key (there is no plaintext mode)")
     config = DaemonConfig(
         cluster=cluster, node=node, ports=ports, discovery=discovery, views=views,
         gossip=services["gossip"], link=services["link"], gateway=gateway,

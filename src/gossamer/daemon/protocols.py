@@ -113,7 +113,9 @@ PROTOCOLS: Final[Mapping[str, Protocol]] = {
     ),
     "link": Protocol(
         config=LinkConfig,
-        managed=frozenset({"address", "node_id", "names"}),
+        # The node's links are sealed with the cluster key (``wire``); Exon's constants
+        # are the Java original's, for the links of ``--wire original`` only (``exon``).
+        managed=frozenset({"address", "node_id", "names", "wire", "exon"}),
         defaults={"transport": Transport.TCP},
         probe={"address": _HERE},
     ),
