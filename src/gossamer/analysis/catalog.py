@@ -149,6 +149,21 @@ ISIS_MESSAGES = ("multicast", "deliver")
 ON_VIEWS = ("views/view_change",)
 ON_VIEWS_NOTE = "the group runs on agreed views (judged by isis.view_*, views.* and queue.*)"
 
+
+def _on_views(
+    name: str, prop: str, order: tuple[str, ...], checker: Callable[[DataFrame], DataFrame]
+) -> Check:
+    """An ISIS check of virtual synchrony: it needs messages, and runs only on views."""
+    return Check(
+        name=name,
+        property=prop,
+        order=order,
+        run=lambda e, i: checker(e),
+        kinds=ISIS_MESSAGES,
+        requires=ON_VIEWS,
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         name="isis.total_order",
@@ -176,23 +191,18 @@ CHECKS: tuple[Check, ...] = (
         unless=ON_VIEWS,
         unless_note=ON_VIEWS_NOTE,
     ),
-    Check(
-        name="isis.view_agreement",
-        property="every two members that install view v and then v + 1 delivered the same "
-        "messages in v",
-        order=("view", "msg"),
-        run=lambda e, i: vsync.view_agreement(e),
-        kinds=ISIS_MESSAGES,
-        requires=ON_VIEWS,
+    _on_views(
+        "isis.view_agreement",
+        "every two members that install view v and then v + 1 delivered the same messages in v",
+        ("view", "msg"),
+        vsync.view_agreement,
     ),
-    Check(
-        name="isis.view_validity",
-        property="a member that multicast a message and stayed a member to the end delivered "
-        "it (or withdrew it at a view change and multicast it again)",
-        order=("node", "msg"),
-        run=lambda e, i: vsync.view_validity(e),
-        kinds=ISIS_MESSAGES,
-        requires=ON_VIEWS,
+    _on_views(
+        "isis.view_validity",
+        "a member that multicast a message and stayed a member to the end delivered it (or "
+        "withdrew it at a view change and multicast it again)",
+        ("node", "msg"),
+        vsync.view_validity,
     ),
     Check(
         name="isis.integrity",

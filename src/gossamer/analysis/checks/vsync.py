@@ -23,15 +23,13 @@ from pyspark.sql import functions as F
 
 from gossamer.analysis.checks.cluster import installs
 from gossamer.analysis.checks.common import (
-    UNFINISHED,
     attr,
     faults,
     layer_events,
-    location,
     message_events,
     position,
 )
-from gossamer.analysis.checks.isis import LAYER, deliveries, unfinished_at_stop
+from gossamer.analysis.checks.isis import LAYER, deliveries, own_undelivered
 
 __all__ = ["member_views", "view_agreement", "view_validity"]
 
@@ -180,38 +178,8 @@ def view_validity(events: DataFrame) -> DataFrame:
     never = undelivered.join(resent.select("node", "msg"), ["node", "msg"], "left_anti").join(
         withdrawn.select("node", "msg", F.lit(True).alias("was_withdrawn")), ["node", "msg"], "left"
     )
-    judged = unfinished_at_stop(events, never.select("msg", "node"))
     lost = F.when(
-        F.col("was_withdrawn"), F.lit("withdrew it and never multicast its data again")
-    ).otherwise(F.lit("never delivered it"))
-    return never.join(judged, ["msg", "node"]).select(
-        "node",
-        "msg",
-        "t",
-        location(),
-        UNFINISHED,
-        F.when(
-            F.col(UNFINISHED),
-            F.format_string(
-                "%s multicast %s at t=%.6f (%s:%d); unfinished at its clean stop (%s)",
-                "node",
-                "msg",
-                "t",
-                "file",
-                "line",
-                "why",
-            ),
-        )
-        .otherwise(
-            F.format_string(
-                "%s multicast %s at t=%.6f (%s:%d), stayed a member to the end, and %s",
-                "node",
-                "msg",
-                "t",
-                "file",
-                "line",
-                lost,
-            )
-        )
-        .alias("detail"),
-    )
+        F.col("was_withdrawn"),
+        F.lit(", stayed a member to the end, and withdrew it and never multicast its data again"),
+    ).otherwise(F.lit(", stayed a member to the end, and never delivered it"))
+    return own_undelivered(events, never, lost)
