@@ -107,3 +107,8 @@ def test_view_validity_owes_a_staying_sender_its_messages_unless_unfinished(
     ]
     assert found[1][3].endswith("unfinished at its clean stop (ordered only after it stopped)")
     assert found[2][3].endswith("withdrew it and never multicast its data again")
+    # Cut off to the end of the run, a may never hear of its exclusion: owed nothing.
+    cut = event("a", 2.55, "net", "fault", fault="partition", hosts="a")
+    events = [*events, cut]
+    kept = vsync.view_validity(events_frame(spark, events)).collect()
+    assert [(r["node"], r["msg"]) for r in kept] == [("c", "c#1/1")]

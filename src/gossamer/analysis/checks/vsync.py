@@ -10,13 +10,16 @@ to the members of the view it was sent in, so ``isis.agreement`` and ``isis.vali
 - ISIS's ``multicast`` (``attrs.digest``, of the payload), ``deliver`` and ``discard``
   (a sender withdraws its messages that still lack an Ack at a view change: it discards
   them everywhere and multicasts their data again, under new ids, in the next view);
-- ``net``/``fault`` ``crash`` and the clean stop (``net``/``stop``).
+- ``net``/``fault`` ``crash``, ``partition`` and ``heal``, and the clean stop
+  (``net``/``stop``).
 
 A node's deliveries between its install of view v and its next install belong to v, by
 the node's own order ``(t, file, line)``; clocks of different nodes are never compared.
 """
 
 from __future__ import annotations
+
+import math
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -27,6 +30,7 @@ from gossamer.analysis.checks.common import (
     faults,
     layer_events,
     message_events,
+    outages,
     position,
 )
 from gossamer.analysis.checks.isis import LAYER, deliveries, own_undelivered
@@ -145,7 +149,9 @@ def view_validity(events: DataFrame) -> DataFrame:
     later (same ``attrs.digest``; that new message is then owed in its turn). Without a
     digest the withdrawal alone excuses m. A missing delivery at a sender that stopped
     cleanly with m still in progress is *unfinished* (``isis.unfinished_at_stop``).
-    Columns: ``node, msg, t, at, unfinished, detail``.
+    A node cut off by a partition that lasts to the end of the run may never hear of its
+    exclusion: none of its messages is judged. Columns: ``node, msg, t, at, unfinished,
+    detail``.
     """
     sent = message_events(events, LAYER, "multicast").select(
         "node", "msg", "t", "file", "line", attr("digest").alias("digest"), position().alias("p")
@@ -155,6 +161,11 @@ def view_validity(events: DataFrame) -> DataFrame:
         .where(F.col("fault") == "crash")
         .select("node", "t")
         .unionByName(layer_events(events, "views", "excluded").select("node", "t"))
+        .unionByName(
+            outages(events)
+            .where((F.col("outage") == "partition") & F.col("end").isNull())
+            .select("node", F.lit(math.inf).alias("t"))
+        )
         .groupBy("node")
         .agg(F.max("t").alias("last_end"))
     )
