@@ -48,7 +48,7 @@ def test_a_simulated_run_passes_and_writes_its_report(
     out = capsys.readouterr().out
     assert code == 0, out
     assert any(line.split()[:3] == ["demo.pings", "pass", "0"] for line in out.splitlines())
-    assert "verdict: PASS (1 hold, 0 violated, 25 skipped)" in out
+    assert "verdict: PASS (1 hold, 0 violated, 27 skipped)" in out
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["metrics"]["latency"]["by_layer"][0]["count"] == sim_summary["pings_answered"]
     assert (tmp_path / "report" / "report.html").stat().st_size > 5000

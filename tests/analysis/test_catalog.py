@@ -59,3 +59,15 @@ def test_agreement_and_validity_do_not_judge_a_group_on_agreed_views() -> None:
         if check.name in ("isis.agreement", "isis.validity"):
             result = job.run_check(check, None, inputs, present=present)  # type: ignore[arg-type]
             assert result.status == "skipped" and "agreed views" in result.note, result
+
+
+def test_the_checks_of_virtual_synchrony_judge_only_a_group_on_agreed_views() -> None:
+    from gossamer.analysis import job
+
+    inputs = catalog.CheckInputs(nodes=None, params=catalog.resolve_params({}, {}))
+    static = {"isis", "isis/multicast", "isis/deliver"}
+    for check in catalog.CHECKS:
+        if check.name in ("isis.view_agreement", "isis.view_validity"):
+            result = job.run_check(check, None, inputs, present=static)  # type: ignore[arg-type]
+            assert result.status == "skipped", result
+            assert result.note == "no views view_change events", result

@@ -225,6 +225,7 @@ def test_the_replicated_queue_holds_under_a_cut_kills_and_a_restart(tmp_path: Pa
     assert served_after_heal > 10, kinds
     summary = json.loads((out / "analysis" / "summary.json").read_text())
     status = {c["name"]: c["status"] for c in summary["checks"]}
-    for name in ("views.agreement", "views.rejoin", *QUEUE_CHECKS):
+    for name in ("isis.view_agreement", "isis.view_validity", "views.agreement",
+                 "views.rejoin", *QUEUE_CHECKS):
         assert status[name] == "pass", (name, text)
     assert result.code == 0, text

@@ -27,6 +27,7 @@ from gossamer.analysis.checks import (
     link,
     queues,
     snapshot,
+    vsync,
 )
 from gossamer.errors import ConfigError
 
@@ -142,10 +143,26 @@ def _opt(inputs: CheckInputs, name: str) -> float | None:
 #: daemon's, when nothing is multicast) exercises none of them.
 ISIS_MESSAGES = ("multicast", "deliver")
 #: A group on agreed views (the node daemons': virtual synchrony) owes a message only to
-#: the members of the view it was sent in, which these checks, over every node of the
-#: run, do not know: the views' and the replicated queues' checks judge such runs.
+#: the members of the view it was sent in, which isis.agreement and isis.validity, over
+#: every node of the run, do not know: they skip such runs, and isis.view_agreement and
+#: isis.view_validity (which require the views) judge them instead.
 ON_VIEWS = ("views/view_change",)
-ON_VIEWS_NOTE = "the group runs on agreed views (judged by views.* and queue.*)"
+ON_VIEWS_NOTE = "the group runs on agreed views (judged by isis.view_*, views.* and queue.*)"
+
+
+def _on_views(
+    name: str, prop: str, order: tuple[str, ...], checker: Callable[[DataFrame], DataFrame]
+) -> Check:
+    """An ISIS check of virtual synchrony: it needs messages, and runs only on views."""
+    return Check(
+        name=name,
+        property=prop,
+        order=order,
+        run=lambda e, i: checker(e),
+        kinds=ISIS_MESSAGES,
+        requires=ON_VIEWS,
+    )
+
 
 CHECKS: tuple[Check, ...] = (
     Check(
@@ -173,6 +190,19 @@ CHECKS: tuple[Check, ...] = (
         kinds=ISIS_MESSAGES,
         unless=ON_VIEWS,
         unless_note=ON_VIEWS_NOTE,
+    ),
+    _on_views(
+        "isis.view_agreement",
+        "every two members that install view v and then v + 1 delivered the same messages in v",
+        ("view", "msg"),
+        vsync.view_agreement,
+    ),
+    _on_views(
+        "isis.view_validity",
+        "a member that multicast a message and stayed a member to the end delivered it (or "
+        "withdrew it at a view change and multicast it again)",
+        ("node", "msg"),
+        vsync.view_validity,
     ),
     Check(
         name="isis.integrity",

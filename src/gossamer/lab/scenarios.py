@@ -67,8 +67,11 @@ CHECKS_BY_SERVICE: Final[Mapping[str, tuple[str, ...]]] = {
     "gateway": ("gateway.routing", "gateway.queues", "gateway.client_delivery"),
     # The cluster scenario: gossamer node daemons and their clients (gossamer.lab.cluster).
     "cluster": ("views.agreement", "views.rejoin", "gateway.cluster_routing"),
-    # The queues scenario: the daemons' replicated queues, judged from their clients.
+    # The queues scenario: the daemons' replicated queues, judged from their clients, and
+    # the ISIS group under them on the views (the cluster scenario multicasts nothing).
     "queues": (
+        "isis.view_agreement",
+        "isis.view_validity",
         "views.agreement",
         "views.rejoin",
         "queue.confirmed_delivered",

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from gossamer.analysis.checks.common import attr, faults, layer_events, location, outages
 
-__all__ = ["HORIZON", "WARMUP", "owed", "rejoin", "routing", "view_agreement"]
+__all__ = ["HORIZON", "WARMUP", "installs", "owed", "rejoin", "routing", "view_agreement"]
 
 #: Seconds before a message during which its nodes' views and its clients' connections
 #: must already have been as they are (a new member's clients reach the others' replicas
@@ -40,7 +40,7 @@ _NONCE = r"^([^/]+)/(SEND|BROADCAST|QUERY)/(host|group)=([^/]+)/[0-9]+$"
 _CLIENT = r"^[^/]+/([^-/]+)-([^-/]+)-[0-9]+$"  # app/<host>-<group>-<index>
 
 
-def _installs(events: DataFrame) -> DataFrame:
+def installs(events: DataFrame) -> DataFrame:
     """``node, t, view, members, names, inc, file, line``: every view a node installed;
     ``inc`` the installing incarnation (null when the view lacks the node)."""
     raw = layer_events(events, "views", "view_change").select(
@@ -68,14 +68,14 @@ def view_agreement(events: DataFrame) -> DataFrame:
 
     Columns: ``problem, node, view, at, detail``.
     """
-    installs = _installs(events)
+    installed = installs(events)
     disputed = (
-        installs.groupBy("view")
+        installed.groupBy("view")
         .agg(F.collect_set("members").alias("sets"))
         .where(F.size("sets") > 1)
     )
     differing = _problem(
-        installs.join(disputed, "view"),
+        installed.join(disputed, "view"),
         "different members",
         F.format_string(
             "view %d: %s installed %s; installed across the cluster: %s",
@@ -83,13 +83,13 @@ def view_agreement(events: DataFrame) -> DataFrame:
         ),
     )
     alone = _problem(
-        installs.where(F.col("inc").isNull()),
+        installed.where(F.col("inc").isNull()),
         "without itself",
         F.format_string("%s installed view %d of %s, without itself", "node", "view", "members"),
     )
     order = Window.partitionBy("node", "inc").orderBy("t", "file", "line")
     stepped = (
-        installs.where(F.col("inc").isNotNull())
+        installed.where(F.col("inc").isNotNull())
         .withColumn("previous", F.lag("view").over(order))
         .where(F.col("previous").isNotNull() & (F.col("view") != F.col("previous") + 1))
     )
@@ -112,23 +112,23 @@ def rejoin(events: DataFrame) -> DataFrame:
         .where(F.col("fault") == "restart")
         .select("node", F.col("t").alias("restarted_at"), "file", "line")
     )
-    installs = _installs(events).where(F.col("inc").isNotNull())
+    installed = installs(events).where(F.col("inc").isNotNull())
     before = (
-        restarts.join(installs.select("node", F.col("t").alias("ti"), "inc"), "node", "left")
+        restarts.join(installed.select("node", F.col("t").alias("ti"), "inc"), "node", "left")
         .where(F.col("ti") < F.col("restarted_at"))
         .groupBy("node", "restarted_at")
         .agg(F.collect_set("inc").alias("old"))
     )
     after = (
         restarts.join(
-            installs.select("node", F.col("t").alias("ti"), "view", "inc", "members"), "node"
+            installed.select("node", F.col("t").alias("ti"), "view", "inc", "members"), "node"
         )
         .where(F.col("ti") > F.col("restarted_at"))
         .join(before, ["node", "restarted_at"], "left")
         .where(~F.coalesce(F.array_contains("old", F.col("inc")), F.lit(False)))
         .select("node", "restarted_at", "view", "inc", "members")
     )
-    others = _installs(events).select(
+    others = installs(events).select(
         F.col("node").alias("other"), F.col("view"), F.col("members")
     )
     seen = (
@@ -203,12 +203,12 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
     )
 
     # Each message's view at the sender's node, and which nodes were undisturbed.
-    installs = _installs(events).select(
+    installed = installs(events).select(
         F.col("node").alias("h"), F.col("t").alias("ti"), "view", "names"
     )
     # A view change is a moment; a crash lasts until the restart, a cut until the heal.
     disturbances = (
-        installs.select("h", F.col("ti").alias("start"), F.col("ti").alias("end"))
+        installed.select("h", F.col("ti").alias("start"), F.col("ti").alias("end"))
         .unionByName(
             outages(events).select(
                 F.col("node").alias("h"), "start", F.coalesce("end", F.lit(math.inf)).alias("end")
@@ -223,7 +223,7 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
         messages.select("msg", "ts", F.col("a").alias("h"))
     ).distinct()
     views = (
-        hosts.join(installs, "h")
+        hosts.join(installed, "h")
         .where(F.col("ti") <= F.col("ts"))
         .groupBy("msg", "h")
         .agg(F.max_by(F.struct("view", "names"), "ti").alias("v"))

@@ -47,6 +47,7 @@ __all__ = [
     "integrity",
     "multicasts",
     "order_suspects",
+    "own_undelivered",
     "stop_states",
     "total_order",
     "unfinished_at_stop",
@@ -380,6 +381,14 @@ def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     sent = multicasts(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
     own = deliveries(events).select("node", "msg")
     never = sent.join(own, ["node", "msg"], "left_anti")
+    return own_undelivered(events, never, F.lit(" and never delivered it"))
+
+
+def own_undelivered(events: DataFrame, never: DataFrame, lost: Column) -> DataFrame:
+    """The rows of a validity check: ``never`` (``node, msg, t, file, line``: messages
+    their sender owed itself and never delivered) judged by ``unfinished_at_stop``.
+    Columns: ``node, msg, t, at, unfinished, detail``; ``lost`` ends the detail of a row
+    that is not unfinished (after ``<node> multicast <msg> at t=... (file:line)``)."""
     judged = unfinished_at_stop(events, never.select("msg", "node"))
     return never.join(judged, ["msg", "node"]).select(
         "node",
@@ -401,12 +410,7 @@ def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         )
         .otherwise(
             F.format_string(
-                "%s multicast %s at t=%.6f (%s:%d) and never delivered it",
-                "node",
-                "msg",
-                "t",
-                "file",
-                "line",
+                "%s multicast %s at t=%.6f (%s:%d)%s", "node", "msg", "t", "file", "line", lost
             )
         )
         .alias("detail"),
