@@ -10,9 +10,10 @@ import pytest
 
 from gossamer.aio.gateway_client import open_gateway_client
 from gossamer.aio.loop import run as run_loop
+from gossamer.testing.daemons import Daemon
 from gossamer.trace import TraceReader
 
-from .cluster import Daemon, mesh
+from .cluster import mesh
 
 
 def incarnation(daemon: Daemon) -> int:

@@ -22,9 +22,10 @@ import tomli_w
 
 from gossamer.aio.gateway_client import GatewayClient, GatewayInvalidError, open_gateway_client
 from gossamer.aio.loop import run as run_loop
+from gossamer.testing.daemons import HOST, PATIENCE, Daemon, gateway_port
 from gossamer.trace import TraceReader
 
-from .cluster import HOST, PATIENCE, Daemon, gateway_port, mesh
+from .cluster import mesh
 
 NAMES = ["a", "b", "c"]
 TARGET = {"application": "work"}

@@ -24,8 +24,9 @@ from aio.test_gateway_singyeong_py import SCRIPT, check_received, singyeong_venv
 from gossamer.aio.gateway_client import GatewayClient, open_gateway_client
 from gossamer.aio.loop import run as run_loop
 from gossamer.errors import NoRouteError
+from gossamer.testing.daemons import HOST, PATIENCE, Daemon, gateway_port
 
-from .cluster import HOST, PATIENCE, Daemon, gateway_port, mesh
+from .cluster import mesh
 
 NAMES = ["a", "b", "c"]
 PASSWORD = "pw"

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from gossamer.daemon.config import DEFAULT_PORTS
+from gossamer.testing.daemons import Daemon
 from gossamer.testing.pytest_plugin import NetnsFactory
 
-from .cluster import Daemon, node_file, write_key
+from .cluster import node_file, write_key
 
 
 @pytest.mark.netns

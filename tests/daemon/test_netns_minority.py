@@ -19,9 +19,10 @@ import pytest
 
 from gossamer.daemon.config import DEFAULT_PORTS
 from gossamer.lab.netns import Host
+from gossamer.testing.daemons import PATIENCE, Daemon
 from gossamer.testing.pytest_plugin import NetnsFactory
 
-from .cluster import PATIENCE, Daemon, node_file, write_key
+from .cluster import node_file, write_key
 
 DRIVER = r'''
 import asyncio, json, sys

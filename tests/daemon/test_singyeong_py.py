@@ -17,8 +17,9 @@ import pytest
 from aio.test_gateway_singyeong_py import singyeong_venv  # tests/ is on the path
 from gossamer.aio.gateway_client import open_gateway_client
 from gossamer.aio.loop import run as run_loop
+from gossamer.testing.daemons import Daemon
 
-from .cluster import Daemon, mesh
+from .cluster import mesh
 
 SCRIPT = r'''
 import asyncio, json, sys
