@@ -10,6 +10,7 @@ that section, so benchmarks can be run one at a time in any order::
 
 from __future__ import annotations
 
+import argparse
 import platform
 import re
 from pathlib import Path
@@ -23,6 +24,26 @@ reported as ratios against a baseline measured in the same run, because these 2-
 machines are shared and noisy (differences under about 1.3x are noise). Re-run a
 section with the command given in it.
 """
+
+
+def quick_parser(prog: str, quick: str = "small sizes (CI smoke run)") -> argparse.ArgumentParser:
+    """The command line of ``python -m PROG``, with ``--quick`` (helped by ``quick``)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def command(prog: str, quick: bool) -> str:
+    """How the section's figures were taken: ``python -m PROG [--quick]``."""
+    return f"python -m {prog}" + (" --quick" if quick else "")
+
+
+def publish(name: str, heading: str, *blocks: str) -> None:
+    """Write the section ``name``, ``## heading`` and then ``blocks`` (paragraphs,
+    tables), a blank line between each, into the benchmarks document, and print it."""
+    markdown = "\n\n".join([f"## {heading}", *blocks])
+    update_section(name, markdown)
+    print(markdown)
 
 
 def machine() -> str:

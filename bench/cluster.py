@@ -28,26 +28,22 @@ new incarnation is noted too (it includes the process's start).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
-import queue
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import tomli_w
 
-from bench._report import machine, table, update_section
+from bench._report import command, machine, publish, quick_parser, table
+from bench._timing import latency_row, one_at_a_time, rate_row, ratio, routed_sends
+from gossamer.testing.daemons import Daemon, gateway_port
 
 HOST = "127.0.0.1"
 APP = "bench"
@@ -61,57 +57,6 @@ TARGET = {"application": APP, "ops": [
     {"path": "/load", "op": "$lt", "to": {"value": 100}},
 ]}
 BCAST = {"application": APP, "ops": [{"path": "/role", "op": "$eq", "to": {"value": "fan"}}]}
-
-
-class Daemon:
-    """One ``gossamer node`` process and its status lines (read by a thread)."""
-
-    def __init__(self, config: Path) -> None:
-        self.config = config
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gossamer.cli.main", "node", "--config", str(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=config.parent,
-        )
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            self.lines.put(orjson.loads(raw))
-
-    def wait(self, test: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        """The first status line (already seen, or from now on) passing ``test``."""
-        for line in self.seen:
-            if test(line):
-                return line
-        deadline = time.monotonic() + PATIENCE
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            self.seen.append(line)
-            if test(line):
-                return line
-
-    def view(self, names: set[str], *, after: float = 0.0, including: str = "") -> float:
-        """When (its monotonic clock) it installed a view of exactly ``names`` after ``after``."""
-        line = self.wait(lambda line: line["status"] == "view" and line["t"] > after
-                         and {m.split("#")[0] for m in line["members"]} == names
-                         and (not including or including in line["members"]))
-        return float(line["t"])
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
 
 
 def node_files(tmp: Path) -> dict[str, Path]:
@@ -142,15 +87,8 @@ def node_files(tmp: Path) -> dict[str, Path]:
     return files
 
 
-def ports(config: Path) -> dict[str, int]:
-    import tomllib
-
-    numbers: dict[str, int] = tomllib.loads(config.read_text())["ports"]
-    return numbers
-
-
 def dsn(config: Path) -> str:
-    return f"singyeong://{APP}@{HOST}:{ports(config)['gateway']}"
+    return f"singyeong://{APP}@{HOST}:{gateway_port(config)}"
 
 
 @contextlib.asynccontextmanager
@@ -171,29 +109,12 @@ async def listed(client: Any, target: dict[str, Any], count: int) -> None:
         await asyncio.sleep(0.05)
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 async def send_round(sender_at: str, receiver_at: str, count: int) -> tuple[list[float], float]:
     """(one-at-a-time SEND latencies in µs, pipelined SENDs per second)."""
     async with connected((sender_at, "sender", {"role": "source", "load": 1}),
                          (receiver_at, "receiver", {"role": "sink", "load": 5})) as (tx, rx):
         await listed(tx, TARGET, 1)
-        latencies = []
-        for i in range(count // 10):
-            start = time.perf_counter()
-            await tx.send(i, to=TARGET)
-            await rx.receive(timeout=30.0)
-            latencies.append((time.perf_counter() - start) * 1e6)
-        start = time.perf_counter()
-        for base in range(0, count, WINDOW):
-            for i in range(base, min(count, base + WINDOW)):
-                await tx.send(i, to=TARGET)
-            for _ in range(base, min(count, base + WINDOW)):
-                await rx.receive(timeout=30.0)
-        return latencies, count / (time.perf_counter() - start)
+        return await routed_sends(tx, rx, count, target=TARGET, window=WINDOW)
 
 
 async def broadcast_round(
@@ -212,12 +133,11 @@ async def broadcast_round(
                     await rx.receive(timeout=30.0)
             await asyncio.gather(*(one(rx) for rx in rxs))
 
-        latencies = []
-        for i in range(count // 10):
-            start = time.perf_counter()
+        async def cast(i: int) -> None:
             await tx.send(i, to=BCAST, broadcast=True)
             await everyone(1)
-            latencies.append((time.perf_counter() - start) * 1e6)
+
+        latencies = await one_at_a_time(cast, count // 10)
         start = time.perf_counter()
         for base in range(0, count, BCAST_WINDOW):
             n = min(count, base + BCAST_WINDOW) - base
@@ -266,16 +186,17 @@ def measure_kills(files: dict[str, Path], daemons: dict[str, Daemon],
         time.sleep(2.0)  # settled: every link and card exchanged since the last change
         killed = time.monotonic()
         daemons[victim].kill()
-        views = [daemons[name].view(survivors, after=killed) for name in survivors]
+        views = [float(daemons[name].view_with(survivors, since=killed)["t"])
+                 for name in survivors]
         downs = [first_peer_down(files[name].with_suffix(".jsonl"), victim, killed)
                  for name in survivors]
         detected = min(t for t in downs if t is not None)
         restarted = time.monotonic()
-        daemons[victim] = Daemon(files[victim])
-        ready = daemons[victim].wait(lambda line: line["status"] == "ready")
-        back = max(daemons[name].view(everyone, after=restarted,
-                                      including=f"{victim}#{ready['incarnation']}")
-                   for name in NAMES)
+        daemons[victim] = Daemon(files[victim], patience=PATIENCE)
+        ready = daemons[victim].wait(lambda line: line.get("status") == "ready", "ready")
+        back = max(float(daemons[name].view_with(
+            everyone, since=restarted, including=f"{victim}#{ready['incarnation']}")["t"])
+            for name in NAMES)
         rows.append({"victim": victim, "view": max(views) - killed,
                      "first": min(views) - killed, "detect": detected - killed,
                      "rejoin": back - restarted})
@@ -287,24 +208,23 @@ def run(rounds: int, count: int, casts: int, kills: int) -> tuple[dict[str, Any]
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         files = node_files(Path(tmp))
-        daemons = {name: Daemon(path) for name, path in files.items()}
+        daemons = {name: Daemon(path, patience=PATIENCE) for name, path in files.items()}
         try:
-            daemons["solo"].view({"solo"})
+            daemons["solo"].view_with({"solo"})
             for name in NAMES:
-                daemons[name].view(set(NAMES))
-                daemons[name].wait(lambda line, me=name: line["status"] == "progress" and set(
-                    line["gateway_peers"] or ()) == set(NAMES) - {me})
+                daemons[name].view_with(set(NAMES))
+                daemons[name].gateway_peers(set(NAMES) - {name})
             routing = run_loop(measure_routing(files, rounds, count, casts))
-            kill_rows = measure_kills(files, {n: daemons[n] for n in NAMES}, kills)
+            kill_rows = measure_kills(files, daemons, kills)
         finally:
-            for daemon in daemons.values():
-                daemon.stop()
+            with contextlib.ExitStack() as stopping:  # each one, even when another fails
+                for daemon in daemons.values():
+                    stopping.callback(daemon.stop)
     return routing, kill_rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.cluster")
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser = quick_parser("bench.cluster", "small sizes (a smoke run)")
     parser.add_argument("--rounds", type=int, default=3, help="alternated measuring rounds")
     parser.add_argument("--kills", type=int, default=6, help="SIGKILLs timed")
     args = parser.parse_args(argv)
@@ -315,20 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     r, kill_rows = run(rounds, count, casts, kills)
     load_after = os.getloadavg()[0]
 
-    def lat(values: list[float]) -> str:
-        return f"{statistics.median(values):,.0f} / {_pct(values, 0.99):,.0f}"
-
-    def ratio(cluster: float, one: float) -> str:
-        return f"{cluster / one:.2f}x"
-
     rows = [
-        ["routed SEND latency p50 / p99 (µs)", lat(r["one_lat"]), lat(r["clu_lat"]),
-         ratio(statistics.median(r["clu_lat"]), statistics.median(r["one_lat"]))],
-        ["routed SEND throughput (msg/s)", f"{r['one_thr']:,.0f}", f"{r['clu_thr']:,.0f}",
-         ratio(r["clu_thr"], r["one_thr"])],
-        [f"BROADCAST to {FANOUT}: latency to the last receiver p50 / p99 (µs)",
-         lat(r["one_bl"]), lat(r["clu_bl"]),
-         ratio(statistics.median(r["clu_bl"]), statistics.median(r["one_bl"]))],
+        latency_row("routed SEND latency p50 / p99 (µs)", r["one_lat"], r["clu_lat"]),
+        rate_row("routed SEND throughput (msg/s)", r["one_thr"], r["clu_thr"]),
+        latency_row(f"BROADCAST to {FANOUT}: latency to the last receiver p50 / p99 (µs)",
+                    r["one_bl"], r["clu_bl"]),
         [f"BROADCAST to {FANOUT}: broadcasts/s (deliveries/s)",
          f"{r['one_bt']:,.0f} ({r['one_bt'] * FANOUT:,.0f})",
          f"{r['clu_bt']:,.0f} ({r['clu_bt'] * FANOUT:,.0f})", ratio(r["clu_bt"], r["one_bt"])],
@@ -342,11 +253,11 @@ def main(argv: list[str] | None = None) -> int:
          for i, k in enumerate(kill_rows)],
     )
     views = [k["view"] for k in kill_rows]
-    command = "python -m bench.cluster" + (" --quick" if args.quick else "")
-    markdown = "\n".join([
-        "## A cluster of `gossamer node` daemons against one daemon",
-        "",
-        f"`{command}` on {machine()}, uvloop, 127.0.0.1: three daemons forming one "
+    how = command("bench.cluster", args.quick)
+    publish(
+        "cluster-daemons",
+        "A cluster of `gossamer node` daemons against one daemon",
+        f"`{how}` on {machine()}, uvloop, 127.0.0.1: three daemons forming one "
         "cluster and one daemon alone, real processes with the daemon's default settings; "
         f"gossamer clients in the measuring process. {rounds} alternated round(s): "
         f"{count // 10:,} one-at-a-time and {count:,} pipelined routed SENDs (2-op query; "
@@ -357,15 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         f"rounds, rates of the best round. The machine's load average was {load_before:.1f} "
         f"before and {load_after:.1f} after (2 cores): each hop between daemons waits for "
         "another process to be scheduled, so the latencies' ratios move between runs.",
-        "",
         table(["figure", "one daemon", "3 daemons", "3 daemons / one"], rows),
-        "",
         f"SIGKILL of a member to the new view ({len(kill_rows)} kills, the victims a, b, c "
         "in turn; a founded the cluster and is the coordinator until it is killed; times "
         "from the kill):",
-        "",
         kills_table,
-        "",
         f"Kill to the view on every survivor: median {statistics.median(views):.2f} s, "
         f"{min(views):.2f}-{max(views):.2f} s. What bounds it: discovery notices the "
         "crash (a peer silent for `inactive_time` = 3 s is probed, and removed after "
@@ -376,9 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         "(a few round trips, each retransmitted every `views.retry` = 0.1 s; a killed "
         "coordinator's successor takes over first). The clients of the killed node leave "
         "every survivor's routing when it installs that view.",
-    ])
-    update_section("cluster-daemons", markdown)
-    print(markdown)
+    )
     return 0
 
 

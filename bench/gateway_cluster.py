@@ -33,10 +33,8 @@ Figures:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -44,7 +42,8 @@ from typing import Any
 
 import orjson
 
-from bench._report import machine, table, update_section
+from bench._report import command, machine, publish, quick_parser, table
+from bench._timing import latency_row, one_at_a_time, p50_p99, rate_row, routed_sends
 
 HOST = "127.0.0.1"
 WINDOW = 1_000
@@ -93,30 +92,6 @@ async def _client(server: Any, client_id: str, **metadata: Any) -> Any:
 async def _until(condition: Any) -> None:
     while not condition():
         await asyncio.sleep(0.001)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-async def send_figures(sender: Any, receiver: Any, count: int) -> tuple[list[float], float]:
-    """(latencies in µs of one-at-a-time SENDs, pipelined SENDs per second)."""
-    latencies = []
-    for i in range(count // 10):
-        start = time.perf_counter()
-        await sender.send(i, to=TARGET)
-        await receiver.receive(timeout=10.0)
-        latencies.append((time.perf_counter() - start) * 1e6)
-    # Pipelined in windows of WINDOW: the sender's node holds at most
-    # ClusterConfig.peer_deliveries for the receiver's and refuses more (node_busy).
-    start = time.perf_counter()
-    for base in range(0, count, WINDOW):
-        for i in range(base, min(count, base + WINDOW)):
-            await sender.send(i, to=TARGET)
-        for _ in range(base, min(count, base + WINDOW)):
-            await receiver.receive(timeout=30.0)
-    return latencies, count / (time.perf_counter() - start)
 
 
 async def metadata_rate(client: Any, cores: list[Any], count: int) -> float:
@@ -172,11 +147,11 @@ async def fan_out(members: list[Any], count: int) -> tuple[list[float], float]:
         return reply.data
 
     one = await requester("lat")
-    latencies = []
-    for _ in range(count // 10):
-        start = time.perf_counter()
+
+    async def query_round(_i: int) -> None:
         await asyncio.gather(*(ask(req) for req in one))
-        latencies.append((time.perf_counter() - start) * 1e6)
+
+    latencies = await one_at_a_time(query_round, count // 10)
     flows = [await requester(f"thr{i}") for i in range(16)]
     per_flow = count // len(flows)
 
@@ -201,7 +176,8 @@ async def measure(count: int) -> dict[str, Any]:
         server = solo[1]
         sender = await _client(server, "sender", role="source", load=1)
         receiver = await _client(server, "receiver", role="sink", load=5)
-        out["one_lat"], out["one_thr"] = await send_figures(sender, receiver, count)
+        out["one_lat"], out["one_thr"] = await routed_sends(
+            sender, receiver, count, target=TARGET, window=WINDOW)
         updater = await _client(server, "updater")
         out["one_meta"] = await metadata_rate(updater, [server.core], count)
         for client in (sender, receiver, updater):
@@ -214,7 +190,8 @@ async def measure(count: int) -> dict[str, Any]:
         await _until(lambda: all(
             s.core.directory.values(s.core.directory.by_identity[(APP, "receiver")]).get(
                 "load") == 5 for s in servers))
-        out["clu_lat"], out["clu_thr"] = await send_figures(sender, receiver, count)
+        out["clu_lat"], out["clu_thr"] = await routed_sends(
+            sender, receiver, count, target=TARGET, window=WINDOW)
         updater = await _client(servers[2], "updater")
         out["clu_meta"] = await metadata_rate(updater, [s.core for s in servers], count)
         out["fan_lat"], out["fan_thr"] = await fan_out(members, count)
@@ -224,45 +201,34 @@ async def measure(count: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.gateway_cluster")
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
-    args = parser.parse_args(argv)
+    args = quick_parser("bench.gateway_cluster").parse_args(argv)
     from gossamer.aio.loop import run
 
     count = 2_000 if args.quick else 20_000
     r = run(measure(count))
 
-    def lat(values: list[float]) -> str:
-        return f"{statistics.median(values):,.0f} / {_pct(values, 0.99):,.0f}"
-
     rows = [
-        ["routed SEND latency p50 / p99 (µs)", lat(r["one_lat"]), lat(r["clu_lat"]),
-         f"{lat(r['clu_lat'])} + query round trip {lat(r['fan_lat'])}",
-         f"{statistics.median(r['clu_lat']) / statistics.median(r['one_lat']):.2f}x"],
-        ["routed SEND throughput (msg/s)", f"{r['one_thr']:,.0f}", f"{r['clu_thr']:,.0f}",
-         f"≤ {r['fan_thr']:,.0f} (query rounds/s alone, 16 in flight)",
-         f"{r['clu_thr'] / r['one_thr']:.2f}x"],
-        ["metadata updates/s (until every node holds the last)", f"{r['one_meta']:,.0f}",
-         f"{r['clu_meta']:,.0f}", f"{r['one_meta']:,.0f} (nothing replicated)",
-         f"{r['clu_meta'] / r['one_meta']:.2f}x"],
+        latency_row("routed SEND latency p50 / p99 (µs)", r["one_lat"], r["clu_lat"],
+                    f"{p50_p99(r['clu_lat'])} + query round trip {p50_p99(r['fan_lat'])}"),
+        rate_row("routed SEND throughput (msg/s)", r["one_thr"], r["clu_thr"],
+                 f"≤ {r['fan_thr']:,.0f} (query rounds/s alone, 16 in flight)"),
+        rate_row("metadata updates/s (until every node holds the last)", r["one_meta"],
+                 r["clu_meta"], f"{r['one_meta']:,.0f} (nothing replicated)"),
     ]
-    command = "python -m bench.gateway_cluster" + (" --quick" if args.quick else "")
-    markdown = "\n".join([
-        "## 신경 gateway cluster: replicas against query fan-out",
-        "",
-        f"`{command}` on {machine()}, uvloop, 127.0.0.1, one process: three gateway "
+    how = command("bench.gateway_cluster", args.quick)
+    publish(
+        "gateway-cluster",
+        "신경 gateway cluster: replicas against query fan-out",
+        f"`{how}` on {machine()}, uvloop, 127.0.0.1, one process: three gateway "
         "servers joined by sealed links (or one server alone), gossamer clients; a routed "
         f"SEND has a 2-op query; {count // 10:,} one-at-a-time SENDs for latency, "
         f"{count:,} pipelined (windows of {WINDOW:,}) for throughput, {count:,} metadata "
         "updates. (a) replicas: "
         "what the gateway does; (b) fan-out: a SEND's query asked of both other nodes "
         "over REQ/REP links and matched there, before the delivery hop of (a).",
-        "",
         table(["figure", "one gateway", "(a) replicas, 3 nodes", "(b) fan-out, 3 nodes",
                "(a) / one gateway"], rows),
-    ])
-    update_section("gateway-cluster", markdown)
-    print(markdown)
+    )
     return 0
 
 

@@ -24,22 +24,18 @@ Figures (the ratios are the result: the 2-core machine is shared):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from bench._report import machine, table, update_section
+from bench._report import command, machine, publish, quick_parser, table
+from bench._timing import latency_row, one_at_a_time, rate_row
+from gossamer.testing.daemons import Daemon, ServerProcess
 
 HOST = "127.0.0.1"
 APP = "bench"
@@ -51,76 +47,21 @@ CREDITS = 64
 PATIENCE = 60.0
 
 
-class Process:
-    """One server process and its JSON status lines (read by a thread)."""
-
-    def __init__(self, argv: list[str], cwd: Path, name: str) -> None:
-        self.name = name
-        self.err = (cwd / f"{name}.stderr").open("wb")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self.err, cwd=cwd)
-        self.lines: list[dict[str, Any]] = []
-        self.cond = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                line = orjson.loads(raw)
-                with self.cond:
-                    self.lines.append(line)
-                    self.cond.notify_all()
-
-    def wait(self, test: Any, what: str) -> dict[str, Any]:
-        deadline = time.monotonic() + PATIENCE
-        with self.cond:
-            while True:
-                for line in self.lines:
-                    if isinstance(line, dict) and test(line):
-                        return line
-                left = deadline - time.monotonic()
-                if left <= 0 or self.proc.poll() is not None:
-                    raise SystemExit(f"{self.name}: no {what} (see {self.err.name})")
-                self.cond.wait(min(left, 0.5))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.err.close()
-
-
 @contextlib.contextmanager
 def one_gateway(tmp: Path) -> Iterator[list[str]]:
-    """``gossamer gateway`` with a durable queue; yields its DSN (one)."""
+    """``gossamer gateway`` with a durable queue; yields its DSN (one) once it listens."""
     from gossamer.testing import free_ports
 
     (port,) = free_ports(1)
     argv = [sys.executable, "-m", "gossamer.cli.main", "gateway", "--host", HOST,
             "--port", str(port), "--data", str(tmp / "data")]
-    process = Process(argv, tmp, "gateway")
+    process = ServerProcess(argv, name="gateway", cwd=tmp, patience=PATIENCE)
     try:
-        _wait_port(port, process)
+        process.wait(lambda line: line.get("text", "").startswith(
+            "gossamer gateway listening on "), "listening")
         yield [f"singyeong://{APP}@{HOST}:{port}"]
     finally:
         process.stop()
-
-
-def _wait_port(port: int, process: Process) -> None:
-    import socket
-
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        if process.proc.poll() is not None:
-            raise SystemExit(f"{process.name} exited (see {process.err.name})")
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"{process.name} never listened on {port}")
 
 
 @contextlib.contextmanager
@@ -130,7 +71,6 @@ def three_daemons(tmp: Path) -> Iterator[list[str]]:
     from gossamer.lab import scenarios
     from gossamer.lab.cluster import daemon_configs
     from gossamer.lab.hosts import loopback_placement
-    from gossamer.lab.processes import node_command
     from gossamer.lab.rundir import write_daemon_config, write_secret
 
     placement = loopback_placement(3)
@@ -140,24 +80,19 @@ def three_daemons(tmp: Path) -> Iterator[list[str]]:
     key = tmp / "secrets" / "cluster.key"
     write_secret(key)
     docs = daemon_configs(values, placement, run="bench", out=tmp, key_file=key, seed=1)
-    processes = []
+    daemons: list[Daemon] = []
     try:
         for host, doc in docs.items():
             path = tmp / "config" / f"{host}.toml"
             write_daemon_config(path, doc)
-            processes.append(Process(node_command(path), tmp, host))
-        for process in processes:
-            process.wait(lambda line: line.get("status") == "view"
-                         and len(line.get("members", ())) == len(processes), "view of three")
+            daemons.append(Daemon(path, patience=PATIENCE))
+        for daemon in daemons:
+            daemon.view_with(set(docs))
         yield [f"singyeong://{APP}@{HOST}:{spec.ports['gateway']}" for spec in placement.hosts]
     finally:
-        for process in processes:
-            process.stop()
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        with contextlib.ExitStack() as stopping:  # each one, even when another fails
+            for daemon in daemons:
+                stopping.callback(daemon.stop)
 
 
 @contextlib.asynccontextmanager
@@ -189,14 +124,10 @@ async def measure(dsns: list[str], count: int) -> dict[str, Any]:
     """Confirm latencies (µs), confirmed pushes per second, delivered+acked per second."""
     out: dict[str, Any] = {}
     async with _clients(dsns[0], dsns[1 % len(dsns)]) as (producer, consumer):
-        latencies = []
         draining = asyncio.ensure_future(_drain(consumer, count // 10))
-        for i in range(count // 10):
-            start = time.perf_counter()
-            await producer.queue(QUEUE, TARGET, {"i": i}, timeout=PATIENCE)
-            latencies.append((time.perf_counter() - start) * 1e6)
+        out["latency"] = await one_at_a_time(
+            lambda i: producer.queue(QUEUE, TARGET, {"i": i}, timeout=PATIENCE), count // 10)
         await draining
-        out["latency"] = latencies
         slots = asyncio.Semaphore(IN_FLIGHT)
 
         async def push(i: int) -> None:
@@ -213,9 +144,7 @@ async def measure(dsns: list[str], count: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench.queues_cluster")
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
-    args = parser.parse_args(argv)
+    args = quick_parser("bench.queues_cluster").parse_args(argv)
     from gossamer.aio.loop import run
 
     count = 500 if args.quick else 5_000
@@ -228,32 +157,24 @@ def main(argv: list[str] | None = None) -> int:
         with three_daemons(tmp / "three") as dsns:
             three = run(measure(dsns, count))
 
-    def lat(values: list[float]) -> str:
-        return f"{statistics.median(values):,.0f} / {_pct(values, 0.99):,.0f}"
-
-    rows: list[list[object]] = [
-        ["confirm latency p50 / p99 (µs)", lat(one["latency"]), lat(three["latency"]),
-         f"{statistics.median(three['latency']) / statistics.median(one['latency']):.2f}x"],
-        [f"confirmed pushes/s ({IN_FLIGHT} in flight)", f"{one['confirmed']:,.0f}",
-         f"{three['confirmed']:,.0f}", f"{three['confirmed'] / one['confirmed']:.2f}x"],
-        ["delivered and acked/s", f"{one['acked']:,.0f}", f"{three['acked']:,.0f}",
-         f"{three['acked'] / one['acked']:.2f}x"],
+    rows = [
+        latency_row("confirm latency p50 / p99 (µs)", one["latency"], three["latency"]),
+        rate_row(f"confirmed pushes/s ({IN_FLIGHT} in flight)", one["confirmed"],
+                 three["confirmed"]),
+        rate_row("delivered and acked/s", one["acked"], three["acked"]),
     ]
-    command = "python -m bench.queues_cluster" + (" --quick" if args.quick else "")
-    markdown = "\n".join([
-        "## Replicated queues: three daemons against one gateway",
-        "",
-        f"`{command}` on {machine()}, 127.0.0.1: one `gossamer gateway` with its SQLite "
+    how = command("bench.queues_cluster", args.quick)
+    publish(
+        "queues-cluster",
+        "Replicated queues: three daemons against one gateway",
+        f"`{how}` on {machine()}, 127.0.0.1: one `gossamer gateway` with its SQLite "
         "queue, then three `gossamer node` daemons replicating the queue (producer on the "
         "first, consumer on the second); each a process of its own, the clients in the "
         f"benchmark's process. {count // 10:,} one-at-a-time QUEUEs for latency, {count:,} "
         f"with {IN_FLIGHT} awaiting their confirm for throughput, consumed with "
         f"{CREDITS} credits and acked.",
-        "",
         table(["figure", "one gateway", "replicated, 3 nodes", "3 nodes / one gateway"], rows),
-    ])
-    update_section("queues-cluster", markdown)
-    print(markdown)
+    )
     return 0
 
 
