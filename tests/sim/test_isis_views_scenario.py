@@ -21,6 +21,7 @@ from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
+from gossamer.testing.sweeps import FaultCase, SweepShape, fault_case
 from gossamer.trace import read_run
 
 from . import runs
@@ -107,18 +108,21 @@ def test_bad_parameters_are_refused_before_the_run(tmp_path: Path) -> None:
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_ISIS_VIEWS_SEEDS", "200"))
 
 
-def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
-    """Seed ``seed`` of the sweep, everything drawn from it: 3 to 6 nodes, up to two
-    joiners, crashes (half of them restarted), a partition, loss up to 30 %, duplication,
-    reordering and delay, every member multicasting until second 8 of 25 (then quiet, for
-    the checks of a quiet end). In about 85 % of the seeds the faulty nodes are a minority
-    of the founders and the run must converge (and every live member's messages reach
-    every live member); in the rest only safety is checked. Returns the case and whether
-    convergence is expected."""
-    rng = random.Random(seed)
-    n = rng.randint(3, 6)
-    names = [f"n{i}" for i in range(n)]
-    params: dict[str, Any] = {
+#: Where the sweep's faults fall: members multicast until second 8 of 25.
+SWEEP = SweepShape(
+    nodes=(3, 6),
+    join_by=5,
+    crash_within=5,
+    restart_after=(0.5, 2),
+    partition_from=(1, 5),
+    partition_for=(0.5, 2),
+)
+
+
+def sweep_params(rng: random.Random) -> dict[str, Any]:
+    """The ISIS members' own parameters of a seed: every member multicasts until second
+    8 of 25, then the run is quiet for the checks of a quiet end."""
+    return {
         "retry": rng.choice([0.05, 0.1]),
         "detect": rng.choice([0.2, 0.5, 1.0]),
         "interval": rng.choice([0.2, 0.5]),
@@ -127,33 +131,15 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
         "stop": 8,
         "duration": 25,
     }
-    joiners = rng.sample(names[1:], rng.choice([0, 0, 1, 2]) if n > 3 else 0)
-    starts = {j: round(rng.uniform(0.5, 5), 2) for j in joiners}
-    if joiners:
-        params["join"] = ",".join(f"{j}@{t}" for j, t in starts.items())
-    founders = [x for x in names if x not in joiners]
-    keep_majority = rng.random() < 0.85
-    budget = (len(founders) - 1) // 2 if keep_majority else len(founders)
-    faulty = rng.sample(names, min(budget, rng.choice([1, 1, 2, 3])))
-    crashes = {c: starts.get(c, 0) + rng.uniform(0.5, 5) for c in faulty if rng.random() < 0.6}
-    if crashes:
-        params["crash"] = ",".join(f"{c}@{t:.2f}" for c, t in crashes.items())
-        restarts = [
-            f"{c}@{t + rng.uniform(0.5, 2):.2f}" for c, t in crashes.items() if rng.random() < 0.5
-        ]
-        if restarts:
-            params["restart"] = ",".join(restarts)
-    side = [x for x in faulty if x not in crashes] or ([] if keep_majority else faulty)
-    if side:
-        start = rng.uniform(1, 5)
-        params["partition"] = f"{','.join(side)}@{start:.2f}-{start + rng.uniform(0.5, 2):.2f}"
-    faults = FaultPlan(
-        drop=rng.choice([0.0, 0.1, 0.3]),
-        duplicate=rng.choice([0.0, 0.1]),
-        reorder=rng.choice([0.0, 0.3]),
-        delay=rng.choice([0.0, 0.002, 0.02]),
-    )
-    return n, faults, params, keep_majority
+
+
+def sweep_case(seed: int) -> FaultCase:
+    """Seed ``seed`` of the sweep (:func:`gossamer.testing.sweeps.fault_case`): 3 to 6
+    nodes, up to two joiners, crashes (half of them restarted), a partition, loss up to
+    30 %, duplication, reordering and delay. In about 85 % of the seeds the faulty nodes
+    are a minority of the founders and the run must converge (and every live member's
+    messages reach every live member); in the rest only safety is checked."""
+    return fault_case(seed, SWEEP, sweep_params)
 
 
 def test_virtual_synchrony_holds_over_hundreds_of_seeds(tmp_path: Path) -> None:
