@@ -1,5 +1,7 @@
-"""Seeded fault cases for sweeps of simulated runs (crashes, restarts, joins, a partition,
-loss, duplication, reordering and delay), the one generator behind the membership sweeps.
+"""Sweeps of simulated runs over hundreds of seeds: :func:`fault_case` draws each seed's
+faults (crashes, restarts, joins, a partition, loss, duplication, reordering and delay),
+:func:`run_sweep` runs the seeds and checks what every run of a sweep must keep, and
+:func:`assert_exercised` that the sweep as a whole injected what it claims.
 
 Contract of :func:`fault_case`: everything is drawn from ``random.Random(seed)`` in a
 fixed order, so a seed names one case for good and a failing seed replays. The order is
@@ -29,13 +31,21 @@ in the text form of the scenarios' ``--param`` values (``n1@2.50``, ``n3,n4@2.00
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
 
 from gossamer.faults import FaultPlan
+from gossamer.sim.run import RunResult, replay_command
 
-__all__ = ["FaultCase", "SweepShape", "fault_case"]
+__all__ = ["SWEEP_FAULTS", "FaultCase", "Simulate", "SweepShape", "assert_exercised",
+           "fault_case", "run_sweep"]
+
+#: The faults :func:`fault_case` draws, as a run counts them (``RunResult.fault_counts``).
+SWEEP_FAULTS = ("crash", "restart", "partition", "drop", "duplicate", "reorder")
 
 
 @dataclass(frozen=True)
@@ -117,3 +127,45 @@ def fault_case(
         delay=rng.choice([0.0, 0.002, 0.02]),
     )
     return FaultCase(n, faults, params, keep_majority)
+
+
+class Simulate(Protocol):
+    """Runs one scenario into ``out``: ``params`` are its ``--param`` values (a
+    ``duration`` among them is how long the run lasts)."""
+
+    def __call__(
+        self, out: Path, nodes: int, seed: int, faults: FaultPlan, **params: Any
+    ) -> RunResult: ...
+
+
+def run_sweep(
+    seeds: int,
+    draw: Callable[[int], FaultCase],
+    simulate: Simulate,
+    out: Path,
+    seen: Counter[str],
+) -> Iterator[tuple[FaultCase, RunResult]]:
+    """Run seeds ``0`` to ``seeds - 1`` one after the other: ``draw(seed)`` gives the case,
+    ``simulate`` runs it into ``out / str(seed)``. Fails, with the command that replays
+    the run, on any violation the scenario's checks found, or when a case that keeps a
+    majority did not converge. Counts in ``seen`` each fault the run injected (so the
+    counts are of seeds), then yields the case and the result for the scenario's own
+    checks and counts; once the caller moves on, the run's output is removed."""
+    for seed in range(seeds):
+        case = draw(seed)
+        path = out / str(seed)
+        result = simulate(path, case.nodes, seed, case.faults, **case.params)
+        summary, replay = result.summary, replay_command(result.request)
+        assert summary["violation_count"] == 0, f"{summary['violations']}\nreplay: {replay}"
+        if case.keep_majority:
+            assert summary["converged"], f"{summary['not_converged']}\nreplay: {replay}"
+        seen.update(k for k, v in result.fault_counts.items() if v)
+        yield case, result
+        shutil.rmtree(path)
+
+
+def assert_exercised(seen: Counter[str], seeds: int, *also: str) -> None:
+    """Fail unless each of :data:`SWEEP_FAULTS` and of ``also`` was counted in ``seen`` in
+    at least one seed in 50 of a sweep of ``seeds``: the sweep exercised what it claims."""
+    for what in (*SWEEP_FAULTS, *also):
+        assert seen[what] >= seeds // 50, (what, seen)
