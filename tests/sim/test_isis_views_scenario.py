@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
+from gossamer.testing.sweeps import FaultCase, SweepShape, assert_exercised, fault_case, run_sweep
 from gossamer.trace import read_run
 
 from . import runs
@@ -107,18 +107,21 @@ def test_bad_parameters_are_refused_before_the_run(tmp_path: Path) -> None:
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_ISIS_VIEWS_SEEDS", "200"))
 
 
-def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
-    """Seed ``seed`` of the sweep, everything drawn from it: 3 to 6 nodes, up to two
-    joiners, crashes (half of them restarted), a partition, loss up to 30 %, duplication,
-    reordering and delay, every member multicasting until second 8 of 25 (then quiet, for
-    the checks of a quiet end). In about 85 % of the seeds the faulty nodes are a minority
-    of the founders and the run must converge (and every live member's messages reach
-    every live member); in the rest only safety is checked. Returns the case and whether
-    convergence is expected."""
-    rng = random.Random(seed)
-    n = rng.randint(3, 6)
-    names = [f"n{i}" for i in range(n)]
-    params: dict[str, Any] = {
+#: Where the sweep's faults fall: members multicast until second 8 of 25.
+SWEEP = SweepShape(
+    nodes=(3, 6),
+    join_by=5,
+    crash_within=5,
+    restart_after=(0.5, 2),
+    partition_from=(1, 5),
+    partition_for=(0.5, 2),
+)
+
+
+def sweep_params(rng: random.Random) -> dict[str, Any]:
+    """The ISIS members' own parameters of a seed: every member multicasts until second
+    8 of 25, then the run is quiet for the checks of a quiet end."""
+    return {
         "retry": rng.choice([0.05, 0.1]),
         "detect": rng.choice([0.2, 0.5, 1.0]),
         "interval": rng.choice([0.2, 0.5]),
@@ -127,67 +130,26 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
         "stop": 8,
         "duration": 25,
     }
-    joiners = rng.sample(names[1:], rng.choice([0, 0, 1, 2]) if n > 3 else 0)
-    starts = {j: round(rng.uniform(0.5, 5), 2) for j in joiners}
-    if joiners:
-        params["join"] = ",".join(f"{j}@{t}" for j, t in starts.items())
-    founders = [x for x in names if x not in joiners]
-    keep_majority = rng.random() < 0.85
-    budget = (len(founders) - 1) // 2 if keep_majority else len(founders)
-    faulty = rng.sample(names, min(budget, rng.choice([1, 1, 2, 3])))
-    crashes = {c: starts.get(c, 0) + rng.uniform(0.5, 5) for c in faulty if rng.random() < 0.6}
-    if crashes:
-        params["crash"] = ",".join(f"{c}@{t:.2f}" for c, t in crashes.items())
-        restarts = [
-            f"{c}@{t + rng.uniform(0.5, 2):.2f}" for c, t in crashes.items() if rng.random() < 0.5
-        ]
-        if restarts:
-            params["restart"] = ",".join(restarts)
-    side = [x for x in faulty if x not in crashes] or ([] if keep_majority else faulty)
-    if side:
-        start = rng.uniform(1, 5)
-        params["partition"] = f"{','.join(side)}@{start:.2f}-{start + rng.uniform(0.5, 2):.2f}"
-    faults = FaultPlan(
-        drop=rng.choice([0.0, 0.1, 0.3]),
-        duplicate=rng.choice([0.0, 0.1]),
-        reorder=rng.choice([0.0, 0.3]),
-        delay=rng.choice([0.0, 0.002, 0.02]),
-    )
-    return n, faults, params, keep_majority
+
+
+def sweep_case(seed: int) -> FaultCase:
+    """Seed ``seed`` of the sweep (:func:`gossamer.testing.sweeps.fault_case`): 3 to 6
+    nodes, up to two joiners, crashes (half of them restarted), a partition, loss up to
+    30 %, duplication, reordering and delay. In about 85 % of the seeds the faulty nodes
+    are a minority of the founders and the run must converge (and every live member's
+    messages reach every live member); in the rest only safety is checked."""
+    return fault_case(seed, SWEEP, sweep_params)
 
 
 def test_virtual_synchrony_holds_over_hundreds_of_seeds(tmp_path: Path) -> None:
     """The guarantees of docs/cluster.md over at least 200 seeds of crashes, restarts,
     joins, partitions, loss, duplication and reordering."""
     seen: Counter[str] = Counter()
-    for seed in range(SWEEP_SEEDS):
-        nodes, faults, params, keep_majority = sweep_case(seed)
-        out = tmp_path / str(seed)
-        duration = params.pop("duration")
-        result = runs.simulate(
-            "isis_views", out, nodes=nodes, seed=seed, faults=faults, duration=duration, **params
-        )
-        summary, replay = result.summary, replay_command(result.request)
-        assert summary["violation_count"] == 0, f"{summary['violations']}\nreplay: {replay}"
-        if keep_majority:
-            assert summary["converged"], f"{summary['not_converged']}\nreplay: {replay}"
-        seen.update(k for k, v in result.fault_counts.items() if v)
+    for _, result in run_sweep(SWEEP_SEEDS, sweep_case, simulate, tmp_path, seen):
+        summary = result.summary
         seen["views>2"] += summary["views_installed"] > 2
         seen["withdrawn"] += summary["withdrawn"] > 0
         seen["deferred"] += summary["deferred"] > 0
         seen["excluded"] += summary["excluded"] > 0
         seen["not converged"] += not summary["converged"]
-        shutil.rmtree(out)
-    for what in (
-        "crash",
-        "restart",
-        "partition",
-        "drop",
-        "duplicate",
-        "reorder",
-        "views>2",
-        "withdrawn",
-        "deferred",
-        "excluded",
-    ):
-        assert seen[what] >= SWEEP_SEEDS // 50, (what, seen)
+    assert_exercised(seen, SWEEP_SEEDS, "views>2", "withdrawn", "deferred", "excluded")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from gossamer.proto.gateway.queue_confirms import ConfirmTracker
 from gossamer.sim.run import RunResult
 from gossamer.sim.scenarios.queues import QueueMember
 from gossamer.testing.sim import replay_command
+from gossamer.testing.sweeps import FaultCase, SweepShape, assert_exercised, fault_case, run_sweep
 
 from . import runs
 
@@ -95,16 +95,22 @@ def test_a_restarted_node_takes_the_queues_from_the_others(tmp_path: Path) -> No
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_QUEUES_SEEDS", "200"))
 
 
-def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
-    """Seed ``seed`` of the sweep, everything drawn from it: 3 to 5 nodes, producers and
-    consumers on different nodes, crashes (some restarted), a partition, loss up to 20 %,
-    duplication, reordering and delay, slow consumers and short ack timeouts; producers
-    stop at second 2 and the run goes on, quiet, so that every confirmed message must be
-    received and acked. In about 85 % of the seeds the faulty nodes are a minority and
-    the run must converge; in the rest only safety is checked."""
-    rng = random.Random(seed)
-    n = rng.randint(3, 5)
-    names = [f"n{i}" for i in range(n)]
+#: Where the sweep's faults fall: crashes and partitions begin by second 2.5, around the
+#: producers' stop at second 2.
+SWEEP = SweepShape(
+    nodes=(3, 5),
+    faulty=(1, 1, 2),
+    crash_within=2.5,
+    restart_after=(0.3, 2),
+    partition_from=(0.5, 2.5),
+    partition_for=(0.5, 2),
+    drop=(0.0, 0.05, 0.2),
+)
+
+
+def sweep_params(rng: random.Random) -> dict[str, Any]:
+    """The queues' own parameters of a seed: slow consumers and short ack timeouts, and a
+    quiet end long enough for the consumers to drain what was pushed."""
     params: dict[str, Any] = {
         "detect": rng.choice([0.2, 0.5]),
         "producers": rng.randint(1, 3),
@@ -124,57 +130,37 @@ def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
     if params["work"] > params["ack_timeout"]:
         rate /= 2
     params["duration"] = round(params["stop"] + 6 + 2 * pushed / rate, 1)
-    keep_majority = rng.random() < 0.85
-    budget = (n - 1) // 2 if keep_majority else n
-    faulty = rng.sample(names, min(budget, rng.choice([1, 1, 2])))
-    crashes = {c: rng.uniform(0.5, 2.5) for c in faulty if rng.random() < 0.6}
-    if crashes:
-        params["crash"] = ",".join(f"{c}@{t:.2f}" for c, t in crashes.items())
-        restarts = [f"{c}@{t + rng.uniform(0.3, 2):.2f}" for c, t in crashes.items()
-                    if rng.random() < 0.5]
-        if restarts:
-            params["restart"] = ",".join(restarts)
-    side = [x for x in faulty if x not in crashes] or ([] if keep_majority else faulty)
-    if side:
-        start = rng.uniform(0.5, 2.5)
-        params["partition"] = f"{','.join(side)}@{start:.2f}-{start + rng.uniform(0.5, 2):.2f}"
-    if not keep_majority:
-        params["drain"] = "false"
-    faults = FaultPlan(
-        drop=rng.choice([0.0, 0.05, 0.2]),
-        duplicate=rng.choice([0.0, 0.1]),
-        reorder=rng.choice([0.0, 0.3]),
-        delay=rng.choice([0.0, 0.002, 0.02]),
-    )
-    return n, faults, params, keep_majority
+    return params
+
+
+def sweep_case(seed: int) -> FaultCase:
+    """Seed ``seed`` of the sweep (:func:`gossamer.testing.sweeps.fault_case`): 3 to 5
+    nodes, producers and consumers on different nodes, crashes (some restarted), a
+    partition, loss up to 20 %, duplication, reordering and delay, slow consumers and
+    short ack timeouts; producers stop at second 2 and the run goes on, quiet, so that
+    every confirmed message must be received and acked. In about 85 % of the seeds the
+    faulty nodes are a minority and the run must converge; in the rest only safety is
+    checked (and the drain is not)."""
+    case = fault_case(seed, SWEEP, sweep_params)
+    if not case.keep_majority:
+        case.params["drain"] = "false"
+    return case
 
 
 def test_the_promises_hold_over_hundreds_of_seeds(tmp_path: Path) -> None:
     seen: Counter[str] = Counter()
-    for seed in range(SWEEP_SEEDS):
-        nodes, faults, params, keep_majority = sweep_case(seed)
-        out = tmp_path / str(seed)
-        duration = params.pop("duration")
-        result = runs.simulate(
-            "queues", out, nodes=nodes, seed=seed, faults=faults, duration=duration, **params
-        )
-        summary, replay = result.summary, replay_command(result.request)
-        assert summary["violation_count"] == 0, f"{summary['violations']}\nreplay: {replay}"
+    for case, result in run_sweep(SWEEP_SEEDS, sweep_case, simulate, tmp_path, seen):
+        summary = result.summary
         # The scenario carries a joiner's state in the view's INSTALL: it always fit.
-        assert summary["state_too_large"] == 0, f"replay: {replay}"
-        if keep_majority:
-            assert summary["converged"], f"{summary['not_converged']}\nreplay: {replay}"
+        assert summary["state_too_large"] == 0, f"replay: {replay_command(result.request)}"
+        if case.keep_majority:
             seen["majority"] += 1
             seen["drained"] += summary["quiet"]
-        seen.update(k for k, v in result.fault_counts.items() if v)
         seen["redelivered"] += summary["redelivered"] > 0
         seen["refused"] += bool(summary["refused"])
         seen["excluded"] += summary["excluded"] > 0
         seen["confirmed"] += summary["confirmed"] > 0
-        shutil.rmtree(out)
-    for what in ("crash", "restart", "partition", "drop", "duplicate", "reorder",
-                 "redelivered", "refused", "excluded"):
-        assert seen[what] >= SWEEP_SEEDS // 50, (what, seen)
+    assert_exercised(seen, SWEEP_SEEDS, "redelivered", "refused", "excluded")
     assert seen["confirmed"] >= SWEEP_SEEDS * 9 // 10, seen
     # The drain checks ran (the run ended quiet) in nearly every run that kept a majority.
     assert seen["drained"] >= seen["majority"] * 9 // 10, seen

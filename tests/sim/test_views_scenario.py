@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
+from gossamer.testing.sweeps import FaultCase, SweepShape, assert_exercised, fault_case, run_sweep
 from gossamer.trace import read_run
 
 from . import runs
@@ -107,79 +107,44 @@ def test_bad_parameters_are_refused_before_the_run(tmp_path: Path) -> None:
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_VIEWS_SEEDS", "200"))
 
 
-def sweep_case(seed: int) -> tuple[int, FaultPlan, dict[str, Any], bool]:
-    """Seed ``seed`` of the sweep, everything drawn from it: 3 to 7 nodes, up to two
-    joiners, crashes (half of them restarted), a partition, loss up to 30 %, duplication,
-    reordering and delay. In about 85 % of the seeds the faulty nodes are a minority of
-    the founders, so a majority of every view survives and the run must converge; in the
-    rest any number fail, and only safety is checked. Returns the case and whether
-    convergence is expected."""
-    rng = random.Random(seed)
-    n = rng.randint(3, 7)
-    names = [f"n{i}" for i in range(n)]
-    params: dict[str, Any] = {
+#: Where the sweep's faults fall: joins by second 8, crashes and partitions by 10.
+SWEEP = SweepShape(
+    nodes=(3, 7),
+    join_by=8,
+    crash_within=10,
+    restart_after=(1, 6),
+    partition_from=(1, 10),
+    partition_for=(1, 8),
+)
+
+
+def sweep_params(rng: random.Random) -> dict[str, Any]:
+    """The membership's own parameters of a seed: its timers."""
+    return {
         "retry": rng.choice([0.05, 0.1]),
         "detect": rng.choice([0.2, 0.5, 1.0]),
         "flush": rng.choice([0.0, 0.01, 0.2]),
     }
-    joiners = rng.sample(names[1:], rng.choice([0, 0, 1, 2]) if n > 3 else 0)
-    starts = {j: round(rng.uniform(0.5, 8), 2) for j in joiners}
-    if joiners:
-        params["join"] = ",".join(f"{j}@{t}" for j, t in starts.items())
-    founders = [x for x in names if x not in joiners]
-    keep_majority = rng.random() < 0.85
-    budget = (len(founders) - 1) // 2 if keep_majority else len(founders)
-    faulty = rng.sample(names, min(budget, rng.choice([1, 1, 2, 3])))
-    crashes = {c: starts.get(c, 0) + rng.uniform(0.5, 10) for c in faulty if rng.random() < 0.6}
-    if crashes:
-        params["crash"] = ",".join(f"{c}@{t:.2f}" for c, t in crashes.items())
-        restarts = [
-            f"{c}@{t + rng.uniform(1, 6):.2f}" for c, t in crashes.items() if rng.random() < 0.5
-        ]
-        if restarts:
-            params["restart"] = ",".join(restarts)
-    side = [x for x in faulty if x not in crashes] or ([] if keep_majority else faulty)
-    if side:
-        start = rng.uniform(1, 10)
-        params["partition"] = f"{','.join(side)}@{start:.2f}-{start + rng.uniform(1, 8):.2f}"
-    faults = FaultPlan(
-        drop=rng.choice([0.0, 0.1, 0.3]),
-        duplicate=rng.choice([0.0, 0.1]),
-        reorder=rng.choice([0.0, 0.3]),
-        delay=rng.choice([0.0, 0.002, 0.02]),
-    )
-    return n, faults, params, keep_majority
+
+
+def sweep_case(seed: int) -> FaultCase:
+    """Seed ``seed`` of the sweep (:func:`gossamer.testing.sweeps.fault_case`): 3 to 7
+    nodes, up to two joiners, crashes (half of them restarted), a partition, loss up to
+    30 %, duplication, reordering and delay. In about 85 % of the seeds the faulty nodes
+    are a minority of the founders, so a majority of every view survives and the run
+    must converge; in the rest any number fail, and only safety is checked."""
+    return fault_case(seed, SWEEP, sweep_params)
 
 
 def test_views_are_agreed_over_hundreds_of_seeds(tmp_path: Path) -> None:
     """The guarantees of docs/cluster.md over at least 200 seeds of crashes, restarts,
     joins, partitions, loss, duplication and reordering."""
     seen: Counter[str] = Counter()
-    for seed in range(SWEEP_SEEDS):
-        nodes, faults, params, keep_majority = sweep_case(seed)
-        out = tmp_path / str(seed)
-        result = simulate(out, nodes, seed, faults, **params)
-        summary, replay = result.summary, replay_command(result.request)
-        assert summary["violation_count"] == 0, f"{summary['violations']}\nreplay: {replay}"
-        if keep_majority:
-            assert summary["converged"], f"{summary['not_converged']}\nreplay: {replay}"
-        seen.update(k for k, v in result.fault_counts.items() if v)
+    for _, result in run_sweep(SWEEP_SEEDS, sweep_case, simulate, tmp_path, seen):
+        summary = result.summary
         seen["views>2"] += summary["views_installed"] > 2
         seen["excluded"] += summary["excluded"] > 0
         seen["blocked"] += summary["blocked"] > 0
         seen["not converged"] += not summary["converged"]
-        shutil.rmtree(out)
-    # The sweep did exercise what it claims (the counts are of seeds).
-    for what in (
-        "crash",
-        "restart",
-        "partition",
-        "drop",
-        "duplicate",
-        "reorder",
-        "views>2",
-        "excluded",
-        "blocked",
-    ):
-        assert seen[what] >= SWEEP_SEEDS // 50, (what, seen)
+    assert_exercised(seen, SWEEP_SEEDS, "views>2", "excluded", "blocked")
     assert seen["not converged"] >= 1, seen  # some seeds lost a majority for good

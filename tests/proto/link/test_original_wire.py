@@ -6,14 +6,16 @@ the receiver granted."""
 
 from __future__ import annotations
 
+from typing import Literal, NamedTuple
+
 import pytest
 
 from gossamer.errors import ConfigError
-from gossamer.proto.link import LinkUp
+from gossamer.proto.link import LinkNode, LinkSocket, LinkUp
 from gossamer.proto.link.config import CONTROL_TAKEN
 from gossamer.proto.link.exon_core import ExonCore
 from gossamer.proto.link.machine import LinkState
-from gossamer.testing.a3m_original import OSocket
+from gossamer.testing.a3m_original import OriginalNode, OSocket
 from gossamer.wire import a3m, exon
 from gossamer.wire.a3m import A3MMessage, A3MType
 from gossamer.wire.exon import ControlBody, SocketMessage
@@ -22,6 +24,60 @@ from .exon_fabric import ORIGINAL_EXON, ExonFabric
 
 COUNT = 300
 LOSSES = [0.0, 0.1]
+#: The tag of each kind of socket, on either node.
+TAGS = {"push": "feeder", "pull": "jobs", "req": "client", "rep": "service", "pub": "news",
+        "sub": "reader"}
+
+
+class Linked(NamedTuple):
+    """A gossamer node ``g`` and an emulated original node ``o`` on one fabric, each with
+    one socket, linked to the other's."""
+
+    f: ExonFabric
+    g: LinkNode
+    orig: OriginalNode
+    ours: LinkSocket
+    theirs: OSocket
+
+
+def _linked(
+    seed: int,
+    ours: str,
+    theirs: str,
+    *,
+    by: Literal["g", "o"],
+    loss: float = 0.0,
+    their_capacity: int = 250,
+    subscribe: bytes | None = None,
+    **options: object,
+) -> Linked:
+    """A socket of kind ``ours`` on ``g`` (with ``options``) and one of kind ``theirs`` on
+    ``o`` (with ``their_capacity``), tagged as in :data:`TAGS`, the one on node ``by``
+    linked to the other; returns once the link is established at its linking end. With
+    ``subscribe``, the sub subscribes to it before the link, and this returns once the pub
+    holds the subscription too."""
+    f = ExonFabric(loss=loss, seed=seed)
+    g = f.gossamer_node("g")
+    orig = f.original_node("o")
+    mine = f.socket("g", ours, TAGS[ours], **options)
+    other = orig.socket(theirs, TAGS[theirs], capacity=their_capacity)
+    if subscribe is not None:
+        if ours == "sub":
+            mine.subscribe(subscribe, f.now)
+        else:
+            other.subscribe(subscribe)
+    if by == "g":
+        mine.link(f.addr["o"], f.tag("g", TAGS[theirs]), f.now)
+    else:
+        other.link("g", TAGS[ours])
+
+    def up() -> bool:
+        linked = mine.established == 1 if by == "g" else len(other.established()) == 1
+        pub_links = mine.links.values() if ours == "pub" else other.links.values()
+        return linked and (subscribe is None or any(lk.subs for lk in pub_links))
+
+    f.run(up)
+    return Linked(f, g, orig, mine, other)
 
 
 def _types(fabric: ExonFabric, src: str, dst: str) -> list[int]:
@@ -56,13 +112,7 @@ def _max_in_flight(fabric: ExonFabric, sender: str, receiver: str) -> int:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_gossamer_push_to_original_pull(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=3)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    push = f.socket("g", "push", "feeder")
-    pull = orig.socket("pull", "jobs", capacity=20)
-    push.link(f.addr["o"], f.tag("g", "jobs"), f.now)
-    f.run(lambda: push.established == 1)
+    f, _, orig, push, pull = _linked(3, "push", "pull", by="g", loss=loss, their_capacity=20)
     assert _types(f, "g", "o")[:2] == [A3MType.LINK, A3MType.LINKREPLY]
     assert _types(f, "o", "g")[0] == A3MType.LINKREPLY
     sent: list[bytes] = []
@@ -83,13 +133,7 @@ def test_gossamer_push_to_original_pull(loss: float) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_original_push_to_gossamer_pull(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=4)
-    g = f.gossamer_node("g")
-    orig = f.original_node("o")
-    pull = f.socket("g", "pull", "jobs", capacity=10, batch=0.5)
-    push = orig.socket("push", "feeder")
-    push.link("g", "jobs")
-    f.run(lambda: len(push.established()) == 1)
+    f, g, _, pull, push = _linked(4, "pull", "push", by="o", loss=loss, capacity=10, batch=0.5)
     sent: list[bytes] = []
     got: list[bytes] = []
 
@@ -116,13 +160,7 @@ def _serve(rep: OSocket) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_gossamer_req_to_original_rep(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=5)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    req = f.socket("g", "req", "client")
-    rep = orig.socket("rep", "service")
-    req.link(f.addr["o"], f.tag("g", "service"), f.now)
-    f.run(lambda: req.established == 1)
+    f, _, orig, req, rep = _linked(5, "req", "rep", by="g", loss=loss)
     replies: list[bytes] = []
 
     def app() -> None:
@@ -141,13 +179,7 @@ def test_gossamer_req_to_original_rep(loss: float) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_original_req_to_gossamer_rep(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=6)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    rep = f.socket("g", "rep", "service")
-    req = orig.socket("req", "client")
-    req.link("g", "service")
-    f.run(lambda: len(req.established()) == 1)
+    f, _, _, rep, req = _linked(6, "rep", "req", by="o", loss=loss)
     replies: list[bytes] = []
 
     def app() -> None:
@@ -167,14 +199,9 @@ def test_original_req_to_gossamer_rep(loss: float) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_gossamer_pub_to_original_sub(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=7)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    pub = f.socket("g", "pub", "news")
-    sub = orig.socket("sub", "reader", capacity=8)
-    sub.subscribe(b"sport/")
-    sub.link("g", "news")
-    f.run(lambda: pub.established == 1 and any(lk.subs for lk in pub.links.values()))
+    f, _, _, pub, sub = _linked(
+        7, "pub", "sub", by="o", loss=loss, their_capacity=8, subscribe=b"sport/"
+    )
     sent: list[bytes] = []
     got: list[bytes] = []
     wanted = [b"sport/%d" % i for i in range(100)]
@@ -197,14 +224,7 @@ def test_gossamer_pub_to_original_sub(loss: float) -> None:
 
 @pytest.mark.parametrize("loss", LOSSES)
 def test_original_pub_to_gossamer_sub(loss: float) -> None:
-    f = ExonFabric(loss=loss, seed=8)
-    g = f.gossamer_node("g")
-    orig = f.original_node("o")
-    sub = f.socket("g", "sub", "reader", capacity=8)
-    sub.subscribe(b"sport/", f.now)
-    pub = orig.socket("pub", "news")
-    pub.link("g", "reader")
-    f.run(lambda: any(lk.subs for lk in pub.links.values()))
+    f, g, _, sub, pub = _linked(8, "sub", "pub", by="o", loss=loss, capacity=8, subscribe=b"sport/")
     sent: list[bytes] = []
     got: list[bytes] = []
 
@@ -227,14 +247,8 @@ def test_original_pub_to_gossamer_sub(loss: float) -> None:
 
 
 def test_unlink_from_gossamer_delivers_everything_sent() -> None:
-    f = ExonFabric(loss=0.1, seed=9)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    push = f.socket("g", "push", "feeder")
-    pull = orig.socket("pull", "jobs", capacity=50)
+    f, _, _, push, pull = _linked(9, "push", "pull", by="g", loss=0.1, their_capacity=50)
     tag = f.tag("g", "jobs")
-    push.link(f.addr["o"], tag, f.now)
-    f.run(lambda: push.established == 1)
     for n in range(30):
         assert push.send(b"%d" % n, f.now)
     push.unlink(f.addr["o"], tag, f.now)
@@ -278,13 +292,7 @@ def test_what_the_original_wire_cannot_say_is_refused_or_counted() -> None:
 
 
 def test_early_data_beyond_the_credits_is_refused() -> None:
-    f = ExonFabric(seed=12)
-    g = f.gossamer_node("g")
-    orig = f.original_node("o")
-    pull = f.socket("g", "pull", "jobs", capacity=10)
-    push = orig.socket("push", "feeder")
-    push.link("g", "jobs")
-    f.run(lambda: len(push.established()) == 1)
+    f, g, _, pull, push = _linked(12, "pull", "push", by="o", capacity=10)
     (link,) = push.established()
     assert g.a3m is not None
     peer = g.peer(f.addr["o"])
@@ -335,14 +343,7 @@ def test_a_java_sender_whose_closing_reqslots_was_lost_is_still_heard() -> None:
 
 
 def test_subscriptions_and_unsubscriptions_reach_an_original_pub() -> None:
-    f = ExonFabric(loss=0.1, seed=13)
-    f.gossamer_node("g")
-    orig = f.original_node("o")
-    sub = f.socket("g", "sub", "reader", capacity=8)
-    sub.subscribe(b"sport/", f.now)
-    pub = orig.socket("pub", "news")
-    pub.link("g", "reader")
-    f.run(lambda: any(lk.subs for lk in pub.links.values()))
+    f, _, _, sub, pub = _linked(13, "sub", "pub", by="o", loss=0.1, capacity=8, subscribe=b"sport/")
     sub.subscribe(b"news/", f.now)
     (link,) = pub.links.values()
     f.run(lambda: link.subs == {b"sport/", b"news/"})
