@@ -11,6 +11,8 @@
 - :mod:`gossamer.testing.pytest_plugin`: the ``netns`` fixture (hosts as Linux network
   namespaces, over :mod:`gossamer.lab.netns`);
 - :mod:`gossamer.testing.sim`: check that a simulated run injected its faults;
+- :mod:`gossamer.testing.sweeps`: the fault cases of a simulator sweep, drawn from a
+  seed, and the sweep's loop;
 - :mod:`gossamer.testing.processes`: wait for a child process to say it is ready;
 - :mod:`gossamer.testing.daemons`: ``gossamer node`` daemons and other servers run as
   child processes, stopped for sure.
