@@ -88,7 +88,7 @@ def test_latency_runs_from_the_client_send_to_each_receipt(spark: SparkSession) 
 def test_tables_label_both_figures_and_the_report_shows_them(spark: SparkSession) -> None:
     events = events_frame(spark, run_events())
     latency = job.latency_tables(events, broadcast_origins=True)
-    tables = job._gateway_end_to_end(events, latency)
+    tables = job._gateway_end_to_end(job.client_latency_tables(events), latency)
     by_type = {r["type"]: r for r in tables["by_type"]}
     assert {k: r["count"] for k, r in by_type.items()} == {"BROADCAST": 2, "QUEUE": 1, "SEND": 1}
     assert by_type["BROADCAST"]["p50"] == pytest.approx(0.01, rel=0.01)  # a bucket's value

@@ -13,7 +13,7 @@ import json
 import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,12 +324,12 @@ def client_latency_tables(events: DataFrame) -> dict[str, Any]:
     return {"by_type": rename, "by_node": by_node, "cdf": tables["cdf"]}
 
 
-def _gateway_end_to_end(events: DataFrame, latency: Mapping[str, Any]) -> dict[str, Any]:
-    """``client_latency_tables``, labelled, with the server's own figure beside it."""
+def _gateway_end_to_end(client: Mapping[str, Any], latency: Mapping[str, Any]) -> dict[str, Any]:
+    """``client`` (``client_latency_tables``), labelled, with the server's own figure beside it."""
     server = [r for r in latency["by_layer"] if r["layer"] == "gateway"]
     return {
         "label": report.END_TO_END,
-        **client_latency_tables(events),
+        **client,
         "inside_the_server": {"label": report.INSIDE_THE_SERVER, **server[0]} if server else None,
     }
 
@@ -474,15 +474,90 @@ def _order_matrix(
     return {"nodes": nodes, "disagreements": counts}
 
 
+@dataclass(frozen=True, slots=True)
+class _Measuring:
+    """The metrics jobs that need no check's verdict, submitted to the analysis' pool."""
+
+    found: InputReport
+    isis: bool
+    per_node: Future[tuple[dict[str, Any], dict[str, Any]]]
+    timelines: Future[tuple[list[Any], list[Any]]]
+    windowed: Future[dict[str, Any]] | None
+    client: Future[dict[str, Any]] | None
+    layers: Future[dict[str, Any]]
+
+    @staticmethod
+    def submit(
+        pool: ThreadPoolExecutor,
+        events: DataFrame,
+        found: InputReport,
+        inputs: catalog.CheckInputs,
+        present: set[str],
+    ) -> _Measuring:
+        t_min, t_max = found.t_min, found.t_max
+        return _Measuring(
+            found=found,
+            isis="isis" in present,
+            per_node=pool.submit(_node_metrics, events),
+            timelines=pool.submit(_timelines, events, t_min, t_max),
+            windowed=pool.submit(fault_window_latency, events) if "isis" in present else None,
+            client=(
+                pool.submit(client_latency_tables, events)
+                if found.kinds.get("gateway/client_recv")
+                else None
+            ),
+            layers=pool.submit(_layer_metrics, events, inputs, present, t_min, t_max),
+        )
+
+    def collect(
+        self,
+        events: DataFrame,
+        inputs: catalog.CheckInputs,
+        results: Sequence[CheckResult],
+        latency: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The summary's ``metrics``: these jobs' results, with ``latency`` (the latency
+        job's) and what needs the checks' ``results`` (the delivery-order matrix)."""
+        t_min, t_max = self.found.t_min, self.found.t_max
+        if self.client is not None:
+            latency["gateway_end_to_end"] = _gateway_end_to_end(self.client.result(), latency)
+        traffic, faults = self.per_node.result()
+        timeline, fault_timeline = self.timelines.result()
+        faults["timeline"] = fault_timeline
+        faults["outages"] = (
+            _rows(metrics.outage_events(events).limit(1000)) if faults["totals"] else []
+        )
+        layers = self.layers.result()
+        if self.isis:
+            total_order = next(r for r in results if r.name == "isis.total_order")
+            matrix = _order_matrix(events, inputs, total_order)
+            if matrix is not None:
+                layers["isis"] = {"order_matrix": matrix}
+        measured: dict[str, Any] = {
+            "time_range": {"start": t_min, "end": t_max},
+            "latency": latency,
+            "traffic": traffic,
+            "faults": faults,
+            "timeline": {
+                "bins": BINS,
+                "width": (t_max - t_min) / BINS if t_max > t_min else 1.0,
+                "rows": timeline,
+            },
+            **layers,
+        }
+        if self.windowed is not None:
+            measured["isis_fault_windows"] = self.windowed.result()
+        return measured
+
+
 def _layer_metrics(
     events: DataFrame,
-    *,
     inputs: catalog.CheckInputs,
     present: set[str],
-    results: Sequence[CheckResult],
     t_min: float,
     t_max: float,
 ) -> dict[str, Any]:
+    """Gossip's depth and redundancy, discovery's full views, detections and membership."""
     out: dict[str, Any] = {}
     if "gossip" in present:
         per = gossip.redundancy(events)
@@ -511,11 +586,6 @@ def _layer_metrics(
             ),
             "membership": _membership(events, t_min, t_max),
         }
-    if "isis" in present:
-        total_order = next(r for r in results if r.name == "isis.total_order")
-        matrix = _order_matrix(events, inputs, total_order)
-        if matrix is not None:
-            out["isis"] = {"order_matrix": matrix}
     return out
 
 
@@ -569,50 +639,22 @@ def analyze(
         # Layers with events, and ``layer/kind`` pairs (for checks that need some kinds).
         present = {layer for layer, n in found.layers.items() if n}
         present |= {name for name, n in found.kinds.items() if n}
-        results = tuple(
-            pool.map(
-                lambda c: run_check(c, events, inputs, present=present, listed=listed),
-                catalog.CHECKS,
-            )
-        )
+        checks = [
+            pool.submit(run_check, c, events, inputs, present=present, listed=listed)
+            for c in catalog.CHECKS
+        ]
+        # The metrics that need no verdict queue behind the checks, so that the pool
+        # stays busy to the end instead of waiting for the last check. The latency job
+        # turns adaptive execution off while it runs: where it is on (not a small run),
+        # that job runs alone once the checks are done, and the others after it.
+        early = spark.conf.get("spark.sql.adaptive.enabled", "true") == "false"
+        latency_job = pool.submit(_latency_metrics, events, found) if early else None
+        measuring = _Measuring.submit(pool, events, found, inputs, present) if early else None
+        results = tuple(f.result() for f in checks)
         checked = time.perf_counter()
-        t_min, t_max = found.t_min, found.t_max
-        # The latency job changes a session setting while it runs: it runs alone.
-        latency = _latency_metrics(events, found)
-        if found.kinds.get("gateway/client_recv"):
-            latency["gateway_end_to_end"] = _gateway_end_to_end(events, latency)
-        per_node = pool.submit(_node_metrics, events)
-        timelines = pool.submit(_timelines, events, t_min, t_max)
-        windowed = pool.submit(fault_window_latency, events) if "isis" in present else None
-        layer_metrics = pool.submit(
-            _layer_metrics,
-            events,
-            inputs=inputs,
-            present=present,
-            results=results,
-            t_min=t_min,
-            t_max=t_max,
-        )
-        traffic, faults = per_node.result()
-        timeline, fault_timeline = timelines.result()
-        faults["timeline"] = fault_timeline
-        faults["outages"] = (
-            _rows(metrics.outage_events(events).limit(1000)) if faults["totals"] else []
-        )
-        measured: dict[str, Any] = {
-            "time_range": {"start": t_min, "end": t_max},
-            "latency": latency,
-            "traffic": traffic,
-            "faults": faults,
-            "timeline": {
-                "bins": BINS,
-                "width": (t_max - t_min) / BINS if t_max > t_min else 1.0,
-                "rows": timeline,
-            },
-            **layer_metrics.result(),
-        }
-        if windowed is not None:
-            measured["isis_fault_windows"] = windowed.result()
+        latency = _latency_metrics(events, found) if latency_job is None else latency_job.result()
+        measuring = measuring or _Measuring.submit(pool, events, found, inputs, present)
+        measured = measuring.collect(events, inputs, results, latency)
     finally:
         pool.shutdown(cancel_futures=True)
         if kept is not None:

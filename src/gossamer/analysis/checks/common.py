@@ -16,9 +16,18 @@ Two conventions hold everywhere:
   at its clean stop is *unfinished*, not lost: checkers that can tell the two apart
   mark such rows with the boolean column ``UNFINISHED``, and the job counts them
   apart from violations.
+
+The frames that many checkers and metrics start from (a layer's events, the faults,
+the correct nodes...) are ``shared``: built once per events frame and reused.
 """
 
 from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Concatenate, ParamSpec
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -38,6 +47,7 @@ __all__ = [
     "outages",
     "population",
     "position",
+    "shared",
 ]
 
 #: The column that marks a checker's row as unfinished at a clean stop (not a violation).
@@ -45,6 +55,43 @@ UNFINISHED = "unfinished"
 
 #: Faults that start an outage of a node, and the fault that ends each kind.
 OUTAGE_ENDS: dict[str, str] = {"crash": "restart", "partition": "heal"}
+
+
+_P = ParamSpec("_P")
+_BUILT: weakref.WeakKeyDictionary[DataFrame, dict[Hashable, DataFrame]] = (
+    weakref.WeakKeyDictionary()
+)
+_BUILT_LOCK = threading.Lock()
+
+
+def shared(
+    transform: Callable[Concatenate[DataFrame, _P], DataFrame],
+) -> Callable[Concatenate[DataFrame, _P], DataFrame]:
+    """``transform(events, ...)`` built once per events frame and arguments, then reused.
+
+    Building a DataFrame costs the driver a Spark analysis per operation (about 5 to
+    50 ms each in a small run's JVM, where the whole analysis of a demo is a few
+    thousand operations), and the checks and metrics of one analysis derive the same
+    frames again and again. The frame built first is returned to every later caller
+    with the same ``events`` object and arguments (which must be hashable; DataFrames
+    hash by identity); it is forgotten with ``events``. The result is the same frame
+    either way: the transforms are pure.
+    """
+
+    @functools.wraps(transform)
+    def built_once(events: DataFrame, /, *args: _P.args, **kwargs: _P.kwargs) -> DataFrame:
+        key = (transform.__qualname__, args, tuple(sorted(kwargs.items())))
+        with _BUILT_LOCK:
+            frames = _BUILT.setdefault(events, {})
+            found = frames.get(key)
+        if found is None:
+            # Built outside the lock: two threads may both build it; either is right.
+            found = transform(events, *args, **kwargs)
+            with _BUILT_LOCK:
+                found = frames.setdefault(key, found)
+        return found
+
+    return built_once
 
 
 def position(prefix: str = "") -> Column:
@@ -67,6 +114,7 @@ def attr(name: str) -> Column:
     return F.col("attrs").getItem(name)
 
 
+@shared
 def layer_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
     """The events of one layer, optionally only of the given kinds."""
     cond = F.col("layer") == layer
@@ -75,11 +123,13 @@ def layer_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
     return events.where(cond)
 
 
+@shared
 def message_events(events: DataFrame, layer: str, *kinds: str) -> DataFrame:
     """``layer_events`` that name a message (``msg`` set): what per-message checks read."""
     return layer_events(events, layer, *kinds).where(F.col("msg").isNotNull())
 
 
+@shared
 def faults(events: DataFrame) -> DataFrame:
     """Injected faults: ``node, t, fault, peer, size, file, line`` (``layer=net, kind=fault``)."""
     return layer_events(events, "net", "fault").select(
@@ -87,6 +137,7 @@ def faults(events: DataFrame) -> DataFrame:
     )
 
 
+@shared
 def population(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
     """Every node of the run: those with events, plus ``nodes`` (e.g. one per trace file)."""
     seen = events.select("node").distinct()
@@ -95,6 +146,7 @@ def population(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
     return seen
 
 
+@shared
 def crashed_nodes(events: DataFrame) -> DataFrame:
     """``node, crashed_at``: nodes that crashed at least once, and their first crash."""
     return (
@@ -105,16 +157,19 @@ def crashed_nodes(events: DataFrame) -> DataFrame:
     )
 
 
+@shared
 def clean_stops(events: DataFrame) -> DataFrame:
     """``node, stopped_at``: nodes that stopped cleanly (``net/stop``), and when."""
     return layer_events(events, "net", "stop").groupBy("node").agg(F.min("t").alias("stopped_at"))
 
 
+@shared
 def correct_nodes(events: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
     """``node``: the nodes of the run that never crashed."""
     return population(events, nodes).join(crashed_nodes(events), "node", "left_anti")
 
 
+@shared
 def outages(events: DataFrame) -> DataFrame:
     """``node, outage, start, end``: crash-to-restart and partition-to-heal intervals.
 

@@ -20,6 +20,7 @@ from gossamer.analysis.checks.common import (
     location,
     outages,
     position,
+    shared,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
 LAYER = "discovery"
 
 
+@shared
 def view_changes(events: DataFrame) -> DataFrame:
     """Every ``peer_up``/``peer_down`` with ``delta`` (+1, -1 or 0) and ``size`` after it.
 
@@ -62,6 +64,7 @@ def view_changes(events: DataFrame) -> DataFrame:
     return with_delta.withColumn("size", F.sum("delta").over(running))
 
 
+@shared
 def participants(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     """``node, start``: correct nodes that ran discovery, and their first event's time."""
     starts = events.groupBy("node").agg(F.min("t").alias("start"))
@@ -69,6 +72,7 @@ def participants(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFr
     return correct_nodes(events, nodes).join(ran, "node", "left_semi").join(starts, "node", "left")
 
 
+@shared
 def full_view_times(
     events: DataFrame, *, nodes: DataFrame | None = None, max_peers: int = 64
 ) -> DataFrame:
@@ -144,6 +148,7 @@ def _verdict(done: str, within: float | None, *, never: Column, late: tuple[str,
     return F.when(F.col(done).isNull(), never).otherwise(late_detail).alias("detail")
 
 
+@shared
 def detections(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     """``crashed, crashed_at, observer, removed_at, seconds`` per crash and observer.
 

@@ -20,6 +20,7 @@ from gossamer.analysis.checks.common import (
     layer_events,
     message_events,
     outages,
+    shared,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
 LAYER = "gossip"
 
 
+@shared
 def broadcasts(events: DataFrame) -> DataFrame:
     """``msg, origin, t, dests``: each broadcast at its origin (``dests`` null = everyone)."""
     return (

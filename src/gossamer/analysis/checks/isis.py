@@ -36,6 +36,7 @@ from gossamer.analysis.checks.common import (
     location,
     message_events,
     position,
+    shared,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
 LAYER = "isis"
 
 
+@shared
 def deliveries(events: DataFrame) -> DataFrame:
     """``node, msg, seq, proposer, t, file, line`` of every ISIS delivery."""
     return message_events(events, LAYER, "deliver").select(
@@ -64,11 +66,13 @@ def deliveries(events: DataFrame) -> DataFrame:
     )
 
 
+@shared
 def multicasts(events: DataFrame) -> DataFrame:
     """``node, msg, t, file, line`` of every ISIS multicast (at its sender)."""
     return message_events(events, LAYER, "multicast").select("node", "msg", "t", "file", "line")
 
 
+@shared
 def _correct_deliveries(events: DataFrame, nodes: DataFrame | None) -> DataFrame:
     # Every delivering node is in the run, so removing the crashed ones is enough; it
     # spares a pass over every event to list the run's nodes. ``nodes`` only adds
@@ -242,6 +246,7 @@ def total_order(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     )
 
 
+@shared
 def stop_states(events: DataFrame) -> DataFrame:
     """``node, stopped_at, held, outstanding``: the nodes that stopped cleanly, when,
     and the ISIS messages they left unfinished (arrays of names; empty without an
