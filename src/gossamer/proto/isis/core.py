@@ -223,8 +223,9 @@ class IsisConfig:
     (``loop.call_soon``), so everything one turn produces (the answers to every datagram
     that turn received, the multicasts it made) shares the datagrams to each member; the
     simulator at the same virtual instant, after the events already due then. Under load
-    it batches as ``batch_delay`` does; alone, a message waits for no timer. It excludes
-    ``batch_delay`` (one way of batching at a time).
+    a turn takes many inputs, so its batches are nearly as full as ``batch_delay``'s;
+    alone, a message waits for no timer. It excludes ``batch_delay`` (one way of batching
+    at a time).
 
     ``wire`` decides who a datagram is from and what a payload may be (``docs/interop.md``).
     In gossamer's own (sealed) mode a member is its UDP address, IP and port, so several
