@@ -413,6 +413,29 @@ def test_the_service_opens_sends_receives_and_closes_as_the_contract_says(run: R
     run(main())
 
 
+def test_turn_batching_sends_what_one_turn_multicast_in_one_datagram_per_member(
+    run: Runner,
+) -> None:
+    async def main() -> None:
+        async with Group(3) as g:
+            await g.start(batch_turn=True)
+            a = g.services[1]
+            loop = asyncio.get_running_loop()
+            sends = [loop.create_task(a.send(bytes([i]) * 8)) for i in range(10)]
+            await asyncio.sleep(0)  # the sends ran, one after the other, in one loop turn
+            out = a.isis.counters
+            assert (out.messages_out, out.datagrams_out) == (20, 0)  # held for the turn's end
+            await asyncio.sleep(0)  # the next turn: the batches left first
+            assert (out.messages_out, out.datagrams_out) == (20, 2)
+            assert await asyncio.gather(*sends) == list(range(1, 11))
+            await until(lambda: all(len(g.delivered(m)) == 10 for m in (1, 2, 3)))
+            orders = [[(d.sender, d.msg_id) for d in g.delivered(m)] for m in (1, 2, 3)]
+            assert orders[0] == orders[1] == orders[2]
+            assert sorted(d.data for d in g.delivered(2)) == [bytes([i]) * 8 for i in range(10)]
+
+    run(main())
+
+
 def test_a_send_held_back_by_a_snapshot_waits_for_its_msg_id(run: Runner) -> None:
     async def main() -> None:
         async with Group(3) as g:

@@ -82,3 +82,20 @@ async def _soon() -> None:
     assert flushes == [1]
     assert (pending, pump.flush_pending) == (True, False)
     pump.close()
+
+
+def test_a_deadline_already_due_runs_at_the_end_of_this_loop_turn(run: Runner) -> None:
+    run(_due())
+
+
+async def _due() -> None:
+    # Not on a (millisecond) timer: before anything the loop is asked to do after it.
+    core = _Core(now())
+    pump = Pump(core, event_queue=False)
+    seen: list[int] = []
+    pump.start()
+    asyncio.get_running_loop().call_soon(lambda: seen.append(len(core.timers)))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert seen == [1] and len(core.timers) == 1
+    pump.close()

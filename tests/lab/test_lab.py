@@ -117,7 +117,8 @@ def test_lab_list_shows_every_scenario(capsys: pytest.CaptureFixture[str]) -> No
     for name in ("discovery", "gossip", "isis", "snapshot", "link", "gateway", "demo"):
         assert f"\n{name}: " in f"\n{out}"
     assert "--param broken=...  TEST ONLY" in out
-    assert "\n    isis (IsisConfig): ack_delay, batch_bytes, batch_delay, drop_rate" in out
+    isis = "\n    isis (IsisConfig): ack_delay, batch_bytes, batch_delay, batch_turn, drop_rate"
+    assert isis in out
     assert "default faults: --drop 0.02, --delay 20, --crash h1@13, --partition h2@6-8" in out
 
 

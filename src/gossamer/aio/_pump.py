@@ -35,6 +35,9 @@ Then, on the driver's side:
 - ``feed(method, *args)``: call a core input method (``core.receive_data``, ...) and pump.
 - ``call(request)``: run ``request(now())`` on the core, then pump; the request's result
   or exception goes to the caller.
+- the one timer: armed with ``loop.call_at(next_deadline())``; a deadline already due when
+  it is armed runs at the end of this loop iteration (``loop.call_soon``) instead, so a
+  core can ask to act once the inputs in hand are done (``IsisConfig.batch_turn``).
 - ``flush_soon()``: one ``pump()`` at the end of this loop iteration, however many times it
   is asked for before then: drivers that batch the output of many inputs (the link node
   writes once per iteration) use it instead of ``pump()``.
@@ -179,7 +182,7 @@ class Pump(Generic[CoreT]):
             event_queue = on_event is None
         self._queue: asyncio.Queue[object] | None = asyncio.Queue() if event_queue else None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._armed_for = 0.0
         self._flushing = False
         self._again = False
@@ -333,7 +336,11 @@ class Pump(Generic[CoreT]):
             self._flushing = False
 
     def _arm(self) -> None:
-        """Keep exactly one timer, at the core's current deadline."""
+        """Keep exactly one timer, at the core's current deadline. A deadline already due
+        runs at the end of this loop turn (``call_soon``), after the inputs the loop has
+        in hand, not on a timer: uvloop's timers count whole milliseconds, so one armed
+        for "now" could wait a millisecond or two (a core that batches a turn's output,
+        ``IsisConfig.batch_turn``, relies on this)."""
         if self._closing:
             return
         deadline = self.core.next_deadline()
@@ -348,7 +355,10 @@ class Pump(Generic[CoreT]):
             self._timer.cancel()
         assert self._loop is not None
         self._armed_for = deadline
-        self._timer = self._loop.call_at(deadline, self._on_timer)
+        if deadline <= now():
+            self._timer = self._loop.call_soon(self._on_timer)
+        else:
+            self._timer = self._loop.call_at(deadline, self._on_timer)
 
     def _on_timer(self) -> None:
         assert self._loop is not None

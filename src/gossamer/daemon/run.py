@@ -68,11 +68,11 @@ from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
 from gossamer.trace.sink import JsonlSink, NullSink, Tracer, TraceSink
 
-#: ISIS in the node's group: messages to one member wait up to this long to share a
-#: datagram. Under load a command's Data, Acks and Seqs to a member then leave together
-#: (one ``sendto`` instead of several, the largest cost per command); alone, a message
-#: waits at most this long at each of ISIS's three steps.
-ISIS_BATCH_DELAY: Final = 0.0005
+#: ``IsisConfig`` options of ISIS in the node's group: what one turn of the event loop
+#: sends to a member shares a datagram (``batch_turn``). Under load a command's Data, Acks
+#: and Seqs to a member then leave together (one ``sendto`` instead of several, the
+#: largest cost per command); alone, a message waits for no timer, only for its turn's end.
+ISIS_OPTIONS: Final[dict[str, Any]] = {"batch_turn": True}
 
 __all__ = ["Daemon", "run_daemon"]
 
@@ -173,7 +173,7 @@ class Daemon:
             me=Member(name=c.node.name, incarnation=self.incarnation,
                       address=(host, c.ports.views)),
             bootstrap=c.cluster.bootstrap, bootstrap_wait=c.cluster.bootstrap_wait,
-            views_options=c.views, isis_options={"batch_delay": ISIS_BATCH_DELAY},
+            views_options=c.views, isis_options=ISIS_OPTIONS,
             services=services, replicated=self.queues,
             on_view=self.on_view, on_event=self.group_event,
             targets=self.discovery.config.broadcast_targets,

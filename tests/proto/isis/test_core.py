@@ -653,6 +653,7 @@ def test_bad_configurations_are_config_errors(members: tuple[Member, ...]) -> No
         {"retransmit_initial": 0.0},
         {"retransmit_initial": 1.0, "retransmit_max": 0.5},
         {"batch_bytes": wire.MAX_SIZE - 1},
+        {"batch_turn": True, "batch_delay": 0.001},
     ],
 )
 def test_bad_tunables_are_config_errors(tunables: dict[str, Any]) -> None:
@@ -721,6 +722,31 @@ def test_batches_are_bounded_and_a_bad_batch_is_dropped_whole() -> None:
     assert plain.cores[2].pending == 2 and len(plain.cores[2].datagrams_to_send()) == 2
     with pytest.raises(ConfigError):
         IsisConfig(me=1, members=g.members, batch_bytes=10)
+
+
+def test_turn_batching_holds_a_turns_messages_until_its_deadline_which_is_at_once() -> None:
+    g = Group(3, batch_turn=True)
+    g.now = 2.0
+    for i in range(5):
+        g.cores[1].multicast(i, 2.0)
+    g.pump()
+    # Held for the end of the driver's turn, and due at once: no delay to wait out.
+    assert g.wire == [] and g.cores[1].next_deadline() == 2.0 and not g.cores[1].quiescent
+    g.cores[1].handle_timer(2.0)
+    g.pump()
+    assert [(s, d, len(b)) for s, d, b in g.wire] == [(1, 2, 80), (1, 3, 80)]
+    assert g.cores[1].next_deadline() != 2.0  # nothing held any more
+    # A receiver's answers to everything one turn took share a datagram too.
+    g.deliver(lambda s, d, m: d == 2)
+    assert [(s, d) for s, d, _ in g.wire] == [(1, 3)] and g.cores[2].next_deadline() == 2.0
+    g.cores[2].handle_timer(2.0)
+    g.pump()
+    assert [(s, d) for s, d, _ in g.wire] == [(1, 3), (2, 1)]
+    assert len(wire.decode_batch(g.wire[1][2])) == 5  # the five Acks
+    g.settle()
+    assert len(g.delivered(2)) == 5 and g.delivered(1) == g.delivered(2) == g.delivered(3)
+    c = g.cores[1].counters
+    assert c.messages_out > c.datagrams_out
 
 
 # -- bytes payloads ---------------------------------------------------------------------

@@ -81,6 +81,8 @@ def test_the_original_wire_needs_one_ip_per_member_and_no_batching() -> None:
     distinct = members_from([(f"m{i}", (f"10.0.0.{i}", PORT)) for i in range(1, 4)])
     with pytest.raises(ConfigError, match="batching"):
         IsisConfig(me=1, members=distinct, wire=WireMode.ORIGINAL, batch_delay=0.001)
+    with pytest.raises(ConfigError, match="batching"):
+        IsisConfig(me=1, members=distinct, wire=WireMode.ORIGINAL, batch_turn=True)
 
 
 def words(*values: int) -> bytes:

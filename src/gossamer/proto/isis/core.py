@@ -216,6 +216,17 @@ class IsisConfig:
     batches whatever its own setting. ``batch_bytes`` must hold the largest message
     (``wire.MAX_SIZE``: a Data of ``wire.MAX_DATA_SIZE`` bytes).
 
+    ``batch_turn`` (default off) batches without a delay: messages to one member wait
+    only until the driver's turn ends. The batch is due at once (``next_deadline()`` is
+    the instant its first message was held), and a driver runs a deadline already due
+    after the input at hand: the asyncio pump at the end of the event loop's turn
+    (``loop.call_soon``), so everything one turn produces (the answers to every datagram
+    that turn received, the multicasts it made) shares the datagrams to each member; the
+    simulator at the same virtual instant, after the events already due then. Under load
+    a turn takes many inputs, so its batches are nearly as full as ``batch_delay``'s;
+    alone, a message waits for no timer. It excludes ``batch_delay`` (one way of batching
+    at a time).
+
     ``wire`` decides who a datagram is from and what a payload may be (``docs/interop.md``).
     In gossamer's own (sealed) mode a member is its UDP address, IP and port, so several
     members can share a host, and a payload is up to ``wire.MAX_DATA_SIZE`` bytes. On the
@@ -237,6 +248,7 @@ class IsisConfig:
     ack_delay: float = 0.0
     batch_delay: float = 0.0
     batch_bytes: int = 1400
+    batch_turn: bool = False
     retain_finals: int = 100_000
 
     def __post_init__(self) -> None:
@@ -260,11 +272,12 @@ class IsisConfig:
                     "ports): give every member its own IP",
                     ips=ips,
                 )
-            if self.batch_delay:
+            if self.batch_delay or self.batch_turn:
                 raise ConfigError(
                     "batching is off on the original wire (the original reads one message "
                     "per datagram)",
                     batch_delay=self.batch_delay,
+                    batch_turn=self.batch_turn,
                 )
         if self.me not in ids:
             raise ConfigError("this member is not in the group", me=self.me, ids=ids)
@@ -284,6 +297,11 @@ class IsisConfig:
                 raise ConfigError(
                     f"{name} must be a non-negative number of seconds", **{name: value}
                 )
+        if self.batch_turn and self.batch_delay:
+            raise ConfigError(
+                "batch_turn and batch_delay are two ways of batching: choose one",
+                batch_delay=self.batch_delay,
+            )
         if self.batch_bytes < wire.MAX_SIZE:
             raise ConfigError(
                 "batch_bytes must hold the largest message",
@@ -551,6 +569,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._delay_counter = 0
         self._batches: dict[Address, bytearray] = {}
         self._batch_due: float | None = None
+        # Batching (``IsisConfig``): a member's batch is due this long after its first
+        # message, 0 with ``batch_turn`` (due at once: the driver's turn end releases it).
+        self._batching = config.batch_turn or config.batch_delay > 0
         self._batch_delay = config.batch_delay
         self._batch_bytes = config.batch_bytes
         self._now = 0.0
@@ -1518,8 +1539,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _emit(self, payload: bytes, addr: Address) -> None:
         self.counters.messages_out += 1
-        delay = self._batch_delay
-        if not delay:
+        if not self._batching:
             self.counters.datagrams_out += 1
             self._outbox.append((payload, addr))
             return
@@ -1528,7 +1548,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         if batch is None:
             self._batches[addr] = bytearray(payload)
             if self._batch_due is None:
-                self._batch_due = self._now + delay
+                self._batch_due = self._now + self._batch_delay
         elif len(batch) + len(payload) > self._batch_bytes:
             self.counters.datagrams_out += 1
             self._outbox.append((bytes(batch), addr))

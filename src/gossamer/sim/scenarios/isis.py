@@ -13,7 +13,9 @@ real node. ``drop_rate`` and ``ack_delay`` are the original program's own fault 
 (``--dropRate``; ``--delay`` of half the Acks and SeqAcks), on top of the simulator's
 network faults (``--drop``, ``--dup``, ``--delay``, ``--reorder``). Every field of
 ``IsisConfig`` that tunes the protocol is a parameter of the same name, unit and
-default (:data:`TUNABLES`), and ``wire`` picks gossamer's own behaviour (``sealed``, the
+default (:data:`TUNABLES`), ``batch_turn`` batches what one instant sends to a member
+(``IsisConfig.batch_turn``: the batch leaves at the same virtual instant, after the events
+already due then), and ``wire`` picks gossamer's own behaviour (``sealed``, the
 default: retransmission from measured round trips) or the original's (``original``: the
 spec's schedule, one message per datagram; the simulator carries no envelope either way).
 
@@ -27,6 +29,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from gossamer.params import boolean
 from gossamer.proto.isis import TUNABLES as ISIS_TUNABLES
 from gossamer.proto.isis import (
     Delivered,
@@ -142,7 +145,13 @@ def isis_config(
     tunables["retransmit_granularity"] = min(
         tunables["retransmit_granularity"], tunables["retransmit_max"]
     )
-    return IsisConfig(me=member.id, members=members, wire=params["wire"], **tunables)
+    return IsisConfig(
+        me=member.id,
+        members=members,
+        wire=params["wire"],
+        batch_turn=params["batch_turn"],
+        **tunables,
+    )
 
 
 def schedule_crashes(sim: Simulator, run: IsisRun, params: Mapping[str, Any]) -> None:
@@ -210,6 +219,9 @@ COMMON_PARAMS: tuple[Param, ...] = (
           help="sealed|original: the original's behaviour too (the spec's retransmission "
                "schedule, one message per datagram, uint32 payloads)"),
     *TUNABLES,
+    Param(name="batch_turn", parse=boolean, default=False,
+          help="on|off: what one instant sends to a member shares a datagram, sent at that "
+               "instant (IsisConfig.batch_turn; excludes batch_delay)"),
 )  # fmt: skip
 
 
