@@ -178,6 +178,7 @@ CHECKS: tuple[Check, ...] = (
         property="a message delivered by one correct node is delivered by every correct node",
         order=("msg",),
         run=lambda e, i: isis.agreement(e, nodes=i.nodes),
+        shortcut=lambda e, i: isis.short_messages(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
         unless=ON_VIEWS,
         unless_note=ON_VIEWS_NOTE,
@@ -187,6 +188,7 @@ CHECKS: tuple[Check, ...] = (
         property="a correct node delivers every message it multicast",
         order=("node", "msg"),
         run=lambda e, i: isis.validity(e, nodes=i.nodes),
+        shortcut=lambda e, i: isis.never_delivered_own(e, nodes=i.nodes),
         kinds=ISIS_MESSAGES,
         unless=ON_VIEWS,
         unless_note=ON_VIEWS_NOTE,
@@ -225,6 +227,7 @@ CHECKS: tuple[Check, ...] = (
         run=lambda e, i: gossip.coverage(
             e, nodes=i.nodes, min_coverage=_p(i, "gossip.min_coverage")
         ),
+        shortcut=lambda e, i: gossip.coverage_suspects(e, nodes=i.nodes),
     ),
     Check(
         name="gossip.depth",
@@ -282,6 +285,7 @@ CHECKS: tuple[Check, ...] = (
         property="every message sent on a link is delivered exactly once; none is invented",
         order=("problem", "msg"),
         run=lambda e, i: link.delivery(e, nodes=i.nodes),
+        shortcut=lambda e, i: link.delivery_suspects(e, nodes=i.nodes),
     ),
     Check(
         name="link.credit",
@@ -307,6 +311,7 @@ CHECKS: tuple[Check, ...] = (
         "target client (end to end, from the clients' own traces)",
         order=("msg", "client"),
         run=lambda e, i: gateway.client_delivery(e),
+        shortcut=lambda e, i: gateway.unreceived(e),
         kinds=("client_send",),
     ),
     Check(

@@ -380,7 +380,7 @@ _TRAFFIC = ("sent", "bytes_sent", "received", "bytes_received", "delivered", "re
 
 
 def _node_metrics(events: DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Traffic per layer and node, and fault counts, from one pass."""
+    """Traffic per layer and node, and fault counts, from one pass; and the outages."""
     rows = _rows(metrics.per_node(events).orderBy("layer", "node", "fault"))
     # A byte count is None where no event carried a size (``metrics.traffic``): kept so.
     traffic_rows = [
@@ -407,7 +407,11 @@ def _node_metrics(events: DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
     for r in fault_rows:
         fault_totals[r["fault"]] = fault_totals.get(r["fault"], 0) + r["count"]
     traffic = {"by_layer": totals, "by_node": traffic_rows}
-    faults = {"totals": dict(sorted(fault_totals.items())), "by_node": fault_rows}
+    faults = {
+        "totals": dict(sorted(fault_totals.items())),
+        "by_node": fault_rows,
+        "outages": _rows(metrics.outage_events(events).limit(1000)) if fault_totals else [],
+    }
     return traffic, faults
 
 
@@ -449,10 +453,9 @@ def _membership(events: DataFrame, t_min: float, t_max: float) -> dict[str, Any]
     return {"bands": bands, "nodes": drawn, "stops": stops}
 
 
-def _order_matrix(
-    events: DataFrame, inputs: catalog.CheckInputs, result: CheckResult
-) -> dict[str, Any] | None:
-    nodes = [
+def _matrix_nodes(events: DataFrame, inputs: catalog.CheckInputs) -> list[str]:
+    """The nodes of the delivery-order matrix: the correct nodes that delivered."""
+    return [
         r["node"]
         for r in _rows(
             correct_nodes(events, inputs.nodes)
@@ -460,6 +463,11 @@ def _order_matrix(
             .orderBy("node")
         )
     ]
+
+
+def _order_matrix(
+    events: DataFrame, inputs: catalog.CheckInputs, nodes: list[str], result: CheckResult
+) -> dict[str, Any] | None:
     if not nodes or len(nodes) > MAX_MATRIX_NODES:
         return None
     index = {n: i for i, n in enumerate(nodes)}
@@ -479,7 +487,7 @@ class _Measuring:
     """The metrics jobs that need no check's verdict, submitted to the analysis' pool."""
 
     found: InputReport
-    isis: bool
+    matrix_nodes: Future[list[str]] | None
     per_node: Future[tuple[dict[str, Any], dict[str, Any]]]
     timelines: Future[tuple[list[Any], list[Any]]]
     windowed: Future[dict[str, Any]] | None
@@ -497,7 +505,9 @@ class _Measuring:
         t_min, t_max = found.t_min, found.t_max
         return _Measuring(
             found=found,
-            isis="isis" in present,
+            matrix_nodes=(
+                pool.submit(_matrix_nodes, events, inputs) if "isis" in present else None
+            ),
             per_node=pool.submit(_node_metrics, events),
             timelines=pool.submit(_timelines, events, t_min, t_max),
             windowed=pool.submit(fault_window_latency, events) if "isis" in present else None,
@@ -524,13 +534,10 @@ class _Measuring:
         traffic, faults = self.per_node.result()
         timeline, fault_timeline = self.timelines.result()
         faults["timeline"] = fault_timeline
-        faults["outages"] = (
-            _rows(metrics.outage_events(events).limit(1000)) if faults["totals"] else []
-        )
         layers = self.layers.result()
-        if self.isis:
+        if self.matrix_nodes is not None:
             total_order = next(r for r in results if r.name == "isis.total_order")
-            matrix = _order_matrix(events, inputs, total_order)
+            matrix = _order_matrix(events, inputs, self.matrix_nodes.result(), total_order)
             if matrix is not None:
                 layers["isis"] = {"order_matrix": matrix}
         measured: dict[str, Any] = {

@@ -36,6 +36,7 @@ def tree(*, skip: str | None = None, extra: tuple[TraceEvent, ...] = ()) -> list
 
 def test_full_coverage_holds(spark: SparkSession) -> None:
     assert gossip.coverage(events_frame(spark, tree())).count() == 0
+    assert gossip.coverage_suspects(events_frame(spark, tree())).count() == 0
 
 
 def test_a_node_that_never_delivers_breaks_coverage(spark: SparkSession) -> None:
@@ -43,6 +44,10 @@ def test_a_node_that_never_delivers_breaks_coverage(spark: SparkSession) -> None
     (row,) = gossip.coverage(events_frame(spark, events)).collect()
     assert (row["msg"], row["delivered"], row["expected"], row["missing"]) == ("n0/1", 3, 4, ["n2"])
     assert row["coverage"] == pytest.approx(0.75)
+    # The linear pre-check (empty only if coverage holds) finds it too.
+    assert [r["msg"] for r in gossip.coverage_suspects(events_frame(spark, events)).collect()] == [
+        "n0/1"
+    ]
     # A lower threshold accepts it; a crashed node is not expected to deliver.
     assert gossip.coverage(events_frame(spark, events), min_coverage=0.75).count() == 0
     crashed = (*events, event("n2", 0.0, "net", "fault", fault="crash"))

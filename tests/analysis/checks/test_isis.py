@@ -46,6 +46,8 @@ def rows(spark: SparkSession, events: list[TraceEvent], checker: object) -> list
 def test_a_correct_run_holds_every_property(spark: SparkSession) -> None:
     df = events_frame(spark, run())
     assert isis.order_suspects(df).count() == 0
+    assert isis.short_messages(df).count() == 0
+    assert isis.never_delivered_own(df).count() == 0
     assert isis.total_order(df).count() == 0
     assert isis.agreement(df).count() == 0
     assert isis.validity(df).count() == 0
@@ -118,6 +120,17 @@ def test_a_sender_that_never_delivers_its_own_message_breaks_validity(spark: Spa
     found = rows(spark, run({"n0": [1, 2]}), isis.validity)
     assert sorted(r["msg"] for r in found) == ["n0/0", "n0/1"]
     assert {r["node"] for r in found} == {"n0"}
+
+
+def test_the_pre_checks_of_agreement_and_validity_find_what_they_report(
+    spark: SparkSession,
+) -> None:
+    # Empty only if the property holds: the job then skips the full check.
+    short = events_frame(spark, run({"n1": [0, 1, 3]}))
+    assert [r["msg"] for r in isis.short_messages(short).collect()] == ["n2/0"]
+    assert isis.never_delivered_own(short).count() == 0
+    own = events_frame(spark, run({"n0": [1, 2]}))
+    assert sorted(r["msg"] for r in isis.never_delivered_own(own).collect()) == ["n0/0", "n0/1"]
 
 
 def test_a_delivery_that_nobody_multicast_breaks_integrity(spark: SparkSession) -> None:

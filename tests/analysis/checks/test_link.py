@@ -33,6 +33,7 @@ def pushes(
 def test_every_message_delivered_once_holds(spark: SparkSession) -> None:
     df = events_frame(spark, pushes())
     assert link.delivery(df).count() == 0
+    assert link.delivery_suspects(df).count() == 0
     assert link.credit(df).count() == 0
 
 
@@ -47,6 +48,9 @@ def test_lost_duplicated_and_invented_messages_are_caught(spark: SparkSession) -
         for r in link.delivery(events_frame(spark, events)).collect()
     )
     assert found == [("duplicate", "p/L/2", 2), ("lost", "p/L/1", 0), ("never sent", "x/L/7", 1)]
+    # The linear pre-check (empty only if delivery holds) points at each of them.
+    suspects = link.delivery_suspects(events_frame(spark, events)).collect()
+    assert sorted(r["msg"] for r in suspects) == ["p/L/1", "p/L/2", "x/L/7"]
 
 
 def test_messages_to_a_crashed_receiver_may_be_lost(spark: SparkSession) -> None:
@@ -54,6 +58,7 @@ def test_messages_to_a_crashed_receiver_may_be_lost(spark: SparkSession) -> None
         event("q", 0.5, "net", "fault", fault="crash")
     ]
     assert link.delivery(events_frame(spark, events)).count() == 0
+    assert link.delivery_suspects(events_frame(spark, events)).count() == 0
 
 
 def test_sending_beyond_the_credit_is_caught(spark: SparkSession) -> None:

@@ -29,12 +29,13 @@ from gossamer.analysis.checks.common import (
     location,
     message_events,
     position,
+    shared,
 )
 from gossamer.trace.schema import GATEWAY_CLIENT_KINDS
 
 _READY, _SEND, _RECV = GATEWAY_CLIENT_KINDS
 
-__all__ = ["LAYER", "client_delivery", "queues", "routing"]
+__all__ = ["LAYER", "client_delivery", "queues", "routing", "unreceived"]
 
 LAYER = "gateway"
 
@@ -197,6 +198,65 @@ def queues(events: DataFrame) -> DataFrame:
     return lost.unionByName(late)
 
 
+@shared
+def _routed(events: DataFrame) -> DataFrame:
+    """``node, msg, sender, targets, routed, file, line``: the routes of nodes that never
+    crashed."""
+    crashed = crashed_nodes(events).select("node")
+    return (
+        layer_events(events, LAYER, "route")
+        .join(crashed, "node", "left_anti")
+        .select(
+            "node",
+            attr("nonce").alias("msg"),
+            F.col("peer").alias("sender"),
+            _ids(attr("targets")).alias("targets"),
+            F.col("t").alias("routed"),
+            "file",
+            "line",
+        )
+    )
+
+
+@shared
+def _receipts(events: DataFrame) -> DataFrame:
+    """``msg, client``: every ``client_recv``."""
+    return message_events(events, LAYER, _RECV).select("msg", attr("client").alias("client"))
+
+
+@shared
+def unreceived(events: DataFrame) -> DataFrame:
+    """``msg, client, routed, file, line``: routes to a traced target that never received
+    them. Empty only if ``client_delivery`` holds: its linear pre-check, and the rows it
+    then excuses or reports."""
+    sends = (
+        message_events(events, LAYER, _SEND)
+        .where(attr("type").isin("SEND", "BROADCAST"))
+        .groupBy("msg")
+        .agg(F.count("*").alias("sends"), F.first(attr("client")).alias("sender"))
+        .where(F.col("sends") == 1)
+    )
+    crashed = crashed_nodes(events).select("node")
+    # Clients that trace, into the file of a node that never crashed.
+    traced = (
+        layer_events(events, LAYER, _READY)
+        .join(crashed, "node", "left_anti")
+        .select(attr("client").alias("client"))
+        .distinct()
+    )
+    expected = (
+        _on_routing_node(
+            _routed(events)
+            .join(sends.select("msg", "sender"), ["msg", "sender"])
+            .select("node", "msg", F.explode("targets").alias("client"), "routed", "file", "line"),
+            events,
+        )
+        .drop("node")
+        .join(traced, "client", "left_semi")
+    )
+    return expected.join(_receipts(events), ["msg", "client"], "left_anti")
+
+
 def client_delivery(events: DataFrame) -> DataFrame:
     """Client sends the gateway routed that a traced target client never received.
 
@@ -214,42 +274,9 @@ def client_delivery(events: DataFrame) -> DataFrame:
     with it. Columns: ``problem, msg, client, at,
     detail``.
     """
-    sends = (
-        message_events(events, LAYER, _SEND)
-        .where(attr("type").isin("SEND", "BROADCAST"))
-        .groupBy("msg")
-        .agg(F.count("*").alias("sends"), F.first(attr("client")).alias("sender"))
-        .where(F.col("sends") == 1)
-    )
-    crashed = crashed_nodes(events).select("node")
-    routes = (
-        layer_events(events, LAYER, "route")
-        .join(crashed, "node", "left_anti")
-        .select(
-            "node",
-            attr("nonce").alias("msg"),
-            F.col("peer").alias("sender"),
-            _ids(attr("targets")).alias("targets"),
-            F.col("t").alias("routed"),
-            "file",
-            "line",
-        )
-    )
-    # Clients that trace, into the file of a node that never crashed.
-    traced = (
-        layer_events(events, LAYER, _READY)
-        .join(crashed, "node", "left_anti")
-        .select(attr("client").alias("client"))
-        .distinct()
-    )
-    expected = _on_routing_node(
-        routes.join(sends.select("msg", "sender"), ["msg", "sender"]).select(
-            "node", "msg", F.explode("targets").alias("client"), "routed", "file", "line"
-        ),
-        events,
-    ).drop("node").join(traced, "client", "left_semi")
-    receipts = message_events(events, LAYER, _RECV).select("msg", attr("client").alias("client"))
-    missing = expected.join(receipts, ["msg", "client"], "left_anti")
+    missing = unreceived(events)
+    routes = _routed(events)
+    receipts = _receipts(events)
     # When the target's connection ended after the route, unless it later received a
     # message routed to it after this one (one connection delivers in order).
     downs = layer_events(events, LAYER, "peer_down").select(

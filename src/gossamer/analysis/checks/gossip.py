@@ -27,6 +27,7 @@ __all__ = [
     "LAYER",
     "broadcasts",
     "coverage",
+    "coverage_suspects",
     "depth",
     "first_hops",
     "integrity",
@@ -125,6 +126,31 @@ def coverage(
                 F.array_join("missing", ", "),
             ).alias("detail"),
         )
+    )
+
+
+def coverage_suspects(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """``msg``: broadcasts that some correct node neither sent nor delivered. Empty only
+    if ``coverage`` holds, whatever its ``min_coverage``, destinations and partitions:
+    its linear pre-check."""
+    correct = correct_nodes(events, nodes)
+    b = broadcasts(events)
+    reached = (
+        layer_events(events, LAYER, "deliver")
+        .select("msg", "node")
+        .unionByName(b.select("msg", F.col("origin").alias("node")))
+        .join(F.broadcast(correct), "node", "left_semi")
+        .distinct()
+        .groupBy("msg")
+        .agg(F.count("*").alias("reached"))
+    )
+    everyone = correct.agg(F.count("*").alias("everyone"))
+    return (
+        b.select("msg")
+        .join(reached, "msg", "left")
+        .crossJoin(F.broadcast(everyone))
+        .where(F.coalesce("reached", F.lit(0)) < F.col("everyone"))
+        .select("msg")
     )
 
 

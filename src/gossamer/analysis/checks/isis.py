@@ -47,8 +47,10 @@ __all__ = [
     "final_sequence",
     "integrity",
     "multicasts",
+    "never_delivered_own",
     "order_suspects",
     "own_undelivered",
+    "short_messages",
     "stop_states",
     "total_order",
     "unfinished_at_stop",
@@ -313,6 +315,27 @@ def unfinished_at_stop(events: DataFrame, missing: DataFrame) -> DataFrame:
     return joined.select(*missing.columns, why.isNotNull().alias(UNFINISHED), why.alias("why"))
 
 
+@shared
+def _delivered_by_correct(events: DataFrame, nodes: DataFrame | None) -> DataFrame:
+    """``msg, node``: each message and each correct node that delivered it (once)."""
+    return _correct_deliveries(events, nodes).select("msg", "node").distinct()
+
+
+@shared
+def short_messages(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """``msg, delivered_by, expected``: messages some correct node delivered and fewer
+    than all correct nodes did. Empty only if agreement holds: ``agreement``'s linear
+    pre-check, and the messages it then looks into."""
+    expected = correct_nodes(events, nodes).agg(F.count("*").alias("expected"))
+    return (
+        _delivered_by_correct(events, nodes)
+        .groupBy("msg")
+        .agg(F.count("*").alias("delivered_by"))
+        .crossJoin(F.broadcast(expected))
+        .where(F.col("delivered_by") < F.col("expected"))
+    )
+
+
 def agreement(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     """Messages delivered by some correct node but not by every correct node.
 
@@ -323,14 +346,8 @@ def agreement(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame
     (``unfinished_at_stop``): the run ended before m could finish, nothing was lost.
     """
     correct = correct_nodes(events, nodes)
-    d = _correct_deliveries(events, nodes).select("msg", "node").distinct()
-    expected = correct.agg(F.count("*").alias("expected"))
-    short = (
-        d.groupBy("msg")
-        .agg(F.count("*").alias("delivered_by"))
-        .crossJoin(F.broadcast(expected))
-        .where(F.col("delivered_by") < F.col("expected"))
-    )
+    d = _delivered_by_correct(events, nodes)
+    short = short_messages(events, nodes=nodes)
     # Only for the (few) short messages: who did not deliver them, and why.
     missing = (
         short.select("msg")
@@ -383,10 +400,18 @@ def validity(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
     ``unfinished`` when the sender stopped cleanly with m still in progress
     (``unfinished_at_stop``).
     """
+    never = never_delivered_own(events, nodes=nodes)
+    return own_undelivered(events, never, F.lit(" and never delivered it"))
+
+
+@shared
+def never_delivered_own(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """``node, msg, t, file, line``: multicasts of correct nodes that their sender never
+    delivered. Empty only if validity holds: ``validity``'s linear pre-check, and the
+    messages it then judges."""
     sent = multicasts(events).join(F.broadcast(correct_nodes(events, nodes)), "node", "left_semi")
     own = deliveries(events).select("node", "msg")
-    never = sent.join(own, ["node", "msg"], "left_anti")
-    return own_undelivered(events, never, F.lit(" and never delivered it"))
+    return sent.join(own, ["node", "msg"], "left_anti")
 
 
 def own_undelivered(events: DataFrame, never: DataFrame, lost: Column) -> DataFrame:

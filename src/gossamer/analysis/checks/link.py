@@ -26,7 +26,7 @@ from gossamer.analysis.checks.common import (
     position,
 )
 
-__all__ = ["LAYER", "credit", "delivery"]
+__all__ = ["LAYER", "credit", "delivery", "delivery_suspects"]
 
 LAYER = "link"
 
@@ -71,11 +71,14 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         .select("msg", "sender", "receiver")
         .distinct()
     )
-    at_stop = ended.join(
-        stopped.select(F.col("node").alias("sender")), "sender", "left_semi"
-    ).unionByName(
-        ended.join(stopped.select(F.col("node").alias("receiver")), "receiver", "left_semi")
-    ).distinct().withColumn(UNFINISHED, F.lit(True))
+    at_stop = (
+        ended.join(stopped.select(F.col("node").alias("sender")), "sender", "left_semi")
+        .unionByName(
+            ended.join(stopped.select(F.col("node").alias("receiver")), "receiver", "left_semi")
+        )
+        .distinct()
+        .withColumn(UNFINISHED, F.lit(True))
+    )
     lost = _problems(
         missing.join(at_stop, ["msg", "sender", "receiver"], "left").fillna(
             False, subset=[UNFINISHED]
@@ -114,6 +117,49 @@ def delivery(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
         ),
     )
     return lost.unionByName(dups).unionByName(invented)
+
+
+def delivery_suspects(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFrame:
+    """``msg, receiver``: where ``delivery`` may find something; empty only if it holds.
+
+    ``delivery``'s linear pre-check, one aggregation: per message and receiver, the
+    sends (all, and those between correct nodes) and the deliveries. A pair is suspect
+    if it was delivered more than once, sent between correct nodes and never
+    delivered, or delivered without being sent to that receiver.
+    """
+    correct = correct_nodes(events, nodes)
+
+    def counted(kind: str, node: str, peer: str) -> DataFrame:
+        return message_events(events, LAYER, kind).select(
+            "msg", F.col(node).alias("sender"), F.col(peer).alias("receiver")
+        )
+
+    sends = counted("send", "node", "peer")
+    between_correct = sends.join(
+        F.broadcast(correct.select(F.col("node").alias("sender"))), "sender", "left_semi"
+    ).join(F.broadcast(correct.select(F.col("node").alias("receiver"))), "receiver", "left_semi")
+    tally = (
+        sends.select(
+            "msg", "receiver", F.lit(1).alias("s"), F.lit(0).alias("ok"), F.lit(0).alias("d")
+        )
+        .unionByName(
+            between_correct.select(
+                "msg", "receiver", F.lit(0).alias("s"), F.lit(1).alias("ok"), F.lit(0).alias("d")
+            )
+        )
+        .unionByName(
+            counted("deliver", "peer", "node").select(
+                "msg", "receiver", F.lit(0).alias("s"), F.lit(0).alias("ok"), F.lit(1).alias("d")
+            )
+        )
+        .groupBy("msg", "receiver")
+        .agg(F.sum("s").alias("s"), F.sum("ok").alias("ok"), F.sum("d").alias("d"))
+    )
+    return tally.where(
+        (F.col("d") > 1)
+        | ((F.col("ok") > 0) & (F.col("d") == 0))
+        | ((F.col("d") > 0) & (F.col("s") == 0))
+    ).select("msg", "receiver")
 
 
 def _problems(rows: DataFrame, problem: str, count: Column, detail: Column) -> DataFrame:
