@@ -212,9 +212,9 @@ class GroupCore(DatagramOutputs[GroupEvent]):
         self._pump(now)
 
     def next_deadline(self) -> float | None:
-        deadlines = [
-            d for d in (self.views.next_deadline(), self.isis and self.isis.next_deadline()) if d
-        ]
+        isis = self.isis.next_deadline() if self.isis is not None else None
+        # ``is not None``: a deadline at 0.0 (a batch due at the first instant) is one.
+        deadlines = [d for d in (self.views.next_deadline(), isis) if d is not None]
         return min(deadlines, default=None)
 
     # -- the glue ------------------------------------------------------------------------
