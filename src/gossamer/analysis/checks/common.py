@@ -80,7 +80,7 @@ def shared(
 
     @functools.wraps(transform)
     def built_once(events: DataFrame, /, *args: _P.args, **kwargs: _P.kwargs) -> DataFrame:
-        key = (transform.__qualname__, args, tuple(sorted(kwargs.items())))
+        key = (transform, args, tuple(sorted(kwargs.items())))
         with _BUILT_LOCK:
             frames = _BUILT.setdefault(events, {})
             found = frames.get(key)
