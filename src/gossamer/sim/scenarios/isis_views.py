@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gossamer.errors import LocalProtocolError
+from gossamer.params import boolean
 from gossamer.proto.group import GroupCore
 from gossamer.proto.isis import Delivered
 from gossamer.proto.isis.vsync import MemberLog, check_all, decode_state, encode_state
@@ -148,7 +149,8 @@ def _setup(sim: Simulator, nodes: int, params: Mapping[str, Any]) -> sc.Summariz
     sim.on_event = run.on_event
     sim.keep_events = False
     tunables = {
-        name: params[name] for name in ("retransmit_initial", "retransmit_max", "batch_delay")
+        name: params[name]
+        for name in ("retransmit_initial", "retransmit_max", "batch_delay", "batch_turn")
     }
 
     def core(config: ViewsConfig, ctx: NodeContext) -> GroupCore:
@@ -174,6 +176,8 @@ SCENARIO = sc.register(
             ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
             ("retransmit_max", _SECONDS, 4.0, "ISIS: the largest retransmission interval"),
             ("batch_delay", _SECONDS, 0.0, "ISIS: seconds a batch may wait (0: off)"),
+            ("batch_turn", boolean, False,
+             "on|off, ISIS: a batch leaves at the instant it was filled (excludes batch_delay)"),
         ),
         setup=_setup,
     )

@@ -401,7 +401,9 @@ class QueuesRun(ViewsRun):
     # -- nodes ----------------------------------------------------------------------------
 
     def make(self, config: ViewsConfig, ctx: NodeContext) -> QueueMember:
-        tunables = {n: self.params[n] for n in ("retransmit_initial", "retransmit_max")}
+        tunables = {
+            n: self.params[n] for n in ("retransmit_initial", "retransmit_max", "batch_turn")
+        }
         group = GroupCore(config, isis=tunables, tracer=ctx.tracer, rng=ctx.rng, now=ctx.now)
         member = QueueMember(
             group,
@@ -709,6 +711,8 @@ SCENARIO = sc.register(
             ("drain", _flag, True, "check every confirmed message was received and acked"),
             ("retransmit_initial", _SECONDS, 0.2, "ISIS: the timeout before a round trip"),
             ("retransmit_max", _SECONDS, 2.0, "ISIS: the largest retransmission interval"),
+            ("batch_turn", _flag, True,
+             "on|off, ISIS: a batch leaves at the instant it was filled (as in the daemon)"),
         ),
         setup=_setup,
     )
