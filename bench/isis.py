@@ -20,7 +20,10 @@ Three measurements, in one run:
    the original's ``--dropRate`` (every datagram dropped on receipt with that
    probability), in three modes: *spec* (the spec's 200 ms retransmission schedule, one
    message per datagram, as the original), *batched* (1 ms batches,
-   ``IsisConfig.batch_delay``) and *fast* (batches and a 20 ms schedule).
+   ``IsisConfig.batch_delay``), *turn* (batches that leave when the event loop's turn
+   ends, ``IsisConfig.batch_turn``, as the daemon) and *fast* (1 ms batches and a 20 ms
+   schedule). A baseline tree (``--baseline``) runs the *turn* mode only if it has
+   ``batch_turn``.
 3. **The simulator**: the same five members and drop rates in ``gossamer.sim`` (scenario
    ``isis``), for latency in virtual time and datagrams per message.
 
@@ -131,6 +134,8 @@ async def _isis_worker(cfg: dict[str, Any]) -> dict[str, Any]:
         retransmit_max=cfg["retransmit_initial"] * 20,
         drop_rate=cfg["drop"],
         batch_delay=cfg["batch_delay"],
+        # Only when set: a baseline tree from before turn batching runs the other modes.
+        **({"batch_turn": True} if cfg.get("batch_turn") else {}),
     )
     if original:
         wire = Wire(mode=WireMode.ORIGINAL)
@@ -301,6 +306,7 @@ class Mode:
     label: str
     retransmit_initial: float  # IsisConfig's, seconds (the schedule doubles up to x20)
     batch_delay: float  # IsisConfig's, seconds
+    batch_turn: bool = False  # IsisConfig's
     window: int  # own undelivered messages per member
     drain: float  # seconds the members keep serving after the window
     size: int = 4  # payload bytes (4: the original's uint32)
@@ -311,6 +317,8 @@ SPEC = Mode(
     label="spec", retransmit_initial=0.2, batch_delay=0.0, window=16, drain=3.0, wire="original"
 )
 BATCHED = Mode(label="batched", retransmit_initial=0.2, batch_delay=0.001, window=128, drain=3.0)
+TURN = Mode(label="turn", retransmit_initial=0.2, batch_delay=0.0, batch_turn=True, window=128,
+            drain=3.0)  # fmt: skip
 FAST = Mode(label="fast", retransmit_initial=0.02, batch_delay=0.001, window=16, drain=2.0)
 
 
@@ -338,6 +346,7 @@ def measure_isis(
         retransmit_initial=mode.retransmit_initial,
         window=mode.window,
         batch_delay=mode.batch_delay,
+        batch_turn=mode.batch_turn,
         drain=mode.drain,
         size=mode.size,
         wire=wire,
@@ -588,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         batch_delay=BATCHED.batch_delay if args.batch_delay is None else args.batch_delay,
         window=args.window or BATCHED.window,
     )
-    modes = [replace(batched, drain=1.0)] if args.quick else [SPEC, batched, FAST]
+    modes = [replace(batched, drain=1.0)] if args.quick else [SPEC, batched, TURN, FAST]
     repeat = args.repeat or 1
     if args.goal:  # exactly the goal's rows
         modes, drops = [batched], [0.0, GOAL_DROP]
@@ -722,8 +731,10 @@ def main(argv: list[str] | None = None) -> int:
             "is how it sends fewer datagrams than the 16 a message needs, and retransmission "
             "follows each member's measured round trip, repairs a gap as soon as a later "
             "answer shows it and probes a member silent for two round trips (200 ms before "
-            "the first round trip is measured). *fast* is the "
-            "same with a window of 16 (shorter queues, so shorter round trips) and 20 ms before "
+            "the first round trip is measured). *turn*, the daemon's setting, batches without "
+            "a delay: a batch leaves when the event loop's turn ends "
+            "(`IsisConfig.batch_turn`). *fast* is *batched* with a window of 16 (shorter "
+            "queues, so shorter round trips) and 20 ms before "
             "the first measurement. Under loss a lost datagram holds every later message back "
             "in the hold-back queues until its repair, so the round trip, which queueing on "
             "the shared cores stretches, sets latency and, through the window, throughput.",

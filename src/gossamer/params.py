@@ -52,6 +52,7 @@ __all__ = [
     "number",
     "overrides",
     "parse_assignments",
+    "parser_of",
     "positive_int",
     "resolve",
 ]
@@ -117,6 +118,13 @@ def choice(options: Sequence[str]) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def parser_of(default: object) -> Callable[[str], Any]:
+    """The parser for a value of ``default``'s type: :func:`boolean` for a ``bool`` (whose
+    constructor calls every non-empty text true), the type itself for ``int``, ``float``
+    and ``str``."""
+    return boolean if isinstance(default, bool) else type(default)
 
 
 # -- scenario parameters ----------------------------------------------------------------

@@ -285,7 +285,8 @@ def test_find_me_and_resolve_members(run: Runner) -> None:
 
 
 def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
-    """``gossamer isis`` as the original program ran it, four processes on 127.0.0.1."""
+    """``gossamer isis`` as the original program ran it, four processes on 127.0.0.1 (two
+    of them batching per turn)."""
     ports = free_ports(4)
     names = ["alpha", "beta", "gamma", "delta"]
     hostfile = tmp_path / "hostfile"
@@ -323,6 +324,8 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
         ]
         if name == "beta":
             argv += ["--initiate-snapshot-count", "2"]
+        if name in ("alpha", "gamma"):  # members accept batches whatever their own setting
+            argv += ["--batch-turn", "on"]
         procs.append(
             subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         )

@@ -30,6 +30,17 @@ def test_options_are_in_the_configurations_units() -> None:
     assert args.drop_rate == 0.25
 
 
+@pytest.mark.parametrize(("text", "value"), [("on", True), ("off", False), ("false", False)])
+def test_turn_batching_is_an_on_off_option(text: str, value: bool) -> None:
+    assert parse("--batch-turn", text).batch_turn is value
+
+
+def test_a_flag_that_is_neither_on_nor_off_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("--batch-turn", "maybe")
+    assert "--batch-turn" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("original", "name", "value"),
     [

@@ -54,6 +54,7 @@ from gossamer.cli.command import Command
 from gossamer.cli.wire_args import add_wire_arguments, wire_from_args
 from gossamer.errors import ConfigError
 from gossamer.faults import FaultPlan
+from gossamer.params import parser_of
 from gossamer.proto.isis import (
     TUNABLES,
     Delivered,
@@ -84,15 +85,21 @@ def _scaled(factor: float) -> Any:
     return parse
 
 
+def _shown(default: object) -> str:
+    """A default as the option takes it: ``on``/``off`` for a flag."""
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    return str(default)
+
+
 def _add_tunables(p: argparse.ArgumentParser) -> None:
     """One option per ``IsisConfig`` tunable: its name, unit and default."""
     for name, default in tunable_defaults().items():
         flag = "--" + name.replace("_", "-")
-        kind = type(default)
-        # The unit, as TUNABLES states it first: "seconds ...", "bytes: ...", "probability".
+        # The unit, as TUNABLES states it first: "seconds ...", "bytes: ...", "on|off: ...".
         unit = TUNABLES[name].split()[0].rstrip(":").upper()
-        p.add_argument(flag, type=kind, default=default, dest=name, metavar=unit,
-                       help=f"{TUNABLES[name]} (default {default})")  # fmt: skip
+        p.add_argument(flag, type=parser_of(default), default=default, dest=name, metavar=unit,
+                       help=f"{TUNABLES[name]} (default {_shown(default)})")  # fmt: skip
         original = _ORIGINAL_SPELLINGS.get(name)
         if original is not None:
             spelling, factor = original

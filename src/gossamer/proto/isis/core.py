@@ -349,10 +349,12 @@ TUNABLES: dict[str, str] = {
     "ack_delay": "seconds half the Acks and SeqAcks are held back (the original's --delay)",
     "batch_delay": "seconds messages to one member may wait to share a datagram (0: off)",
     "batch_bytes": "bytes: the largest datagram a batch fills",
+    "batch_turn": "on|off: messages to one member share a datagram that leaves when the "
+    "driver's turn ends (sealed wire; excludes batch_delay)",
 }
 
 
-def tunable_defaults() -> dict[str, float | int]:
+def tunable_defaults() -> dict[str, float | int | bool]:
     """Each tunable's default, as :class:`IsisConfig` declares it."""
     defaults = {f.name: f.default for f in fields(IsisConfig)}
     return {name: defaults[name] for name in TUNABLES}  # type: ignore[misc]

@@ -13,9 +13,8 @@ real node. ``drop_rate`` and ``ack_delay`` are the original program's own fault 
 (``--dropRate``; ``--delay`` of half the Acks and SeqAcks), on top of the simulator's
 network faults (``--drop``, ``--dup``, ``--delay``, ``--reorder``). Every field of
 ``IsisConfig`` that tunes the protocol is a parameter of the same name, unit and
-default (:data:`TUNABLES`), ``batch_turn`` batches what one instant sends to a member
-(``IsisConfig.batch_turn``: the batch leaves at the same virtual instant, after the events
-already due then), and ``wire`` picks gossamer's own behaviour (``sealed``, the
+default (:data:`TUNABLES`; ``batch_turn``'s batch leaves at the same virtual instant,
+after the events already due then), and ``wire`` picks gossamer's own behaviour (``sealed``, the
 default: retransmission from measured round trips) or the original's (``original``: the
 spec's schedule, one message per datagram; the simulator carries no envelope either way).
 
@@ -29,7 +28,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from gossamer.params import boolean
+from gossamer.params import parser_of
 from gossamer.proto.isis import TUNABLES as ISIS_TUNABLES
 from gossamer.proto.isis import (
     Delivered,
@@ -149,7 +148,6 @@ def isis_config(
         me=member.id,
         members=members,
         wire=params["wire"],
-        batch_turn=params["batch_turn"],
         **tunables,
     )
 
@@ -199,7 +197,7 @@ def _payload_size(text: str) -> int:
 #: ``IsisConfig``'s tunables as parameters: same names, units and defaults (``IsisConfig``
 #: validates the values).
 TUNABLES: tuple[Param, ...] = tuple(
-    Param(name=name, parse=type(default), default=default, help=ISIS_TUNABLES[name])
+    Param(name=name, parse=parser_of(default), default=default, help=ISIS_TUNABLES[name])
     for name, default in tunable_defaults().items()
 )
 
@@ -219,9 +217,6 @@ COMMON_PARAMS: tuple[Param, ...] = (
           help="sealed|original: the original's behaviour too (the spec's retransmission "
                "schedule, one message per datagram, uint32 payloads)"),
     *TUNABLES,
-    Param(name="batch_turn", parse=boolean, default=False,
-          help="on|off: what one instant sends to a member shares a datagram, sent at that "
-               "instant (IsisConfig.batch_turn; excludes batch_delay)"),
 )  # fmt: skip
 
 
