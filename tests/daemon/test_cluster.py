@@ -80,3 +80,9 @@ def test_three_daemons_form_a_cluster_and_a_restarted_one_rejoins(
         # Its trace has every view it installed, and its discovery's peers by name.
         assert any(e.layer == "views" and e.kind == "view_change" for e in events), name
         assert any(e.layer == "discovery" and e.kind == "peer_up" for e in events), name
+        # Its clean stop, then what total order left in flight then (nothing, here) and
+        # its last view (the nodes stopped before it may have left it already).
+        stops = [e for e in events if e.kind == "stop" and e.layer in ("net", "isis")]
+        assert [e.layer for e in stops] == ["net", "isis"], name
+        assert (stops[1].attrs["held"], stops[1].attrs["outstanding"]) == ("", ""), name
+        assert name in {m.split("#")[0] for m in stops[1].attrs["view"].split(",")}, name

@@ -365,3 +365,68 @@ def test_an_unacked_delivery_is_redelivered_after_its_timeout_or_its_holders_lea
 
         run_loop(main())
         until(lambda: all(stored(db(f)) == [] for f in files.values()), "acked everywhere")
+
+
+@pytest.mark.slow
+def test_a_node_stopping_cleanly_proposes_nothing_more_and_its_deliveries_go_back(
+    tmp_path: Path,
+) -> None:
+    """A clean stop starts nothing new: the disconnections of clients that hold
+    deliveries, as their node stops, are not proposed there (the node leaves: they could
+    not be ordered), and the messages go back to their queue all the same."""
+    with cluster(tmp_path) as (files, daemons):
+
+        async def main() -> None:
+            pushed = await push(files["a"], 0, HOLDERS, 10)
+            holders = [await client(files["b"], f"holder-{i}") for i in range(HOLDERS)]
+            busy = [await client(files["b"], f"busy-{i}") for i in range(HOLDERS)]
+            try:
+                for holder in holders:  # one message each
+                    await holder.queue_request("bulk")
+                    first = await holder.receive(timeout=PATIENCE)
+                    assert first.attempt == 1
+                # Clients that keep b proposing (pushes to another queue) as it stops.
+                pushing = [asyncio.create_task(keep_pushing(c)) for c in busy]
+                await asyncio.sleep(0.3)
+                # b stops while its clients hold the messages, unacked, and they leave
+                # at once (as a lab's clients do, stopped with their node).
+                daemons["b"].proc.send_signal(signal.SIGTERM)
+                await asyncio.sleep(0.01)
+                for task in pushing:
+                    task.cancel()
+                await asyncio.gather(*pushing, return_exceptions=True)
+            finally:
+                for c in holders + busy:
+                    await c.close()
+            assert await asyncio.to_thread(daemons["b"].proc.wait, PATIENCE) == 0
+            daemons["b"].stop()  # reaped already: its reader is joined
+            other = await client(files["c"], "other")
+            try:
+                await other.queue_request("bulk", count=HOLDERS)
+                again = [await other.receive(timeout=PATIENCE) for _ in pushed]
+                assert sorted((m.id, m.attempt) for m in again) == sorted(
+                    (i, 2) for i in pushed
+                )
+            finally:
+                await other.close()
+
+        run_loop(main())
+    trace = list(TraceReader().read(tmp_path / "b.jsonl"))
+    stop = next(e.t for e in trace if (e.layer, e.kind) == ("net", "stop"))
+    # Its clients went away after the stop, and b multicast nothing from then on.
+    assert any(e.layer == "gateway" and e.kind == "peer_down" and e.t > stop for e in trace)
+    assert [e.msg for e in trace if e.layer == "isis" and e.kind == "multicast"
+            and e.t >= stop] == []
+
+
+#: Clients of the stopping node holding a delivery each, and as many pushing.
+HOLDERS = 4
+
+
+async def keep_pushing(producer: GatewayClient) -> None:
+    """Push to ``other`` until cancelled or refused."""
+    n = 0
+    with contextlib.suppress(Exception):
+        while True:
+            n += 1
+            await producer.queue("other", TARGET, n, timeout=PATIENCE)

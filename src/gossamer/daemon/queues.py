@@ -197,6 +197,7 @@ class ClusterQueues:
         self._ask_again = False
         self._outbox: asyncio.Queue[commands.Command] = asyncio.Queue()
         self._next_key = 0
+        self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Where this node's commit reports and its state are served.
         self.addresses: dict[str, Address] = {}
@@ -228,6 +229,14 @@ class ClusterQueues:
             core.set_queue_refusal(NO_MAJORITY, at)
 
         server.call(switch)
+
+    def stop_proposing(self) -> None:
+        """The node stops cleanly, and a clean stop starts nothing new: what its clients
+        ask from now on (their disconnections, above all) and what is not proposed yet
+        is not proposed. The members that stay settle it: a Push never confirmed is not
+        owed, and this incarnation's deliveries go back to their queues (``NodeGone``)
+        when a view leaves it out."""
+        self._stopping = True
 
     async def close(self) -> None:
         self._commit()
@@ -508,7 +517,7 @@ class ClusterQueues:
     async def _propose_all(self) -> None:
         while True:
             command = await self._outbox.get()
-            if self.send is None:
+            if self.send is None or self._stopping:
                 continue
             self._next_key += 1
             try:

@@ -581,7 +581,7 @@ class LabApp:
         Traced: ``net``/``stop`` when the shutdown begins (the node neither sends nor
         delivers anything new from then on: a *clean* stop, where a crash is a
         ``net``/``fault``), and, with ISIS, ``isis``/``stop`` once ISIS is closed, with
-        what it left unfinished (see ``_trace_isis_stop``).
+        what it left unfinished (``IsisCore.trace_stop``).
         """
         self.stopping = True
         self.tracer(time.monotonic(), "net", "stop", attrs={"pending": str(self.in_flight())})
@@ -599,31 +599,10 @@ class LabApp:
             self.discovery.abort()
         if self.isis is not None:
             self.isis.abort()
-            self._trace_isis_stop(self.isis)
+            self.isis.isis.trace_stop(time.monotonic())
         if self.store is not None:
             self.store.close()
         self.sink.close()
-
-    def _trace_isis_stop(self, isis: IsisService) -> None:
-        """``isis``/``stop``: the messages this member leaves unfinished, by name.
-
-        ``attrs.held``: messages in its hold-back queue (received, never delivered);
-        ``attrs.outstanding``: its own messages some member had not yet acknowledged
-        (Data or Seq); ``attrs.view``: the group as it saw it. The core is closed, so
-        this is final. The analysis tells "unfinished at a clean stop" from "lost"
-        with it (docs/analysis.md, ``isis.agreement``).
-        """
-        core = isis.isis
-        state = core.state()
-        me = core.name_of(core.me)
-        held = [f"{core.name_of(e['sender'])}/{e['msg_id']}" for e in state["holdback"]]
-        outstanding = [
-            f"{me}/{out['msg_id']}" for out in state["outgoing"] if out["phase"] != "done"
-        ]
-        self.tracer(time.monotonic(), "isis", "stop", attrs={
-            "held": ",".join(held), "outstanding": ",".join(outstanding),
-            "view": ",".join(state["view"]),
-        })
 
     async def _drain_queues(self, seconds: float) -> None:
         # Give queued gateway messages a moment to be consumed and acked, so that a

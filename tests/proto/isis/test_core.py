@@ -182,6 +182,25 @@ def test_one_multicast_goes_data_ack_seq_seqack_and_is_delivered_everywhere() ->
     assert (deliver.msg, deliver.seq, deliver.attrs["proposer"]) == ("n1/1", 1, "1")
 
 
+def test_a_stop_names_what_was_held_back_and_what_was_still_awaited() -> None:
+    g = Group(3)
+    g.multicast(1, 11)  # n1/1 ordered and delivered everywhere
+    g.settle()
+    g.multicast(1, 12)  # n1/2: its Data reaches n2 only, and no Ack comes back
+    g.deliver(of_type(wire.DataMessage, dst=2))
+    g.lose()
+    g.multicast(3, 13)  # n3/1: nothing of it leaves n3
+    g.lose()
+    for core in g.cores.values():
+        core.trace_stop(g.now)
+    stops = {e.node: e.attrs for e in g.sink.events if e.kind == "stop"}
+    assert stops == {
+        "n1": {"held": "n1/2", "outstanding": "n1/2", "view": "n1,n2,n3"},
+        "n2": {"held": "n1/2", "outstanding": "", "view": "n1,n2,n3"},
+        "n3": {"held": "n3/1", "outstanding": "n3/1", "view": "n1,n2,n3"},
+    }
+
+
 @pytest.mark.parametrize(
     ("proposals", "final"),
     [

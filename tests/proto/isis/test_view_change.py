@@ -144,12 +144,21 @@ def test_a_message_lacking_an_ack_is_withdrawn_everywhere_and_sent_again_in_the_
     discarded = [e for e in net.events["n1"] if isinstance(e, Discarded)]
     assert [e.data for e in discarded] == [b"job"]
     assert all(net.delivered(n) == [] for n in net.cores)
+    # Were n0 to stop now, msg 1 would still be in progress: its data waits for view 2.
+    assert stop_attrs(net, "n0")["outstanding"] == "n0/1"
     for name in net.cores:
         net.call(name, "install_view", 2, view(["n0", "n1", "n2"]))
     net.settle()
     assert all(net.delivered(n) == [b"job"] for n in net.cores)
     sent_again = next(e for e in net.events["n2"] if isinstance(e, Delivered))
     assert sent_again.msg_id == 2  # a new id: msg 1 was discarded
+    assert stop_attrs(net, "n0")["outstanding"] == ""
+
+
+def stop_attrs(net: Net, name: str) -> dict[str, str]:
+    """What ``name`` would trace, stopping now (``IsisCore.trace_stop``)."""
+    net.cores[name].trace_stop(net.now)
+    return dict(net.sink.events[-1].attrs)
 
 
 def test_a_flushed_member_takes_no_new_message_of_the_view_and_its_sender_withdraws_it() -> None:

@@ -584,6 +584,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._frozen = False  # flushed: Data never seen is held back until the next view
         self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
         self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
+        self._withdrawn_held: list[int] = []  # withdrawn ids whose data waits in _held
         self._reported = False  # ViewFlushed emitted for the change under way
         self._asks: set[MsgKey] = set()  # undecided messages asked about in the change
         self._tx: Transmitter | RttTransmitter
@@ -681,6 +682,25 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             ],
             "delivered": self.counters.delivered,
         }
+
+    def trace_stop(self, now: float) -> None:
+        """Trace ``isis``/``stop``: what this member leaves unfinished as it stops cleanly.
+
+        ``attrs.held``: the messages in its hold-back queue (received, never delivered);
+        ``attrs.outstanding``: its own messages some member had not yet acknowledged
+        (Data or Seq), and those a view change withdrew whose data waits for the next view
+        to go out again; ``attrs.view``: the group as it saw it. Call it once the member is
+        closed (nothing moves any more), so that it is final. The analysis tells
+        "unfinished at a clean stop" from "lost" with it (``docs/analysis.md``,
+        ``isis.agreement``)."""
+        me = self.name_of(self._me)
+        held = [self._msg_name(e.sender, e.msg_id) for e in self._queue.ordered()]
+        waiting = {out.msg_id for out in self._outgoing.values() if out.state is not SendState.DONE}
+        outstanding = [f"{me}/{i}" for i in sorted(waiting.union(self._withdrawn_held))]
+        self._trace(now, LAYER, "stop", attrs={
+            "held": ",".join(held), "outstanding": ",".join(outstanding),
+            "view": ",".join(self.name_of(m) for m in self._view),
+        })  # fmt: skip
 
     # -- local requests ---------------------------------------------------------------
 
@@ -851,6 +871,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             if src in self._peers:
                 self._on_data(msg, src, now)
         held, self._held = self._held, []
+        self._withdrawn_held.clear()
         for msg_id, data in held:
             self._send_data(msg_id, data, now)
         self._drain(now)
@@ -963,6 +984,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         )
         self._loopback.append(msg)
         self._held.append((self._new_msg_id(), out.data))
+        self._withdrawn_held.append(out.msg_id)
 
     def _note_flushed(self) -> None:
         """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
