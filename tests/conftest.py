@@ -1,4 +1,6 @@
-"""Suite-wide settings: Hypothesis profiles and shared fixtures (``run``, ``netns``).
+"""Suite-wide settings: Hypothesis profiles and shared fixtures (``run``, ``netns``,
+``spark``: one small Spark session shared by every test that asks for it, DESIGN.md
+convention 6).
 
 ``GOSSAMER_HYPOTHESIS_PROFILE=thorough`` runs many more examples locally.
 """
@@ -6,6 +8,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,3 +34,22 @@ def run(request: pytest.FixtureRequest) -> Runner:
     if request.param:
         pytest.importorskip("uvloop")
     return make_runner(use_uvloop=request.param)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gossamer[spark])")
+    from pyspark.sql import SparkSession
+
+    from gossamer.analysis.session import export_worker_python, session_settings
+
+    # What `gossamer analyze` gets, scaled down: one core, one shuffle partition.
+    settings = session_settings(master="local[1]", remote=None, cores=1)
+    settings.update({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    export_worker_python(settings)
+    builder = SparkSession.builder.master("local[1]").appName("gossamer-tests")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    yield session
+    session.stop()

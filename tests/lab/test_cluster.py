@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
+from pyspark.sql import SparkSession
 
 from gossamer.daemon.config import load_daemon_config
 from gossamer.errors import ConfigError
@@ -139,7 +140,7 @@ def _events(path: Path) -> list[dict[str, Any]]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
-    tmp_path: Path,
+    tmp_path: Path, spark: SparkSession
 ) -> None:
     out = tmp_path / "cluster"
     stream = io.StringIO()
@@ -176,12 +177,9 @@ def test_the_cluster_routes_across_nodes_under_a_kill_a_partition_and_a_restart(
         assert status[name] == "pass", (name, text)
     # ... and the routing check held the cluster to a good part of the messages (outside
     # the faults' stretches), not to none of them.
-    from pyspark.sql import SparkSession
-
     from gossamer.analysis.checks import cluster
     from gossamer.analysis.load import load_run
 
-    spark = SparkSession.builder.master("local[1]").getOrCreate()
     events, _ = load_run(spark, str(out), str(tmp_path / "events.parquet"))
     owed = cluster.owed(events)
     assert owed.select("msg").distinct().count() >= 20
