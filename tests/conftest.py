@@ -44,11 +44,11 @@ def spark() -> Iterator[object]:
     from gossamer.analysis.session import export_worker_python, session_settings
 
     # What `gossamer analyze` gets, scaled down: one core, one shuffle partition.
-    settings = session_settings(master="local[1]", remote=None, cores=1)
-    settings.update({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
-    export_worker_python(settings)
+    config = session_settings(master="local[1]", remote=None, cores=1)
+    config.update({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    export_worker_python(config)
     builder = SparkSession.builder.master("local[1]").appName("gossamer-tests")
-    for key, value in settings.items():
+    for key, value in config.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
