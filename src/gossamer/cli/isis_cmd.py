@@ -180,7 +180,7 @@ def configure(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SECONDS",
         help="exit once every expected message is delivered, nothing is left to "
-        "retransmit and nothing happened for SECONDS",
+        "retransmit and nothing happened (no datagram came either) for SECONDS",
     )
 
 
@@ -327,11 +327,17 @@ async def _main(args: argparse.Namespace) -> int:
                     start_snapshot()
                 if args.interval:
                     await asyncio.sleep(args.interval)
+        heard = service.driver.counters.received
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=0.05)
             if service.driver.failure is not None:
                 raise service.driver.failure
+            if service.driver.counters.received != heard:
+                # A member still sending to us may wait for an answer of ours that was
+                # lost (a SeqAck): whoever is still talking to us keeps us from idling.
+                heard = service.driver.counters.received
+                state["last"] = loop.time()
             if (
                 args.exit_after_idle is not None
                 and state["delivered"] >= expected
