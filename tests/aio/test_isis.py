@@ -336,8 +336,10 @@ def test_the_command_on_four_local_processes(tmp_path: Path) -> None:
             assert proc.returncode == 0, err
             outputs.append((out, err))
     finally:
-        for proc in procs:
-            proc.kill()
+        for proc in procs:  # reap and close the pipes of any left (a timeout, a failure)
+            if proc.returncode is None:
+                proc.kill()
+                proc.communicate()
     lines = [[ln for ln in out.splitlines() if ln.startswith("delivering")] for out, _ in outputs]
     assert all(len(ls) == 10 for ls in lines)
     assert lines[0] == lines[1] == lines[2] == lines[3]

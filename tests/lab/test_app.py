@@ -99,17 +99,26 @@ Result = tuple[int, list[dict[str, Any]], str]
 
 
 def finish(procs: list[subprocess.Popen[bytes]], timeout: float) -> list[Result]:
+    """Each node's exit code, status lines and standard error, in order. A node still
+    running at ``timeout`` fails the test; every node is then killed and reaped, and its
+    pipes closed, so that no later test inherits its ``ResourceWarning``s."""
     results = []
     deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"node did not exit: {err.decode()[-2000:]}") from None
-        lines = [orjson.loads(line) for line in out.splitlines() if line.strip()]
-        results.append((proc.returncode, lines, err.decode()))
+    try:
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+                raise AssertionError(f"node did not exit: {err.decode()[-2000:]}") from None
+            lines = [orjson.loads(line) for line in out.splitlines() if line.strip()]
+            results.append((proc.returncode, lines, err.decode()))
+    finally:
+        for proc in procs:
+            if proc.returncode is None:
+                proc.kill()
+                proc.communicate()
     return results
 
 
