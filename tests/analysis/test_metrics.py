@@ -188,6 +188,32 @@ def test_a_crash_some_member_never_handles_lasts_to_the_end(spark: SparkSession)
     assert (row["fault"], row["start"], row["end"], row["last"]) == ("crash", 2.0, None, None)
 
 
+def test_with_agreed_views_only_the_removal_of_the_crashed_incarnation_ends_its_window(
+    spark: SparkSession,
+) -> None:
+    """Daemons: ISIS names members ``<node>#<incarnation>``. n3 was cut off and excluded
+    (n1 removed n3#1 at 4), rejoined as n3#2 and crashed at 10; n1 removed n3#2 at 13.
+    n2 crashed at 20 and n1 removed n2#1 at 24; n3, crashed, is no survivor."""
+    members = "n1#1,n2#1,n3#1"
+    ev = [
+        event("n1", 1.0, "views", "view_change", seq=1, members=members),
+        event("n2", 1.0, "views", "view_change", seq=1, members=members),
+        event("n3", 1.0, "views", "view_change", seq=1, members=members),
+        *(event(n, 2.0, "isis", "multicast", msg=f"{n}/1") for n in ("n1", "n2", "n3")),
+        event("n1", 4.0, "isis", "view_change", peer="n3#1", view="n1#1,n2#1"),
+        event("n3", 6.0, "views", "view_change", seq=3, members="n1#1,n2#1,n3#2"),
+        event("n3", 10.0, "net", "fault", fault="crash"),
+        event("n1", 13.0, "isis", "view_change", peer="n3#2", view="n1#1,n2#1"),
+        event("n2", 20.0, "net", "fault", fault="crash"),
+        event("n1", 24.0, "isis", "view_change", peer="n2#1", view="n1#1"),
+    ]
+    windows = metrics.fault_windows(events_frame(spark, ev)).orderBy("start").collect()
+    assert [r.asDict() for r in windows] == [
+        {"fault": "crash", "node": "n3", "start": 10.0, "end": 13.0, "last": "n1"},
+        {"fault": "crash", "node": "n2", "start": 20.0, "end": 24.0, "last": "n1"},
+    ]
+
+
 def test_latency_outside_the_windows_leaves_out_every_message_that_overlaps_one(
     windowed: DataFrame,
 ) -> None:

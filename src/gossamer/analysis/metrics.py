@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks import discovery, gossip, isis
+from gossamer.analysis.checks import cluster, discovery, gossip, isis
 from gossamer.analysis.checks.common import crashed_nodes, faults, layer_events, outages
 
 __all__ = [
@@ -364,20 +364,33 @@ def fault_windows(events: DataFrame) -> DataFrame:
       ``last`` is null.
 
     Correct members are the nodes with ISIS events that never crashed (as the
-    checkers' correct nodes). Small: one row per crash or partition.
+    checkers' correct nodes). In a group with agreed views (the daemons'), ISIS names a
+    member ``<node>#<incarnation>``: only the removal of the incarnation that crashed
+    (the last one its node installed a view as, before the crash) handles the crash, not
+    that of an earlier incarnation excluded by a partition. Small: one row per crash or
+    partition.
     """
     members = layer_events(events, isis.LAYER).select("node").distinct()
-    crashes = crashed_nodes(events).join(members, "node", "left_semi")
+    crashed_members = crashed_nodes(events).join(members, "node", "left_semi")
+    crashes = _crashed_incarnations(crashed_members, events)
     survivors = members.join(crashes, "node", "left_anti").select(F.col("node").alias("survivor"))
-    removals = (
-        layer_events(events, isis.LAYER, "view_change")
-        .groupBy(F.col("node").alias("survivor"), F.col("peer").alias("node"))
-        .agg(F.min("t").alias("removed_at"))
+    removals = layer_events(events, isis.LAYER, "view_change").select(
+        F.col("node").alias("survivor"),
+        F.substring_index("peer", "#", 1).alias("node"),
+        F.col("peer").alias("removed"),
+        F.col("t").alias("removed_t"),
+    )
+    removal = (
+        crashes.join(removals, "node")
+        .where(F.col("incarnation").isNull() | (F.col("removed") == F.col("incarnation")))
+        .groupBy("node", "crashed_at", "survivor")
+        .agg(F.min("removed_t").alias("removed_at"))
     )
     handled = F.greatest(F.col("removed_at"), F.col("crashed_at"))
     crash_windows = (
-        crashes.crossJoin(survivors)
-        .join(removals, ["survivor", "node"], "left")
+        crashes.select("node", "crashed_at")
+        .crossJoin(survivors)
+        .join(removal, ["node", "crashed_at", "survivor"], "left")
         .groupBy("node", "crashed_at")
         .agg(
             F.count_if(F.col("removed_at").isNull()).alias("never"),
@@ -404,6 +417,26 @@ def fault_windows(events: DataFrame) -> DataFrame:
         )
     )
     return crash_windows.unionByName(partition_windows)
+
+
+def _crashed_incarnations(crashes: DataFrame, events: DataFrame) -> DataFrame:
+    """``crashes`` (``node, crashed_at``) with ``incarnation``: the ``<node>#<n>`` the node
+    last installed a view as before it crashed (``cluster.installs``); null without
+    agreed views (the lab's static ISIS group)."""
+    own = (
+        cluster.installs(events)
+        .where(F.col("inc").isNotNull())
+        .select(F.col("node").alias("installer"), F.col("t").alias("installed_at"), "inc")
+    )
+    return (
+        crashes.join(
+            own,
+            (F.col("installer") == F.col("node")) & (F.col("installed_at") <= F.col("crashed_at")),
+            "left",
+        )
+        .groupBy("node", "crashed_at")
+        .agg(F.max_by("inc", "installed_at").alias("incarnation"))
+    )
 
 
 def windowed_latencies(events: DataFrame, windows: DataFrame) -> DataFrame:
