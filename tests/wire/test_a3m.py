@@ -218,11 +218,21 @@ def test_pattern_payloads() -> None:
         a3m.decode_routed(a3m.encode_routed([1] * 16, b"") + b"\x0a\x02\x08\x01")
 
 
+def test_a_router_reads_a_bare_payload_as_a_body_without_routing_ids() -> None:
+    """As the original ROUTER reads what a REQ sends, and sends what a REQ expects."""
+    assert a3m.read_routed(b"ask 1") == ((), b"ask 1")  # not a routed message
+    assert a3m.read_routed(a3m.encode_routed([5], b"ask 1")) == ((5,), b"ask 1")
+    with pytest.raises(DecodeError, match="exceed"):  # routed, but beyond the limits
+        a3m.read_routed(a3m.encode_routed([1] * 16, b"") + b"\x0a\x02\x08\x01")
+    assert a3m.encode_routed_or_bare([], b"reply") == b"reply"
+    assert a3m.encode_routed_or_bare([5], b"reply") == a3m.encode_routed([5], b"reply")
+
+
 @given(st.binary(max_size=300))
 def test_the_decoders_raise_only_decode_error(data: bytes) -> None:
     book = TagBook()
     for decode in (a3m.decode_fields, a3m.decode_published, a3m.decode_subscriptions,
-                   a3m.decode_routed,
+                   a3m.decode_routed, a3m.read_routed,
                    lambda d: a3m.to_link_message(a3m.decode_message(d), book)):
         with contextlib.suppress(DecodeError):
             decode(data)

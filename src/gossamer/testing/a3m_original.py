@@ -23,6 +23,12 @@ from its code, and speaking through gossamer's codec of its messages
   topics when a link comes up; PUB synchronized (all matching subscribers have credit,
   or it waits);
 - REQ/REP: bare payloads, one request outstanding, the reply on the request's link;
+- ROUTER: a DATA's payload is read as a routed message (protobuf, unknown fields
+  ignored, as protobuf-java does) or, when it does not parse, as a bare body; the
+  link's clock is put in front of its routing ids and the application receives the
+  routed message. Its application sends a routed message: the first id names the link
+  (by its clock), and the rest goes out as a routed message while ids remain, else as
+  the bare body. DEALER: round robin, the application's bytes as they are;
 - UNLINK with the count of DATA sent; a link closes once it delivered the peer's count.
 """
 
@@ -33,14 +39,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+
 from gossamer.errors import DecodeError
-from gossamer.wire import a3m
+from gossamer.wire import a3m, a3m_pb2
 from gossamer.wire.a3m import A3MMessage, A3MType
 
 _I32 = struct.Struct(">i")
 PROTOCOLS = {"push": 1, "pull": 2, "req": 3, "rep": 4, "router": 5, "dealer": 6, "pub": 7,
              "sub": 8}
-COMPATIBLE = {1: {2}, 2: {1}, 3: {4, 5}, 4: {3, 6}, 7: {8, 10}, 8: {7, 9}}
+COMPATIBLE = {1: {2}, 2: {1}, 3: {4, 5}, 4: {3, 6}, 5: {3, 5, 6}, 6: {4, 5, 6}, 7: {8, 10},
+              8: {7, 9}}
 FIFO = {"push", "pull", "pub", "sub"}
 RETRY = 0.05
 
@@ -119,6 +128,8 @@ class OSocket:
             self.reply_to = None
             self._data(link, data)
             return True
+        if self.kind == "router":
+            return self._route(data)
         if self.kind == "req":
             assert self.waiting_reply is None, "REQ must receive the reply first"
         ring = self.established()
@@ -150,6 +161,17 @@ class OSocket:
                 return topic + content
             return payload
         return None
+
+    def _route(self, data: bytes) -> bool:
+        hops, body = a3m.decode_routed(data)  # the original refuses anything else
+        destination, rest = hops[0], hops[1:]
+        link = next((lk for lk in self.established() if lk.clock == destination), None)
+        if link is None:
+            return True  # no such link: silently discarded, as the original does
+        if link.credits <= 0:
+            return False
+        self._data(link, a3m.encode_routed(rest, body) if rest else body)
+        return True
 
     def subscribe(self, topic: bytes) -> None:
         self.topics.append(topic)
@@ -304,6 +326,19 @@ class OSocket:
                 link.subs.difference_update(topics)
 
     def _data_in(self, link: OLink, body: bytes) -> None:
+        if self.kind == "router":
+            routed = a3m_pb2.Routed()
+            try:
+                routed.ParseFromString(body)  # unknown fields ignored, as in Java
+                hops: list[int | tuple[str, str]] = [
+                    h.clock if h.WhichOneof("hop") == "clock" else (h.socket.node, h.socket.tag)
+                    for h in routed.hops
+                ]
+                body = routed.body
+            except ProtobufDecodeError:
+                hops = []  # a bare payload: a REQ's, or a DEALER application's
+            self.inbox.append((link, a3m.encode_routed([link.clock, *hops], body)))
+            return
         if self.kind not in FIFO:
             self.inbox.append((link, body))
             return

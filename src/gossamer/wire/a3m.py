@@ -70,9 +70,11 @@ __all__ = [
     "encode_message",
     "encode_published",
     "encode_routed",
+    "encode_routed_or_bare",
     "encode_subscriptions",
     "from_link_message",
     "join_order",
+    "read_routed",
     "split_order",
     "to_link_message",
 ]
@@ -338,13 +340,42 @@ def encode_routed(
     return routed.SerializeToString()
 
 
-def decode_routed(
-    data: bytes, *, limits: A3MLimits = DEFAULT_LIMITS
-) -> tuple[tuple[int | tuple[str, str], ...], bytes]:
+Hops = tuple[int | tuple[str, str], ...]
+
+
+def encode_routed_or_bare(
+    hops: Sequence[int | tuple[str, str]], body: bytes, *, limits: A3MLimits = DEFAULT_LIMITS
+) -> bytes:
+    """What the original ROUTER sends once it took the destination off: the routed
+    message while routing ids remain, else the bare body (what a REQ expects, and what
+    a DEALER's application sends when it adds no ids)."""
+    return encode_routed(hops, body, limits=limits) if hops else body
+
+
+def read_routed(data: bytes, *, limits: A3MLimits = DEFAULT_LIMITS) -> tuple[Hops, bytes]:
+    """DEALER/ROUTER's payload as the original ROUTER reads it: a routed message, or,
+    when ``data`` does not parse as one, a bare body without routing ids (what a REQ,
+    a REP and a DEALER's application send). A routed message that parses but breaks
+    the limits raises ``DecodeError``. Unlike the original, which ignores unknown
+    fields, a payload with fields a routed message does not define is bare here: the
+    original would read many bare payloads as an empty routed message and lose them."""
+    routed = a3m_pb2.Routed()
+    try:
+        _parse(routed, data, "routed message")
+    except DecodeError:
+        return (), data
+    return _hops(routed, limits), routed.body
+
+
+def decode_routed(data: bytes, *, limits: A3MLimits = DEFAULT_LIMITS) -> tuple[Hops, bytes]:
     """DEALER/ROUTER's payload: the routing ids (an int32 clock id, or a socket's
     ``(node, tag)``) and the body. Raises only ``DecodeError``."""
     routed = a3m_pb2.Routed()
     _parse(routed, data, "routed message")
+    return _hops(routed, limits), routed.body
+
+
+def _hops(routed: a3m_pb2.Routed, limits: A3MLimits) -> Hops:
     if len(routed.hops) > limits.max_hops:
         raise DecodeError(f"{len(routed.hops)} routing ids exceed {limits.max_hops}")
     hops: list[int | tuple[str, str]] = []
@@ -356,7 +387,7 @@ def decode_routed(
             hops.append((hop.socket.node, hop.socket.tag))
         else:
             raise DecodeError("routing id without a value")
-    return tuple(hops), routed.body
+    return tuple(hops)
 
 
 # ---------------------------------------------------------------------------- tags, clocks

@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 import pytest
 
 from gossamer.errors import ConfigError
-from gossamer.proto.link import LinkNode, LinkSocket, LinkUp
+from gossamer.proto.link import LinkNode, LinkSocket, LinkUp, Message
 from gossamer.proto.link.config import CONTROL_TAKEN
 from gossamer.proto.link.exon_core import ExonCore
 from gossamer.proto.link.machine import LinkState
@@ -26,7 +26,7 @@ COUNT = 300
 LOSSES = [0.0, 0.1]
 #: The tag of each kind of socket, on either node.
 TAGS = {"push": "feeder", "pull": "jobs", "req": "client", "rep": "service", "pub": "news",
-        "sub": "reader"}
+        "sub": "reader", "router": "hub", "dealer": "worker"}
 
 
 class Linked(NamedTuple):
@@ -195,6 +195,102 @@ def test_original_req_to_gossamer_rep(loss: float) -> None:
         assert req.send(b"ask %d" % n)
         f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
     assert replies == [b"ASK %d" % n for n in range(40)]
+
+
+# -- DEALER and ROUTER with the original's REQ, REP, DEALER and ROUTER ----------------------
+# The original's REQ and REP send bare bytes; its ROUTER reads a payload that is not a
+# routed message as a bare one, and sends the bare body once no routing id remains.
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_original_req_to_gossamer_router(loss: float) -> None:
+    f, g, _, router, req = _linked(11, "router", "req", by="o", loss=loss)
+    replies: list[bytes] = []
+    envelopes: set[tuple[int, ...]] = set()
+
+    def app() -> None:
+        message = router.take_message(f.now)
+        if isinstance(message, Message):
+            envelopes.add(message.envelope)
+            assert router.send(message.data.upper(), f.now, to=message.routing_id,
+                               envelope=message.envelope)
+        reply = req.receive()
+        if reply is not None:
+            replies.append(reply)
+
+    for n in range(40):
+        assert req.send(b"ask %d" % n)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert replies == [b"ASK %d" % n for n in range(40)]  # bare, as the REQ expects
+    assert envelopes == {()}  # a bare request carries no routing ids
+    assert g.counters["malformed"] == 0
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_gossamer_dealer_to_original_rep(loss: float) -> None:
+    f, g, orig, dealer, rep = _linked(12, "dealer", "rep", by="g", loss=loss)
+    replies: list[bytes] = []
+    requests: list[bytes] = []
+
+    def app() -> None:
+        while (request := rep.receive()) is not None:
+            requests.append(request)
+            assert rep.send(request.upper())
+        message = dealer.take_message(f.now)
+        if isinstance(message, Message):
+            assert message.envelope == ()
+            replies.append(message.data)
+
+    for n in range(40):
+        assert dealer.send(b"ask %d" % n, f.now)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert requests == [b"ask %d" % n for n in range(40)]  # bare, as the REP expects
+    assert replies == [b"ASK %d" % n for n in range(40)]
+    assert orig.malformed == 0 and g.counters["malformed"] == 0
+
+
+def test_gossamer_req_to_original_router() -> None:
+    f, _, orig, req, router = _linked(13, "req", "router", by="g", loss=0.1)
+    replies: list[bytes] = []
+    seen: list[tuple[int | tuple[str, str], ...]] = []
+
+    def app() -> None:
+        while (routed := router.receive()) is not None:
+            hops, body = a3m.decode_routed(routed)
+            seen.append(hops)
+            assert router.send(a3m.encode_routed(hops, body.upper()))
+        reply = req.take(f.now)
+        if isinstance(reply, bytes):
+            replies.append(reply)
+
+    for n in range(20):
+        assert req.send(b"ask %d" % n, f.now)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert replies == [b"ASK %d" % n for n in range(20)]
+    (link,) = router.established()
+    assert set(seen) == {(link.clock,)}  # the ROUTER added only the link's own id
+    assert orig.malformed == 0
+
+
+def test_original_dealer_to_gossamer_router_keeps_the_routing_ids_both_ways() -> None:
+    """A broker's DEALER forwards a request with the ids it was given: gossamer's ROUTER
+    hands them to its application as the envelope, and they go back on the reply."""
+    f, g, _, router, dealer = _linked(14, "router", "dealer", by="o", loss=0.1)
+    got: list[bytes] = []
+
+    def app() -> None:
+        message = router.take_message(f.now)
+        if isinstance(message, Message):
+            assert message.envelope == (7, 9)
+            assert router.send(message.data.upper(), f.now, to=message.routing_id,
+                               envelope=message.envelope)
+        while (reply := dealer.receive()) is not None:
+            got.append(reply)
+
+    assert dealer.send(a3m.encode_routed([7, 9], b"job 1"))
+    f.run(lambda: len(got) == 1, app)
+    assert a3m.decode_routed(got[0]) == ((7, 9), b"JOB 1")
+    assert g.counters["malformed"] == 0
 
 
 @pytest.mark.parametrize("loss", LOSSES)

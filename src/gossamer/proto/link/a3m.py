@@ -19,7 +19,10 @@ Exon message (:mod:`gossamer.wire.a3m`):
   rest; a received one is delivered as topic + content); REQ/REP carry the bare bytes
   (the original keeps one request per link outstanding, as gossamer's REQ does: the
   request id of gossamer's envelope is kept here and put back on the reply);
-  DEALER/ROUTER the original's routed message;
+  DEALER/ROUTER the original's routed message while routing ids remain, and the bare
+  body otherwise, as the original ROUTER sends; a payload that is not a routed message is
+  read as a bare body without ids, as the original ROUTER reads what a REQ (or a DEALER's
+  application) sent, so DEALER talks with REP and ROUTER with REQ on this wire too;
 - SUBSCRIBE / UNSUBSCRIBE become the original's control types 0x7E / 0x7F.
 
 What the original wire cannot say is not sent, and is counted (``unsayable``) and
@@ -120,7 +123,8 @@ class A3MFrames:
             payload = body
         elif pattern in _ROUTED:
             ids, body = pull_envelope(payload)
-            payload = a3m.encode_routed([_signed(i) for i in ids], body, limits=self.limits)
+            payload = a3m.encode_routed_or_bare([_signed(i) for i in ids], body,
+                                                limits=self.limits)
         elif pattern in ORDERED:
             if link is None:
                 raise ValueError("DATA without a link")
@@ -181,7 +185,7 @@ class A3MFrames:
             ids = (request,) if pattern == "req" and request is not None else ()
             return [_with(msg, push_envelope(ids, payload))]
         if pattern in _ROUTED:
-            hops, body = a3m.decode_routed(payload, limits=self.limits)
+            hops, body = a3m.read_routed(payload, limits=self.limits)
             if any(not isinstance(h, int) for h in hops):
                 raise DecodeError("routing ids naming sockets are not supported")
             try:
