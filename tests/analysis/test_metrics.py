@@ -240,6 +240,26 @@ def test_latency_outside_the_windows_leaves_out_every_message_that_overlaps_one(
     assert faults["p50"] == pytest.approx(0.1, rel=0.011)
 
 
+def test_withdrawn_messages_are_those_their_sender_discarded(spark: SparkSession) -> None:
+    """A view change withdraws n1/1 at its sender; n2 discarding n1/2 (an undecided
+    message of another member) withdraws nothing of n1's."""
+    from gossamer.analysis import job
+
+    ev = [
+        *_message("n1", 1, 1.0),
+        *_message("n1", 2, 1.1),
+        *_message("n1", 3, 2.0, ("n1", 2.1), ("n2", 2.2)),
+        event("n1", 1.5, "isis", "discard", msg="n1/1", peer="n1"),
+        event("n2", 1.5, "isis", "discard", msg="n1/1", peer="n1"),
+        event("n2", 1.5, "isis", "discard", msg="n1/2", peer="n1"),
+    ]
+    frame = events_frame(spark, ev)
+    assert [r["msg"] for r in metrics.withdrawn(frame).collect()] == ["n1/1"]
+    assert job.fault_window_latency(frame, discards=True) == {
+        "windows": [], "latency": {}, "withdrawn": 1
+    }
+
+
 def test_without_a_fault_there_is_no_window_and_no_second_job(spark: SparkSession) -> None:
     from gossamer.analysis import job
 

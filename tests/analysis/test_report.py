@@ -279,6 +279,13 @@ def test_isis_latency_is_shown_overall_and_outside_each_kind_of_fault_window() -
     s["metrics"]["isis_fault_windows"]["windows"][:1] = loopback
     assert "partition (3 nodes) 6.00-8.00 s (to its heal); crash h1" in report.render_html(s)
     assert "(partition (3 nodes) 6.00-8.00 s, crash h1" in report.text_table(s)
+    # Messages withdrawn by a view change: said in the section and on the console.
+    assert "withdrawn by a view change" not in report.render_html(s)
+    s["metrics"]["isis_fault_windows"]["withdrawn"] = 44
+    assert "44 messages withdrawn by a view change and multicast again" in report.render_html(s)
+    lines = report.text_table(s).splitlines()
+    assert any(x.startswith("isis: 44 messages withdrawn by a view change") for x in lines)
+    del s["metrics"]["isis_fault_windows"]["withdrawn"]
     del s["metrics"]["isis_fault_windows"]["windows"][:3]
     # Without a partition, there is no second scope; without any window, no table.
     assert "outside every fault window" not in report.text_table(s)

@@ -347,18 +347,21 @@ def _latency_row(members: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], 
     return row, qs
 
 
-def fault_window_latency(events: DataFrame) -> dict[str, Any]:
+def fault_window_latency(events: DataFrame, *, discards: bool = False) -> dict[str, Any]:
     """The ISIS fault windows (``metrics.fault_windows``) and ISIS latency outside them.
 
     ``windows``: one row per crash or partition (trace times); ``latency``: for scopes
     ``metrics.OUTSIDE_CRASH`` and ``metrics.OUTSIDE_FAULTS``, the same figures as
     ``latency_tables``' rows, from one histogram job. Without any window there is no
     second job (``latency`` is empty): every message is outside, and the overall
-    figures say it all.
+    figures say it all. With ``discards`` (the run traced ISIS ``discard``s), also
+    ``withdrawn``: how many messages their senders withdrew at a view change
+    (``metrics.withdrawn``), whose wait for it no latency counts.
     """
     found = metrics.fault_windows(events).orderBy("start", "fault", "node").collect()
+    extra = {"withdrawn": metrics.withdrawn(events).count()} if discards else {}
     if not found:
-        return {"windows": [], "latency": {}}
+        return {"windows": [], "latency": {}, **extra}
     # The few windows found, not their plan: the histogram job then does not recompute them.
     windows = events.sparkSession.createDataFrame(found, metrics.fault_windows(events).schema)
     rows = _rows(metrics.windowed_latency_histogram(events, windows))
@@ -369,7 +372,11 @@ def fault_window_latency(events: DataFrame) -> dict[str, Any]:
         scope: _latency_row(by_scope.get(scope, []))[0]
         for scope in (metrics.OUTSIDE_CRASH, metrics.OUTSIDE_FAULTS)
     }
-    return {"windows": [_jsonable(r.asDict()) for r in found], "latency": _jsonable(latency)}
+    return {
+        "windows": [_jsonable(r.asDict()) for r in found],
+        "latency": _jsonable(latency),
+        **extra,
+    }
 
 
 #: What the summary's ``scenario`` block copies from ``run.json`` (``lab``: placement,
@@ -510,7 +517,13 @@ class _Measuring:
             ),
             per_node=pool.submit(_node_metrics, events),
             timelines=pool.submit(_timelines, events, t_min, t_max),
-            windowed=pool.submit(fault_window_latency, events) if "isis" in present else None,
+            windowed=(
+                pool.submit(
+                    fault_window_latency, events, discards=bool(found.kinds.get("isis/discard"))
+                )
+                if "isis" in present
+                else None
+            ),
             client=(
                 pool.submit(client_latency_tables, events)
                 if found.kinds.get("gateway/client_recv")

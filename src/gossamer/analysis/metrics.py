@@ -18,7 +18,13 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from gossamer.analysis.checks import cluster, discovery, gossip, isis
-from gossamer.analysis.checks.common import crashed_nodes, faults, layer_events, outages
+from gossamer.analysis.checks.common import (
+    crashed_nodes,
+    faults,
+    layer_events,
+    message_events,
+    outages,
+)
 
 __all__ = [
     "BROADCAST_ORIGINS_LIMIT",
@@ -49,6 +55,7 @@ __all__ = [
     "traffic",
     "windowed_latencies",
     "windowed_latency_histogram",
+    "withdrawn",
 ]
 
 #: The event that starts a message, per layer: the application's request (an ISIS
@@ -480,6 +487,16 @@ def windowed_latencies(events: DataFrame, windows: DataFrame) -> DataFrame:
         (F.coalesce(F.col("crash"), F.lit(0)) > 0).alias("in_crash"),
         F.col("any").isNotNull().alias("in_fault"),
     )
+
+
+def withdrawn(events: DataFrame) -> DataFrame:
+    """``msg``: the ISIS messages their sender withdrew at a view change (a ``discard``
+    traced by the node that multicast it). A group on agreed views multicasts their data
+    again in the next view under new ids (``checks.vsync``), so a delivery's latency runs
+    from that new multicast and leaves out the wait for the view change."""
+    sent = isis.multicasts(events).select("node", "msg")
+    discarded = message_events(events, isis.LAYER, "discard").select("node", "msg")
+    return sent.join(discarded, ["node", "msg"], "left_semi").select("msg").distinct()
 
 
 def windowed_latency_histogram(events: DataFrame, windows: DataFrame) -> DataFrame:

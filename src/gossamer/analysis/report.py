@@ -575,7 +575,7 @@ def _fault_windows_section(summary: Mapping[str, Any]) -> str:
     if not fw["windows"]:
         return (
             '<p class="meta">ISIS: no crash or partition, hence no fault window: every '
-            "delivery is outside one.</p>"
+            f"delivery is outside one.{escape(_withdrawn_text(fw))}</p>"
         )
     origin = _origin(summary)
     rows = [("overall (every delivery)", overall)] + [
@@ -599,7 +599,19 @@ def _fault_windows_section(summary: Mapping[str, Any]) -> str:
         + f'<p class="meta">Fault windows ({escape(time_origin(summary)[1])}): '
         f"{escape(windows)}. A message is inside a window when its lifetime, from its "
         "multicast to its last delivery at any node, overlaps it; all its deliveries are "
-        "then left out of the rows that are outside it.</p>"
+        f"then left out of the rows that are outside it.{escape(_withdrawn_text(fw))}</p>"
+    )
+
+
+def _withdrawn_text(fw: Mapping[str, Any]) -> str:
+    """The sentence on the messages withdrawn at a view change (empty when none)."""
+    count = fw.get("withdrawn") or 0
+    if not count:
+        return ""
+    return (
+        f" {count:,} message{'s' if count != 1 else ''} withdrawn by a view change and "
+        "multicast again under new ids: a delivery's latency runs from the new multicast, "
+        "so the wait for the view change is in none of these figures."
     )
 
 
@@ -619,6 +631,8 @@ def fault_window_lines(summary: Mapping[str, Any]) -> list[str]:
             f"latency isis {_SCOPES[scope]}: p50 {_ms(r['p50'])} ms, p99 {_ms(r['p99'])} ms, "
             f"max {_ms(r['max'])} ms over {r['count']} deliveries ({named}; {label})"
         )
+    if text := _withdrawn_text(fw).strip():
+        lines.append(f"isis: {text}")
     return lines
 
 
