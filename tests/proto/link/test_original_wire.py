@@ -6,6 +6,7 @@ the receiver granted."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 import pytest
@@ -153,6 +154,22 @@ def test_original_push_to_gossamer_pull(loss: float) -> None:
     assert up.credits == 0  # a PUSH grants nothing
 
 
+def _ask_in_turn(
+    f: ExonFabric,
+    send: Callable[[bytes], bool],
+    replies: list[bytes],
+    app: Callable[[], None],
+    count: int = 40,
+) -> None:
+    """Send ``ask 0``, ``ask 1``, ... one at a time, each once the one before had its
+    reply (``app`` serves and collects into ``replies``); every reply must be its request
+    upper-cased, in order."""
+    for n in range(count):
+        assert send(b"ask %d" % n)
+        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    assert replies == [b"ASK %d" % n for n in range(count)]
+
+
 def _serve(rep: OSocket) -> None:
     while (request := rep.receive()) is not None:
         assert rep.send(request.upper())
@@ -170,10 +187,7 @@ def test_gossamer_req_to_original_rep(loss: float) -> None:
             assert isinstance(message, bytes)
             replies.append(message)
 
-    for n in range(40):
-        assert req.send(b"ask %d" % n, f.now)
-        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
-    assert replies == [b"ASK %d" % n for n in range(40)]
+    _ask_in_turn(f, lambda data: req.send(data, f.now), replies, app)
     assert orig.malformed == 0
 
 
@@ -191,10 +205,7 @@ def test_original_req_to_gossamer_rep(loss: float) -> None:
         if reply is not None:
             replies.append(reply)
 
-    for n in range(40):
-        assert req.send(b"ask %d" % n)
-        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
-    assert replies == [b"ASK %d" % n for n in range(40)]
+    _ask_in_turn(f, req.send, replies, app)
 
 
 # -- DEALER and ROUTER with the original's REQ, REP, DEALER and ROUTER ----------------------
@@ -218,10 +229,7 @@ def test_original_req_to_gossamer_router(loss: float) -> None:
         if reply is not None:
             replies.append(reply)
 
-    for n in range(40):
-        assert req.send(b"ask %d" % n)
-        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
-    assert replies == [b"ASK %d" % n for n in range(40)]  # bare, as the REQ expects
+    _ask_in_turn(f, req.send, replies, app)  # bare, as the REQ expects
     assert envelopes == {()}  # a bare request carries no routing ids
     assert g.counters["malformed"] == 0
 
@@ -241,11 +249,8 @@ def test_gossamer_dealer_to_original_rep(loss: float) -> None:
             assert message.envelope == ()
             replies.append(message.data)
 
-    for n in range(40):
-        assert dealer.send(b"ask %d" % n, f.now)
-        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
+    _ask_in_turn(f, lambda data: dealer.send(data, f.now), replies, app)
     assert requests == [b"ask %d" % n for n in range(40)]  # bare, as the REP expects
-    assert replies == [b"ASK %d" % n for n in range(40)]
     assert orig.malformed == 0 and g.counters["malformed"] == 0
 
 
@@ -263,10 +268,7 @@ def test_gossamer_req_to_original_router() -> None:
         if isinstance(reply, bytes):
             replies.append(reply)
 
-    for n in range(20):
-        assert req.send(b"ask %d" % n, f.now)
-        f.run(lambda: len(replies) == n + 1, app)  # noqa: B023 - run is synchronous
-    assert replies == [b"ASK %d" % n for n in range(20)]
+    _ask_in_turn(f, lambda data: req.send(data, f.now), replies, app, count=20)
     (link,) = router.established()
     assert set(seen) == {(link.clock,)}  # the ROUTER added only the link's own id
     assert orig.malformed == 0
