@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ pytest.importorskip("pyspark", reason="pyspark is an optional extra (install gos
 
 from pyspark.sql import SparkSession
 
+from gossamer.analysis.session import CLASS_ARCHIVE_ENV
 from gossamer.cli import analyze_cmd
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import SimRequest, run_simulation
@@ -105,3 +107,25 @@ def test_a_missing_run_is_one_line_of_error_before_spark_starts(tmp_path: Path) 
     assert line.endswith(f"error: run directory {tmp_path}/missing does not exist"), line
     assert done.stdout == ""
     assert not (tmp_path / "missing").exists()
+
+
+def test_the_first_analysis_of_a_machine_keeps_the_jvm_s_warnings_off_the_console(
+    simulated: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    # A new process with no class archive yet: its JVM writes one as it exits and warns
+    # of every class it cannot archive (some 800 lines, on standard output by default).
+    run, _ = simulated
+    archives = tmp_path / "archives"
+    done = subprocess.run(
+        [sys.executable, "-m", "gossamer.cli.analyze_cmd", str(run), "--out", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, CLASS_ARCHIVE_ENV: str(archives)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(list(archives.glob("*.jsa"))) == 1  # the archive was written
+    assert "[warning]" not in done.stdout and done.stderr == ""
+    assert done.stdout.splitlines()[-1].startswith("report: ")
+    # They are in the analysis' log file instead.
+    assert "[warning][cds]" in (tmp_path / "a" / "spark.log").read_text()

@@ -28,6 +28,10 @@ def test_local_sessions_have_no_ui_or_progress_bars_and_fit_the_machine() -> Non
     assert got["spark.sql.session.timeZone"] == "UTC"
     # Python workers (the conversion of a local run) run this interpreter.
     assert got["spark.pyspark.python"] == sys.executable
+    # The JVM's own warnings go to its standard error (a log file), not the console.
+    assert got["spark.driver.extraJavaOptions"] == "-Xlog:disable -Xlog:all=warning:stderr"
+    small = session_settings(master=None, remote=None, cores=8, small=True)
+    assert small["spark.driver.extraJavaOptions"].startswith(got["spark.driver.extraJavaOptions"])
 
 
 def test_python_workers_run_this_interpreter(spark: object) -> None:

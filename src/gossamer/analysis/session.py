@@ -66,10 +66,16 @@ __all__ = [
 #: demo has about 4 MB; 1 M events about 140 MB).
 SMALL_RUN_BYTES = 32 * 1024 * 1024
 
+#: JVM option of every local session: the JVM's own warnings (unified logging) go to
+#: its standard error, which a session with a log file sends there, not to its standard
+#: output, the console. A JVM writing a class archive as it exits warns there of every
+#: class it cannot archive: some 800 lines on the first analysis of a machine.
+_JVM_WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+
 #: JVM options of a small run's local session: the client compiler only (the
 #: optimising one would spend more CPU compiling than a small run takes), class data
 #: sharing, and the serial collector (no parallel collector threads to start).
-_FAST_START_JVM = "-XX:TieredStopAtLevel=1 -Xshare:auto -XX:+UseSerialGC"
+_FAST_START_JVM = f"{_JVM_WARNINGS_TO_STDERR} -XX:TieredStopAtLevel=1 -Xshare:auto -XX:+UseSerialGC"
 
 #: Environment variable: the directory of the JVM class archives of small runs' sessions
 #: (default ``$XDG_CACHE_HOME/gossamer`` or ``~/.cache/gossamer``), or ``off`` for none.
@@ -303,7 +309,8 @@ def session_settings(
     would interleave with the command's own output), local files read and written
     without checksum side files, partitioned Parquet written without a sort; in
     local mode, Python workers running this interpreter, shuffle partitions sized to
-    the machine's ``cores`` and a 2 GB driver, or for a ``small`` run the small-run
+    the machine's ``cores``, a 2 GB driver whose JVM warns on its standard error
+    (``_JVM_WARNINGS_TO_STDERR``), or for a ``small`` run the small-run
     settings of the module docstring.
     """
     settings = {"spark.sql.session.timeZone": "UTC"}
@@ -332,6 +339,7 @@ def session_settings(
         settings["spark.pyspark.python"] = sys.executable
         settings["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
         settings["spark.driver.memory"] = "2g"
+        settings["spark.driver.extraJavaOptions"] = _JVM_WARNINGS_TO_STDERR
         if small:
             settings.update(_SMALL_RUN)
     return settings
