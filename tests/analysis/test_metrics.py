@@ -240,24 +240,52 @@ def test_latency_outside_the_windows_leaves_out_every_message_that_overlaps_one(
     assert faults["p50"] == pytest.approx(0.1, rel=0.011)
 
 
-def test_withdrawn_messages_are_those_their_sender_discarded(spark: SparkSession) -> None:
-    """A view change withdraws n1/1 at its sender; n2 discarding n1/2 (an undecided
-    message of another member) withdraws nothing of n1's."""
+def test_a_message_sent_again_under_a_new_id_counts_its_latency_from_its_first_multicast(
+    spark: SparkSession,
+) -> None:
+    """n1/1, multicast at 1.0, is withdrawn at a view change as n1/4, which the next one
+    withdraws as n1/5, delivered at 3.1 and 3.2: 2.1 and 2.2 s since the application
+    asked. n1/6 was asked for during a change (``hold`` at 2.6) and went out at 3.0. The
+    crash window (n3, 0.5 to 2.8) holds n1/5 (born 1.0, multicast last at 3.0) and n1/6
+    (held by the change), not n2/7."""
     from gossamer.analysis import job
 
     ev = [
-        *_message("n1", 1, 1.0),
-        *_message("n1", 2, 1.1),
-        *_message("n1", 3, 2.0, ("n1", 2.1), ("n2", 2.2)),
-        event("n1", 1.5, "isis", "discard", msg="n1/1", peer="n1"),
-        event("n2", 1.5, "isis", "discard", msg="n1/1", peer="n1"),
-        event("n2", 1.5, "isis", "discard", msg="n1/2", peer="n1"),
+        event("n1", 1.0, "isis", "multicast", msg="n1/1"),
+        event("n1", 1.5, "isis", "withdraw", msg="n1/1", **{"as": "n1/4"}),
+        event("n1", 2.5, "isis", "withdraw", msg="n1/4", **{"as": "n1/5"}),
+        event("n1", 2.6, "isis", "hold", msg="n1/6"),
+        *_message("n1", 5, 3.0, ("n1", 3.1), ("n2", 3.2)),
+        *_message("n1", 6, 3.0, ("n1", 3.1), ("n2", 3.2)),
+        *_message("n2", 7, 3.0, ("n1", 3.1), ("n2", 3.1)),
+        event("n3", 0.2, "isis", "multicast", msg="n3/1"),  # n3 is a member
+        event("n3", 0.5, "net", "fault", fault="crash"),
+        event("n1", 2.8, "isis", "view_change", peer="n3", view="n1,n2"),
+        event("n2", 2.8, "isis", "view_change", peer="n3", view="n1,n2"),
     ]
     frame = events_frame(spark, ev)
-    assert [r["msg"] for r in metrics.withdrawn(frame).collect()] == ["n1/1"]
-    assert job.fault_window_latency(frame, discards=True) == {
-        "windows": [], "latency": {}, "withdrawn": 1
+    renamed = metrics.renamed(frame)
+    assert sorted(tuple(r) for r in renamed.collect()) == [
+        ("isis", "n1/4", "n1/1"),
+        ("isis", "n1/5", "n1/1"),
+    ]
+    lat = {
+        (r["msg"], r["node"]): round(r["latency"], 6)
+        for r in metrics.latencies(frame, renamed=renamed).collect()
     }
+    assert lat == {
+        ("n1/5", "n1"): 2.1, ("n1/5", "n2"): 2.2,
+        ("n1/6", "n1"): 0.5, ("n1/6", "n2"): 0.6,
+        ("n2/7", "n1"): 0.1, ("n2/7", "n2"): 0.1,
+    }  # fmt: skip
+    # Without the renames, n1/5 would look 0.1 and 0.2 s fast.
+    plain = metrics.latencies(frame).where("msg = 'n1/5'").collect()
+    assert sorted(round(r["latency"], 6) for r in plain) == [0.1, 0.2]
+    found = job.fault_window_latency(frame, renamed)
+    assert found["withdrawn"] == 2
+    assert [(w["fault"], w["start"], w["end"]) for w in found["windows"]] == [("crash", 0.5, 2.8)]
+    outside = found["latency"]["outside_crash"]
+    assert outside["count"] == 2 and outside["max"] == pytest.approx(0.1)
 
 
 def test_without_a_fault_there_is_no_window_and_no_second_job(spark: SparkSession) -> None:

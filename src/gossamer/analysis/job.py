@@ -258,15 +258,20 @@ def _origin_count(found: InputReport) -> int:
     return total
 
 
-def _latency_metrics(events: DataFrame, found: InputReport) -> dict[str, Any]:
+def _latency_metrics(
+    events: DataFrame, found: InputReport, renamed: DataFrame | None
+) -> dict[str, Any]:
     small = _origin_count(found) <= metrics.BROADCAST_ORIGINS_LIMIT
-    return latency_tables(events, broadcast_origins=small)
+    return latency_tables(events, broadcast_origins=small, renamed=renamed)
 
 
-def latency_tables(events: DataFrame, *, broadcast_origins: bool) -> dict[str, Any]:
+def latency_tables(
+    events: DataFrame, *, broadcast_origins: bool, renamed: DataFrame | None = None
+) -> dict[str, Any]:
     """Latency per layer and per node, and a CDF per layer, from one small histogram.
 
-    One Spark job: ``metrics.latencies`` then ``metrics.latency_histogram``, collected
+    One Spark job: ``metrics.latencies`` (``renamed``: ``metrics.renamed``, when the run
+    sent messages again under new ids) then ``metrics.latency_histogram``, collected
     and read by ``metrics.histogram_summary`` (percentiles within 1% of their value).
     With ``broadcast_origins`` the job runs without adaptive execution: its plan (a
     small aggregated table broadcast to one scan, then a histogram) is already the
@@ -274,7 +279,7 @@ def latency_tables(events: DataFrame, *, broadcast_origins: bool) -> dict[str, A
     at 10 M events (``bench/analysis.py``). The shuffled join of large runs keeps it.
     """
     histogram = metrics.latency_histogram(
-        metrics.latencies(events, broadcast_origins=broadcast_origins)
+        metrics.latencies(events, broadcast_origins=broadcast_origins, renamed=renamed)
     )
     if not broadcast_origins:
         return latency_tables_from(_rows(histogram))
@@ -347,24 +352,24 @@ def _latency_row(members: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], 
     return row, qs
 
 
-def fault_window_latency(events: DataFrame, *, discards: bool = False) -> dict[str, Any]:
+def fault_window_latency(events: DataFrame, renamed: DataFrame | None = None) -> dict[str, Any]:
     """The ISIS fault windows (``metrics.fault_windows``) and ISIS latency outside them.
 
     ``windows``: one row per crash or partition (trace times); ``latency``: for scopes
     ``metrics.OUTSIDE_CRASH`` and ``metrics.OUTSIDE_FAULTS``, the same figures as
     ``latency_tables``' rows, from one histogram job. Without any window there is no
     second job (``latency`` is empty): every message is outside, and the overall
-    figures say it all. With ``discards`` (the run traced ISIS ``discard``s), also
-    ``withdrawn``: how many messages their senders withdrew at a view change
-    (``metrics.withdrawn``), whose wait for it no latency counts.
+    figures say it all. With ``renamed`` (``metrics.renamed``: the run sent messages
+    again under new ids), latencies run from the first id's start, and ``withdrawn``
+    says how many messages their senders withdrew at a view change.
     """
     found = metrics.fault_windows(events).orderBy("start", "fault", "node").collect()
-    extra = {"withdrawn": metrics.withdrawn(events).count()} if discards else {}
+    extra = {"withdrawn": renamed.count()} if renamed is not None else {}
     if not found:
         return {"windows": [], "latency": {}, **extra}
     # The few windows found, not their plan: the histogram job then does not recompute them.
     windows = events.sparkSession.createDataFrame(found, metrics.fault_windows(events).schema)
-    rows = _rows(metrics.windowed_latency_histogram(events, windows))
+    rows = _rows(metrics.windowed_latency_histogram(events, windows, renamed))
     by_scope: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         by_scope.setdefault(r["scope"], []).append(r)
@@ -508,6 +513,8 @@ class _Measuring:
         found: InputReport,
         inputs: catalog.CheckInputs,
         present: set[str],
+        *,
+        renamed: DataFrame | None,
     ) -> _Measuring:
         t_min, t_max = found.t_min, found.t_max
         return _Measuring(
@@ -518,11 +525,7 @@ class _Measuring:
             per_node=pool.submit(_node_metrics, events),
             timelines=pool.submit(_timelines, events, t_min, t_max),
             windowed=(
-                pool.submit(
-                    fault_window_latency, events, discards=bool(found.kinds.get("isis/discard"))
-                )
-                if "isis" in present
-                else None
+                pool.submit(fault_window_latency, events, renamed) if "isis" in present else None
             ),
             client=(
                 pool.submit(client_latency_tables, events)
@@ -668,12 +671,25 @@ def analyze(
         # turns adaptive execution off while it runs: where it is on (not a small run),
         # that job runs alone once the checks are done, and the others after it.
         early = spark.conf.get("spark.sql.adaptive.enabled", "true") == "false"
-        latency_job = pool.submit(_latency_metrics, events, found) if early else None
-        measuring = _Measuring.submit(pool, events, found, inputs, present) if early else None
+        # Messages sent again under new ids (a view change withdrew them): latencies
+        # count from their first id. A few rows, collected once for both latency jobs.
+        renamed = metrics.renamed(events) if found.kinds.get("isis/withdraw") else None
+        latency_job = pool.submit(_latency_metrics, events, found, renamed) if early else None
+        measuring = (
+            _Measuring.submit(pool, events, found, inputs, present, renamed=renamed)
+            if early
+            else None
+        )
         results = tuple(f.result() for f in checks)
         checked = time.perf_counter()
-        latency = _latency_metrics(events, found) if latency_job is None else latency_job.result()
-        measuring = measuring or _Measuring.submit(pool, events, found, inputs, present)
+        latency = (
+            _latency_metrics(events, found, renamed)
+            if latency_job is None
+            else latency_job.result()
+        )
+        measuring = measuring or _Measuring.submit(
+            pool, events, found, inputs, present, renamed=renamed
+        )
         measured = measuring.collect(events, inputs, results, latency)
     finally:
         pool.shutdown(cancel_futures=True)

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from gossamer.analysis.checks import cluster, discovery, gossip, isis
 from gossamer.analysis.checks.common import (
+    attr,
     crashed_nodes,
     faults,
     layer_events,
@@ -50,19 +51,21 @@ __all__ = [
     "membership_timeline",
     "outage_events",
     "per_node",
+    "renamed",
     "time_range",
     "timeline",
     "traffic",
     "windowed_latencies",
     "windowed_latency_histogram",
-    "withdrawn",
 ]
 
 #: The event that starts a message, per layer: the application's request (an ISIS
 #: multicast, a gossip broadcast, a gateway route or enqueue), not the datagrams that
 #: carry it. Other layers start at ``send``. A message's latency runs from the earliest.
 ORIGIN_KINDS: dict[str, tuple[str, ...]] = {
-    "isis": ("multicast",),
+    # An ISIS multicast asked for during a view change is traced ``hold`` when asked
+    # for, and ``multicast`` when it goes out in the next view.
+    "isis": ("multicast", "hold"),
     "gossip": ("broadcast",),
     "gateway": ("route", "enqueue"),
 }
@@ -97,13 +100,17 @@ BROADCAST_ORIGINS_LIMIT = 1_000_000
 _ACCURACY = 10_000  # percentile_approx: rank error at most 1/10000 of the count
 
 
-def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFrame:
+def latencies(
+    events: DataFrame, *, broadcast_origins: bool = False, renamed: DataFrame | None = None
+) -> DataFrame:
     """``layer, node, msg, latency``: each delivery's time since its message started.
 
     A message starts at its earliest origin event (``ORIGIN_KINDS``: an ISIS multicast,
-    a gossip broadcast, a ping's send...) with its id in the same layer; ``latency``
-    is the delivering node's ``deliver`` time minus that start. Deliveries of
-    messages without an origin event are left out.
+    a gossip broadcast, a ping's send...) with its id in the same layer, or, when
+    ``renamed`` (:func:`renamed`) says it is an earlier message sent again under a new
+    id, where that first message started; ``latency`` is the delivering node's
+    ``deliver`` time minus that start. Deliveries of messages without an origin event
+    are left out.
 
     Messages are matched on two independent hashes of ``(layer, msg)`` (96 bits), which
     Spark joins much faster than strings and ships more cheaply to every task: two
@@ -119,7 +126,7 @@ def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFram
     with_msg = events.where(F.col("msg").isNotNull() & (F.col("layer") != "net"))
     key, check = F.xxhash64("layer", "msg"), F.hash("layer", "msg")
     origins = (
-        with_msg.where(is_origin())
+        _starts(with_msg.where(is_origin()), renamed)
         .groupBy(key.alias("key"), check.alias("origin_check"))
         .agg(F.min("t").alias("t0"))
     )
@@ -134,6 +141,49 @@ def latencies(events: DataFrame, *, broadcast_origins: bool = False) -> DataFram
         .where(same_message)
         .select("layer", "node", "msg", (F.col("t") - F.col("t0")).alias("latency"))
     )
+
+
+def renamed(events: DataFrame) -> DataFrame:
+    """``layer, msg, first``: each message sent again under a new id ``msg``, and the
+    id ``first`` it was first multicast under.
+
+    An ISIS sender on agreed views withdraws its messages that lack an Ack at a view
+    change and multicasts their data again in the next view under new ids, tracing
+    ``withdraw`` (``attrs.as``: the new id). A message withdrawn again follows the chain
+    to its first id. One small job, collected: there is one row per withdrawal.
+    """
+    rows = (
+        message_events(events, isis.LAYER, "withdraw")
+        .select("msg", attr("as").alias("again"))
+        .where(F.col("again").isNotNull())
+        .collect()
+    )
+    earlier = {r["again"]: r["msg"] for r in rows}
+
+    def first(name: str) -> str:
+        seen = {name}
+        while name in earlier and earlier[name] not in seen:  # a cycle would be a bug
+            name = earlier[name]
+            seen.add(name)
+        return name
+
+    return events.sparkSession.createDataFrame(
+        [(isis.LAYER, again, first(again)) for again in sorted(earlier)],
+        "layer string, msg string, first string",
+    )
+
+
+def _starts(origins: DataFrame, renamed: DataFrame | None) -> DataFrame:
+    """``layer, msg, t`` of ``origins`` (origin events), and, for each message in
+    ``renamed``, the origin times of its first id as its own."""
+    starts = origins.select("layer", "msg", "t")
+    if renamed is None:
+        return starts
+    firsts = F.broadcast(
+        renamed.select("layer", F.col("first").alias("msg"), F.col("msg").alias("again"))
+    )
+    again = starts.join(firsts, ["layer", "msg"]).select("layer", F.col("again").alias("msg"), "t")
+    return starts.unionByName(again)
 
 
 def latency_histogram(lat: DataFrame, by: Sequence[str] = ("layer", "node")) -> DataFrame:
@@ -446,16 +496,19 @@ def _crashed_incarnations(crashes: DataFrame, events: DataFrame) -> DataFrame:
     )
 
 
-def windowed_latencies(events: DataFrame, windows: DataFrame) -> DataFrame:
+def windowed_latencies(
+    events: DataFrame, windows: DataFrame, renamed: DataFrame | None = None
+) -> DataFrame:
     """``node, msg, latency, in_crash, in_fault``: each ISIS delivery, and its message's
     relation to the ``fault_windows``.
 
-    A message's lifetime runs from its multicast to its last delivery at any node; it
+    A message's lifetime runs from its start to its last delivery at any node; it
     is in a window when the two intervals overlap (a window without an ``end`` lasts
     to the end of the run). ``in_crash``: it overlaps a crash window; ``in_fault``: a
-    window of any fault. ``latency`` is as in ``latencies``.
+    window of any fault. The start and ``latency`` are as in ``latencies``.
     """
-    started = isis.multicasts(events).groupBy("msg").agg(F.min("t").alias("t0"))
+    origins = message_events(events, isis.LAYER, *ORIGIN_KINDS[isis.LAYER])
+    started = _starts(origins, renamed).groupBy("msg").agg(F.min("t").alias("t0"))
     lat = (
         isis.deliveries(events)
         .join(started, "msg")
@@ -489,21 +542,13 @@ def windowed_latencies(events: DataFrame, windows: DataFrame) -> DataFrame:
     )
 
 
-def withdrawn(events: DataFrame) -> DataFrame:
-    """``msg``: the ISIS messages their sender withdrew at a view change (a ``discard``
-    traced by the node that multicast it). A group on agreed views multicasts their data
-    again in the next view under new ids (``checks.vsync``), so a delivery's latency runs
-    from that new multicast and leaves out the wait for the view change."""
-    sent = isis.multicasts(events).select("node", "msg")
-    discarded = message_events(events, isis.LAYER, "discard").select("node", "msg")
-    return sent.join(discarded, ["node", "msg"], "left_semi").select("msg").distinct()
-
-
-def windowed_latency_histogram(events: DataFrame, windows: DataFrame) -> DataFrame:
+def windowed_latency_histogram(
+    events: DataFrame, windows: DataFrame, renamed: DataFrame | None = None
+) -> DataFrame:
     """``scope, bucket, count, total, low, high``: ``latency_histogram`` of the ISIS
     deliveries outside the crash windows (``scope`` = ``OUTSIDE_CRASH``) and outside
     every fault window (``OUTSIDE_FAULTS``), from one pass (``windowed_latencies``)."""
-    lat = windowed_latencies(events, windows)
+    lat = windowed_latencies(events, windows, renamed)
     scopes = F.array(
         F.when(~F.col("in_crash"), F.lit(OUTSIDE_CRASH)),
         F.when(~F.col("in_fault"), F.lit(OUTSIDE_FAULTS)),

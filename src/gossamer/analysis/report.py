@@ -610,8 +610,8 @@ def _withdrawn_text(fw: Mapping[str, Any]) -> str:
         return ""
     return (
         f" {count:,} message{'s' if count != 1 else ''} withdrawn by a view change and "
-        "multicast again under new ids: a delivery's latency runs from the new multicast, "
-        "so the wait for the view change is in none of these figures."
+        "multicast again under new ids: their latency runs from the first multicast, so "
+        "it includes the wait for the view change."
     )
 
 

@@ -32,7 +32,8 @@ def got(node: str, t: float, msg: str) -> TraceEvent:
 
 def run(*, late_at_b: bool = False, extra: tuple[TraceEvent, ...] = ()) -> list[TraceEvent]:
     """a and b found view 1 and deliver a#1/1 in it; b withdraws b#1/1 at the change (a
-    discard everywhere) and multicasts its data again as b#1/2; c joins in view 2, where
+    discard everywhere) and multicasts its data again as b#1/2 (``withdraw`` names it
+    ``as``); c joins in view 2, where
     all three deliver b#1/2; a and b then move on to view 3. With ``late_at_b`` b delivers
     a#1/1 only after installing view 2."""
     b_first = [got("b", 1.5, "a#1/1")] if not late_at_b else []
@@ -48,6 +49,7 @@ def run(*, late_at_b: bool = False, extra: tuple[TraceEvent, ...] = ()) -> list[
         view("b", 1.0, 1, V1),
         *b_first,
         sent("b", 1.6, "b#1/1", "d2"),
+        event("b", 1.8, "isis", "withdraw", msg="b#1/1", **{"as": "b#1/2"}),
         event("b", 1.8, "isis", "discard", msg="b#1/1"),
         view("b", 2.0, 2, V2),
         *b_late,
@@ -86,16 +88,17 @@ def test_view_validity_owes_a_staying_sender_its_messages_unless_unfinished(
     spark: SparkSession,
 ) -> None:
     lost = sent("a", 2.6, "a#1/2", "d3")  # a stays to the end and never delivers it
-    dropped = sent("c", 2.6, "c#1/1", "d4")  # c withdraws it and never sends it again
-    withdrawn = event("c", 2.7, "isis", "discard", msg="c#1/1")
+    dropped = sent("c", 2.6, "c#1/1", "d4")  # c withdraws it and never sends it again:
+    withdrawn = event("c", 2.7, "isis", "withdraw", msg="c#1/1", **{"as": "c#1/2"})
+    # c#1/5 carries the same data (digest d4) but is another message, not c#1/2.
+    same_data = (sent("c", 2.9, "c#1/5", "d4"), got("c", 3.0, "c#1/5"))
     crashed = (sent("b", 2.6, "b#1/3", "d5"), event("b", 3.5, "net", "fault", fault="crash"))
-    # b#1/2's data again (same digest): not a resend, since b delivered b#1/2 itself.
     stopping = (
         sent("a", 3.1, "a#1/3", "d6"),
         event("a", 4.0, "net", "stop"),
         event("a", 4.5, "isis", "sequence", msg="a#1/3", seq=9, proposer="1"),
     )
-    events = run(extra=(lost, dropped, withdrawn, *crashed, *stopping))
+    events = run(extra=(lost, dropped, withdrawn, *same_data, *crashed, *stopping))
     found = sorted(
         (r["node"], r["msg"], r["unfinished"], r["detail"])
         for r in vsync.view_validity(events_frame(spark, events)).collect()

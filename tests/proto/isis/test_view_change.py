@@ -127,6 +127,13 @@ def test_multicasts_during_a_change_are_held_and_go_out_in_order_after_install()
     assert all(net.delivered(n) == expected for n in net.cores)
     assert held == [1, 2, 3]
     assert all(net.cores[n].view_id == 2 and not net.cores[n].flushed for n in net.cores)
+    # Each held multicast is traced ``hold`` when asked for, ``multicast`` when sent.
+    traced = [(e.kind, e.msg) for e in net.sink.events if e.node == "n1" and e.kind in
+              ("hold", "multicast")]  # fmt: skip
+    assert traced == [
+        *(("hold", f"n1/{i}") for i in held),
+        *(("multicast", f"n1/{i}") for i in held),
+    ]
 
 
 def test_a_message_lacking_an_ack_is_withdrawn_everywhere_and_sent_again_in_the_next_view() -> None:
@@ -152,6 +159,9 @@ def test_a_message_lacking_an_ack_is_withdrawn_everywhere_and_sent_again_in_the_
     assert all(net.delivered(n) == [b"job"] for n in net.cores)
     sent_again = next(e for e in net.events["n2"] if isinstance(e, Delivered))
     assert sent_again.msg_id == 2  # a new id: msg 1 was discarded
+    # The sender's trace links the two ids, for latency and validity (docs/analysis.md).
+    (withdraw,) = [e for e in net.sink.events if e.kind == "withdraw"]
+    assert (withdraw.node, withdraw.msg, withdraw.attrs) == ("n0", "n0/1", {"as": "n0/2"})
     assert stop_attrs(net, "n0")["outstanding"] == ""
 
 

@@ -145,17 +145,14 @@ def view_validity(events: DataFrame) -> DataFrame:
 
     Property: if a member multicasts m and is never crashed nor excluded afterwards (so
     it stays the same incarnation, in every view to the end), it delivers m, or withdraws
-    it at a view change (``discard`` at the sender) and multicasts the same data again
-    later (same ``attrs.digest``; that new message is then owed in its turn). Without a
-    digest the withdrawal alone excuses m. A missing delivery at a sender that stopped
-    cleanly with m still in progress is *unfinished* (``isis.unfinished_at_stop``).
-    A node cut off by a partition that lasts to the end of the run may never hear of its
-    exclusion: none of its messages is judged. Columns: ``node, msg, t, at, unfinished,
-    detail``.
+    it at a view change (``withdraw`` at the sender, ``attrs.as`` the new id) and
+    multicasts its data again under that id (a message then owed in its turn). A missing
+    delivery at a sender that stopped cleanly with m still in progress is *unfinished*
+    (``isis.unfinished_at_stop``). A node cut off by a partition that lasts to the end
+    of the run may never hear of its exclusion: none of its messages is judged.
+    Columns: ``node, msg, t, at, unfinished, detail``.
     """
-    sent = message_events(events, LAYER, "multicast").select(
-        "node", "msg", "t", "file", "line", attr("digest").alias("digest"), position().alias("p")
-    )
+    sent = message_events(events, LAYER, "multicast").select("node", "msg", "t", "file", "line")
     ends = (
         faults(events)
         .where(F.col("fault") == "crash")
@@ -173,19 +170,14 @@ def view_validity(events: DataFrame) -> DataFrame:
         F.col("last_end").isNull() | (F.col("last_end") < F.col("t"))
     )
     own = deliveries(events).select("node", "msg")
-    discarded = message_events(events, LAYER, "discard").select("node", "msg").distinct()
-    again = sent.select(
-        F.col("node").alias("n2"), F.col("digest").alias("d2"), F.col("p").alias("p2")
+    withdrawals = message_events(events, LAYER, "withdraw").select(
+        "node", "msg", attr("as").alias("again")
     )
     undelivered = staying.join(own, ["node", "msg"], "left_anti")
-    withdrawn = undelivered.join(discarded, ["node", "msg"], "left_semi")
+    withdrawn = undelivered.join(withdrawals, ["node", "msg"])
     resent = withdrawn.join(
-        again,
-        (F.col("n2") == F.col("node"))
-        & (F.col("d2") == F.col("digest"))
-        & (F.col("p2") > F.col("p")),
-        "left_semi",
-    ).unionByName(withdrawn.where(F.col("digest").isNull()))
+        sent.select("node", F.col("msg").alias("again")), ["node", "again"], "left_semi"
+    )
     never = undelivered.join(resent.select("node", "msg"), ["node", "msg"], "left_anti").join(
         withdrawn.select("node", "msg", F.lit(True).alias("was_withdrawn")), ["node", "msg"], "left"
     )

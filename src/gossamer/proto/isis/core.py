@@ -45,10 +45,13 @@ types (no new message type):
 Trace events (``layer=isis``): ``multicast`` (``msg`` = ``<sender name>/<msg_id>``),
 ``sequence`` at the sender when it fixes the final, ``deliver`` (``seq`` = final,
 ``attrs.proposer``), ``retransmit``, ``drop``, ``delay`` (an injected Ack/SeqAck
-delay), ``view_change`` and ``discard``. ``multicast`` and ``deliver`` record the
-payload by its length (``size``) and :func:`payload_digest` (``attrs.digest``), not its
-bytes: enough to check that what was delivered is what was multicast, at a fixed cost
-per event whatever the payload.
+delay), ``view_change`` and ``discard``; on agreed views also ``hold`` (a multicast
+asked for during a view change: it goes out, as ``multicast``, when the next view is
+installed) and ``withdraw`` at the sender (its message lacked an Ack at a view change;
+``attrs.as`` names the id its data goes out under in the next view). ``multicast``
+and ``deliver`` record the payload by its length (``size``) and :func:`payload_digest`
+(``attrs.digest``), not its bytes: enough to check that what was delivered is what was
+multicast, at a fixed cost per event whatever the payload.
 """
 
 from __future__ import annotations
@@ -722,8 +725,10 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         msg_id = self._new_msg_id()
         self.counters.multicasts += 1
         if self._changing is not None:
-            # A view change is under way: the message goes out in the next view.
+            # A view change is under way: the message goes out in the next view. Its
+            # ``hold`` marks when the application asked, which its latency counts from.
             self._held.append((msg_id, data))
+            self._trace(now, LAYER, "hold", msg=self._msg_name(self._me, msg_id))
             return msg_id
         self._send_data(msg_id, data, now)
         return msg_id
@@ -983,8 +988,15 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             msg=self._msg_name(self._me, out.msg_id),
         )
         self._loopback.append(msg)
-        self._held.append((self._new_msg_id(), out.data))
+        again = self._new_msg_id()
+        self._held.append((again, out.data))
         self._withdrawn_held.append(out.msg_id)
+        # ``withdraw`` names the id the data goes out under, so that the analysis counts
+        # the new message's latency from the first multicast (``metrics.renamed``).
+        self._trace(
+            now, LAYER, "withdraw", msg=self._msg_name(self._me, out.msg_id),
+            attrs={"as": self._msg_name(self._me, again)},
+        )  # fmt: skip
 
     def _note_flushed(self) -> None:
         """Emit ``ViewFlushed`` (once per ``begin_view_change``) when the change is settled
