@@ -43,9 +43,17 @@ def spark() -> Iterator[object]:
 
     from gossamer.analysis.session import export_worker_python, session_settings
 
-    # What `gossamer analyze` gets, scaled down: one core, one shuffle partition.
-    config = session_settings(master="local[1]", remote=None, cores=1)
-    config.update({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    # What `gossamer analyze` gets for a run of a lab's size (the tests' frames are
+    # smaller still), on one core; but the JVM keeps both just-in-time compilers, as it
+    # serves the whole suite rather than one analysis.
+    config = session_settings(master="local[1]", remote=None, cores=1, small=True)
+    general = session_settings(master="local[1]", remote=None, cores=1)
+    config.update(
+        {
+            "spark.driver.memory": "1g",
+            "spark.driver.extraJavaOptions": general["spark.driver.extraJavaOptions"],
+        }
+    )
     export_worker_python(config)
     builder = SparkSession.builder.master("local[1]").appName("gossamer-tests")
     for key, value in config.items():
