@@ -29,10 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bench._baseline import baseline_env, baseline_tree
 from bench._report import machine, table, update_section
+from gossamer.trace.jsonl import read_run
 
 #: The goal, in seconds: the demo's ISIS p99 outside the crash window.
 GOAL_P99 = 1.0
@@ -113,16 +112,13 @@ def static_floor(run_dir: Path, summary: Mapping[str, Any]) -> tuple[int, int]:
     cuts = [(w["start"], w["end"]) for w in windows if w["fault"] == "partition" and w["end"]]
     first: dict[str, float] = {}
     delivered: list[tuple[str, float]] = []
-    for path in run_dir.glob("*.jsonl"):
-        with path.open("rb") as lines:
-            for line in lines:
-                e = orjson.loads(line)
-                if e["layer"] != "isis":
-                    continue
-                if e["kind"] in ("multicast", "hold"):
-                    first[e["msg"]] = min(first.get(e["msg"], math.inf), e["t"])
-                elif e["kind"] == "deliver":
-                    delivered.append((e["msg"], e["t"]))
+    for e in read_run(run_dir)[0]:
+        if e.layer != "isis" or e.msg is None:
+            continue
+        if e.kind in ("multicast", "hold"):
+            first[e.msg] = min(first.get(e.msg, math.inf), e.t)
+        elif e.kind == "deliver":
+            delivered.append((e.msg, e.t))
     last: dict[str, float] = {}
     for msg, t in delivered:
         last[msg] = max(last.get(msg, t), t)

@@ -110,6 +110,8 @@ def test_duplicates_are_injected_and_counted_by_the_core(run: Runner) -> None:
         )
         assert faults.counts == {"duplicate": core_a.counters.sent}
         assert len(_net_faults(sink, "duplicate")) == core_a.counters.sent
+        assert core_b.counters.duplicates >= 10
+        assert core_a.counters.duplicates >= 10
         assert core_a.counters.delivered == core_b.counters.delivered == 10
 
     run(main())
