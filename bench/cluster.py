@@ -23,7 +23,10 @@ too) is SIGKILLed: the time until **every survivor** has installed a view withou
 process of the machine), split into the crash's detection (the first survivor's
 discovery ``peer_down``, from its trace) and the views round after it. The member is
 restarted with the same file and the time until every member installed a view with its
-new incarnation is noted too (it includes the process's start).
+new incarnation is noted too (it includes the process's start). The kills alternate with
+the same kills in a second cluster of three whose files set the discovery timers the
+daemon had before ``NODE_DISCOVERY`` (``BASELINE_DISCOVERY``): the baseline, measured
+beside them.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import tomli_w
 
 from bench._report import command, machine, publish, quick_parser, table
 from bench._timing import latency_row, one_at_a_time, rate_row, ratio, routed_sends
+from gossamer.daemon.protocols import NODE_DISCOVERY
 from gossamer.testing.daemons import Daemon, gateway_port
 
 HOST = "127.0.0.1"
@@ -52,6 +56,8 @@ WINDOW = 1_000
 FANOUT = 30
 BCAST_WINDOW = 100
 PATIENCE = 120.0
+#: The daemon's discovery timers before it had its own (``NODE_DISCOVERY``): the lab's.
+BASELINE_DISCOVERY = {"inactive_time": 3.0, "heartbeat_wait": 0.5}
 TARGET = {"application": APP, "ops": [
     {"path": "/role", "op": "$eq", "to": {"value": "sink"}},
     {"path": "/load", "op": "$lt", "to": {"value": 100}},
@@ -59,14 +65,17 @@ TARGET = {"application": APP, "ops": [
 BCAST = {"application": APP, "ops": [{"path": "/role", "op": "$eq", "to": {"value": "fan"}}]}
 
 
-def node_files(tmp: Path) -> dict[str, Path]:
+def node_files(tmp: Path, discovery: dict[str, Any] | None = None,
+               solo: bool = True) -> dict[str, Path]:
     """Files for the cluster (a may found and names b and c; they name a) and for the
-    lone daemon ``solo`` (its own cluster): the daemon's defaults but for the ports."""
+    lone daemon ``solo`` (its own cluster): the daemon's defaults but for the ports and
+    the ``[discovery]`` keys given."""
     from gossamer.daemon.config import DEFAULT_PORTS
     from gossamer.testing import free_ports
 
+    tmp.mkdir(exist_ok=True)
     (tmp / "cluster.key").write_bytes(bytes(range(32)))
-    names = [*NAMES, "solo"]
+    names = [*NAMES, "solo"] if solo else list(NAMES)
     numbers = iter(free_ports(len(names) * len(DEFAULT_PORTS)))
     ports = {name: {service: next(numbers) for service in DEFAULT_PORTS} for name in names}
     files = {}
@@ -81,10 +90,23 @@ def node_files(tmp: Path) -> dict[str, Path]:
             "cluster": {**cluster, "key_file": "cluster.key"},
             "node": {"name": name, "address": HOST, "trace": f"{name}.jsonl"},
             "ports": ports[name],
+            "discovery": dict(discovery or {}),
         }
         files[name] = tmp / f"{name}.toml"
         files[name].write_text(tomli_w.dumps(document))
     return files
+
+
+def start_cluster(files: dict[str, Path]) -> dict[str, Daemon]:
+    """The daemons of ``files``, once the three have formed one cluster whose gateways
+    are joined (and the lone one has its view)."""
+    daemons = {name: Daemon(path, patience=PATIENCE) for name, path in files.items()}
+    if "solo" in daemons:
+        daemons["solo"].view_with({"solo"})
+    for name in NAMES:
+        daemons[name].view_with(set(NAMES))
+        daemons[name].gateway_peers(set(NAMES) - {name})
+    return daemons
 
 
 def dsn(config: Path) -> str:
@@ -176,50 +198,58 @@ def first_peer_down(trace: Path, victim: str, after: float) -> float | None:
     return min(times) if times else None
 
 
-def measure_kills(files: dict[str, Path], daemons: dict[str, Daemon],
-                  kills: int) -> list[dict[str, float]]:
+def stop_all(daemons: dict[str, Daemon]) -> None:
+    """Stop each daemon (the ones running now: a killed one's restart replaced it), even
+    when stopping another fails."""
+    with contextlib.ExitStack() as stopping:
+        for daemon in daemons.values():
+            stopping.callback(daemon.stop)
+
+
+def measure_kill(files: dict[str, Path], daemons: dict[str, Daemon],
+                 victim: str) -> dict[str, float]:
+    """SIGKILL ``victim``, time the view without it, restart it, time its rejoin."""
     everyone = set(NAMES)
-    rows = []
-    for k in range(kills):
-        victim = NAMES[k % 3]
-        survivors = everyone - {victim}
-        time.sleep(2.0)  # settled: every link and card exchanged since the last change
-        killed = time.monotonic()
-        daemons[victim].kill()
-        views = [float(daemons[name].view_with(survivors, since=killed)["t"])
-                 for name in survivors]
-        downs = [first_peer_down(files[name].with_suffix(".jsonl"), victim, killed)
-                 for name in survivors]
-        detected = min(t for t in downs if t is not None)
-        restarted = time.monotonic()
-        daemons[victim] = Daemon(files[victim], patience=PATIENCE)
-        ready = daemons[victim].wait(lambda line: line.get("status") == "ready", "ready")
-        back = max(float(daemons[name].view_with(
-            everyone, since=restarted, including=f"{victim}#{ready['incarnation']}")["t"])
-            for name in NAMES)
-        rows.append({"victim": victim, "view": max(views) - killed,
-                     "first": min(views) - killed, "detect": detected - killed,
-                     "rejoin": back - restarted})
-    return rows
+    survivors = everyone - {victim}
+    time.sleep(2.0)  # settled: every link and card exchanged since the last change
+    killed = time.monotonic()
+    daemons[victim].kill()
+    views = [float(daemons[name].view_with(survivors, since=killed)["t"])
+             for name in survivors]
+    downs = [first_peer_down(files[name].with_suffix(".jsonl"), victim, killed)
+             for name in survivors]
+    detected = min(t for t in downs if t is not None)
+    restarted = time.monotonic()
+    daemons[victim] = Daemon(files[victim], patience=PATIENCE)
+    ready = daemons[victim].wait(lambda line: line.get("status") == "ready", "ready")
+    back = max(float(daemons[name].view_with(
+        everyone, since=restarted, including=f"{victim}#{ready['incarnation']}")["t"])
+        for name in NAMES)
+    return {"view": max(views) - killed, "first": min(views) - killed,
+            "detect": detected - killed, "rejoin": back - restarted}
 
 
-def run(rounds: int, count: int, casts: int, kills: int) -> tuple[dict[str, Any], list[Any]]:
+def run(rounds: int, count: int, casts: int,
+        kills: int) -> tuple[dict[str, Any], list[tuple[dict[str, float], dict[str, float]]]]:
+    """The routing figures, and per kill the row of the node's defaults and the
+    baseline's."""
     from gossamer.aio.loop import run as run_loop
 
-    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
-        files = node_files(Path(tmp))
-        daemons = {name: Daemon(path, patience=PATIENCE) for name, path in files.items()}
-        try:
-            daemons["solo"].view_with({"solo"})
-            for name in NAMES:
-                daemons[name].view_with(set(NAMES))
-                daemons[name].gateway_peers(set(NAMES) - {name})
-            routing = run_loop(measure_routing(files, rounds, count, casts))
-            kill_rows = measure_kills(files, daemons, kills)
-        finally:
-            with contextlib.ExitStack() as stopping:  # each one, even when another fails
-                for daemon in daemons.values():
-                    stopping.callback(daemon.stop)
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp, \
+            contextlib.ExitStack() as stopping:
+        files = node_files(Path(tmp) / "node")
+        daemons = start_cluster(files)
+        stopping.callback(stop_all, daemons)
+        routing = run_loop(measure_routing(files, rounds, count, casts))
+        daemons.pop("solo").stop()
+        base_files = node_files(Path(tmp) / "baseline", BASELINE_DISCOVERY, solo=False)
+        base = start_cluster(base_files)
+        stopping.callback(stop_all, base)
+        kill_rows = [
+            (measure_kill(files, daemons, NAMES[k % 3]),
+             measure_kill(base_files, base, NAMES[k % 3]))
+            for k in range(kills)
+        ]
     return routing, kill_rows
 
 
@@ -246,14 +276,21 @@ def main(argv: list[str] | None = None) -> int:
     ]
     kills_table = table(
         ["kill", "victim", "peer_down (first survivor)", "view on the first survivor",
-         "view on every survivor", "views round after detection", "rejoin after restart"],
-        [[i + 1, k["victim"], f"{k['detect']:.2f} s", f"{k['first']:.2f} s",
+         "view on every survivor", "views round after detection", "rejoin after restart",
+         "baseline: view on every survivor (peer_down)", "view / baseline"],
+        [[i + 1, NAMES[i % 3], f"{k['detect']:.2f} s", f"{k['first']:.2f} s",
           f"{k['view']:.2f} s", f"{(k['view'] - k['detect']) * 1e3:.0f} ms",
-          f"{k['rejoin']:.2f} s"]
-         for i, k in enumerate(kill_rows)],
+          f"{k['rejoin']:.2f} s", f"{b['view']:.2f} s ({b['detect']:.2f} s)",
+          ratio(k["view"], b["view"])]
+         for i, (k, b) in enumerate(kill_rows)],
     )
-    views = [k["view"] for k in kill_rows]
+    views = [k["view"] for k, _ in kill_rows]
+    base_views = [b["view"] for _, b in kill_rows]
     how = command("bench.cluster", args.quick)
+    timers = ", ".join(f"`{k}` = {v:g} s" for k, v in NODE_DISCOVERY.defaults.items())
+    before = ", ".join(f"`{k}` = {v:g} s" for k, v in BASELINE_DISCOVERY.items())
+    node = NODE_DISCOVERY.defaults
+    bound = node["inactive_time"] + 3 * node["heartbeat_wait"]
     publish(
         "cluster-daemons",
         "A cluster of `gossamer node` daemons against one daemon",
@@ -271,16 +308,21 @@ def main(argv: list[str] | None = None) -> int:
         table(["figure", "one daemon", "3 daemons", "3 daemons / one"], rows),
         f"SIGKILL of a member to the new view ({len(kill_rows)} kills, the victims a, b, c "
         "in turn; a founded the cluster and is the coordinator until it is killed; times "
-        "from the kill):",
+        "from the kill). Each kill alternates with the same kill in a baseline cluster of "
+        f"three whose files set the discovery timers the daemon had before ({before}); "
+        f"the daemon's defaults are {timers}:",
         kills_table,
-        f"Kill to the view on every survivor: median {statistics.median(views):.2f} s, "
-        f"{min(views):.2f}-{max(views):.2f} s. What bounds it: discovery notices the "
-        "crash (a peer silent for `inactive_time` = 3 s is probed, and removed after "
-        "`max_missed` = 3 waits of `heartbeat_wait` = 0.5 s: at most 4.5 s after the "
-        "victim was last heard, and every member's card, re-sent each second, refreshes "
-        "that, so 3.5-4.5 s after the kill); then one views round: the suspicion goes to "
-        "the coordinator, which proposes the view, gathers a majority and installs it "
-        "(a few round trips, each retransmitted every `views.retry` = 0.1 s; a killed "
+        f"Kill to the view on every survivor: median {statistics.median(views):.2f} s "
+        f"({min(views):.2f}-{max(views):.2f} s), against {statistics.median(base_views):.2f} s "
+        f"({min(base_views):.2f}-{max(base_views):.2f} s) with the baseline's timers: "
+        f"{ratio(statistics.median(views), statistics.median(base_views))}. What bounds it: "
+        "discovery notices the crash (a peer silent for `inactive_time` is probed, and "
+        "removed after `max_missed` = 3 waits of `heartbeat_wait`: at most "
+        f"{bound:.1f} s "
+        "after the victim was last heard, and a live peer is heard at least every "
+        "`inactive_time`, as it answers the probe); then one views round: the suspicion "
+        "goes to the coordinator, which proposes the view, gathers a majority and installs "
+        "it (a few round trips, each retransmitted every `views.retry` = 0.1 s; a killed "
         "coordinator's successor takes over first). The clients of the killed node leave "
         "every survivor's routing when it installs that view.",
     )

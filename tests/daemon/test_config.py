@@ -13,6 +13,7 @@ import pytest
 import tomli_w
 
 from gossamer.daemon.config import DEFAULT_PORTS, load_daemon_config, parse_daemon_config
+from gossamer.daemon.protocols import PROTOCOLS
 from gossamer.errors import ConfigError
 
 from .cluster import node_file, write_key
@@ -44,6 +45,19 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
     assert config.discovery.broadcast_address is None  # no broadcast unless asked
     assert config.gossip.protocol["multicast"] is False
     assert config.cluster.wire().cluster == "shop"
+
+
+def test_the_node_detects_failures_quicker_than_the_lab_app_unless_its_file_says() -> None:
+    # A daemon's group is on agreed views: a live member wrongly suspected rejoins. The
+    # lab app's static ISIS group cannot re-admit one, so it keeps the slower timers.
+    discovery = PROTOCOLS["discovery"]
+    timers = ("broadcast_interval", "inactive_time", "heartbeat_wait", "max_missed")
+    node = discovery.resolved(parse(minimal()).discovery.protocol)
+    assert [node[k] for k in timers] == [1.0, 0.5, 0.3, 3]
+    lab = discovery.resolved(discovery.settings({}, "discovery"))
+    assert [lab[k] for k in timers] == [1.0, 3.0, 0.5, 3]
+    chosen = parse(minimal(discovery={"inactive_time": 3.0})).discovery.protocol
+    assert chosen["inactive_time"] == 3.0 and chosen["heartbeat_wait"] == 0.3
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ import tomli_w
 
 from gossamer._types import Address
 from gossamer.addresses import format_address, parse_address
-from gossamer.daemon.protocols import PROTOCOLS, VIEWS, plain
+from gossamer.daemon.protocols import NODE_DISCOVERY, PROTOCOLS, VIEWS, plain
 from gossamer.daemon.tables import (
     Table,
     apply_env,
@@ -250,7 +250,8 @@ def parse_daemon_config(
 
     t = Table(top.data.get("discovery", {}), "discovery")
     discovery = DiscoverySection(
-        broadcast_address=t.string("broadcast_address", None), protocol=t.protocol()
+        broadcast_address=t.string("broadcast_address", None),
+        protocol=t.protocol(NODE_DISCOVERY),
     )
     t.finish()
     if not seeds and not bootstrap and discovery.broadcast_address is None:
