@@ -247,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> str:
     )
     parser.add_argument("--no-write", action="store_true", help="print, do not update the doc")
     args = parser.parse_args(argv)
+    for d in args.run_dirs:
+        if not (d / "run.json").is_file() and not (d / "analysis" / "summary.json").is_file():
+            parser.error(f"{d}: not a lab run (neither run.json nor analysis/summary.json)")
     dirs = [(d, False) for d in args.run_dirs]
     with contextlib.ExitStack() as stack:
         tree = baseline_tree(args.baseline, stack) if args.baseline else None

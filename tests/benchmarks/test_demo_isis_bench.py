@@ -147,3 +147,18 @@ def test_a_baseline_tree_s_runs_are_listed_and_each_p99_divided_by_theirs() -> N
     assert f"{outside} 0.05x | 0.40x |" in text
     # The goal is judged on this tree's runs only.
     assert "outside the crash window: met (worst p99 900 ms over 1 run)" in text
+
+
+def test_a_directory_that_is_no_lab_run_is_one_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.demo_isis", "--no-write", str(tmp_path / "nowhere")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    last = done.stderr.splitlines()[-1]
+    assert last.endswith("nowhere: not a lab run (neither run.json nor analysis/summary.json)")
+    assert "Traceback" not in done.stderr

@@ -271,22 +271,17 @@ def test_port_in_use_is_a_runtime_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.slow  # two `gossamer analyze` runs: minutes on a loaded 2-core machine
-def test_analysis_passes_healthy_run_and_catches_broken_node(tmp_path: Path) -> None:
+@pytest.mark.slow  # a `gossamer analyze` run: a minute on a loaded 2-core machine
+def test_the_analysis_passes_a_healthy_run_of_app_nodes(tmp_path: Path) -> None:
+    # The command line end to end on what the app nodes wrote. That it fails a run with a
+    # node that breaks the order is tests/lab/test_lab.py's (a broken node fails the lab).
     healthy, traces = write_mesh(tmp_path / "ok", 3, start_in=1.5 * START_IN)
-    broken, broken_traces = write_mesh(
-        tmp_path / "bad", 3, start_in=1.5 * START_IN, sections={"discovery": {"enabled": False}},
-        per_node={"h3": {"isis": {"broken_order": True}}},
-    )
-    results = finish(start(healthy + broken), timeout=40.0)
+    results = finish(start(healthy), timeout=40.0)
     assert all(code == 0 for code, _, _ in results), [err for _, _, err in results]
     cmd = [sys.executable, "-m", "gossamer.cli.main", "analyze"]
     ok = subprocess.run([*cmd, str(traces)], capture_output=True, check=False, timeout=120)
     assert ok.returncode == 0, ok.stdout.decode()[-4000:] + ok.stderr.decode()[-2000:]
-    bad = subprocess.run([*cmd, str(broken_traces)], capture_output=True, check=False,
-                         timeout=120)
-    assert bad.returncode == 1, bad.stdout.decode()[-4000:]
-    assert b"total" in bad.stdout
+    assert b"total_order" in ok.stdout
 
 
 def test_partition_drops_udp_both_ways_in_its_window_and_traces_it(tmp_path: Path) -> None:
