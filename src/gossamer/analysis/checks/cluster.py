@@ -23,7 +23,14 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import attr, faults, layer_events, location, outages
+from gossamer.analysis.checks.common import (
+    attr,
+    faults,
+    layer_events,
+    location,
+    outages,
+    settled,
+)
 
 __all__ = ["HORIZON", "WARMUP", "installs", "owed", "rejoin", "routing", "view_agreement"]
 
@@ -191,15 +198,19 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
         )
         .withColumn("a", F.substring_index("sender", "-", 1))
     )
+    messages = settled(messages)
     readies = gw.where((F.col("kind") == "client_ready") & attr("client").rlike(_CLIENT)).select(
         _client_id(attr("client")).alias("client"),
         F.regexp_extract(attr("client"), _CLIENT, 1).alias("host"),
         F.regexp_extract(attr("client"), _CLIENT, 2).alias("group"),
         F.col("t").alias("r"),
     )
+    readies = settled(readies)
     clients = readies.select("client", "host", "group").distinct()
-    matching = messages.join(clients, _matches(F.col("key"), F.col("value"))).select(
-        "msg", "ts", "type", "a", "sender", "client", F.col("host").alias("b")
+    matching = settled(
+        messages.join(clients, _matches(F.col("key"), F.col("value"))).select(
+            "msg", "ts", "type", "a", "sender", "client", F.col("host").alias("b")
+        )
     )
 
     # Each message's view at the sender's node, and which nodes were undisturbed.
@@ -234,8 +245,10 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
         .select("msg", "h")
         .distinct()
     )
-    steady = views.join(disturbed, ["msg", "h"], "left_anti").select(
-        "msg", "h", F.col("v.view").alias("view")
+    steady = settled(
+        views.join(disturbed, ["msg", "h"], "left_anti").select(
+            "msg", "h", F.col("v.view").alias("view")
+        )
     )
     at_sender = (
         messages.join(views.withColumnRenamed("h", "a"), ["msg", "a"])
@@ -257,9 +270,11 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
         .where(F.col("since").isNotNull() & (F.col("changed") == 0))
         .select("msg", "client")
     )
+    connected = settled(connected)
     sender_ok = at_sender.join(
         messages.select("msg", F.col("sender").alias("client")), "msg"
     ).join(connected, ["msg", "client"], "left_semi").select("msg", "view", "names")
+    sender_ok = settled(sender_ok)
     owed = (
         matching.join(sender_ok, "msg")
         .where(F.array_contains("names", F.col("b")) & F.array_contains("names", F.col("a")))
@@ -268,7 +283,7 @@ def _owing(events: DataFrame, warmup: float, horizon: float) -> tuple[DataFrame,
         .join(connected, ["msg", "client"], "left_semi")
         .select("msg", "client")
     )
-    return gw, messages, readies, matching, sender_ok, owed
+    return gw, messages, readies, matching, sender_ok, settled(owed)
 
 
 def owed(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZON) -> DataFrame:
@@ -300,7 +315,7 @@ def routing(events: DataFrame, *, warmup: float = WARMUP, horizon: float = HORIZ
     Columns: ``problem, msg, client, at, detail``.
     """
     gw, messages, readies, matching, sender_ok, owed = _owing(events, warmup, horizon)
-    receipts = (
+    receipts = settled(
         gw.where((F.col("kind") == "client_recv") & F.col("msg").rlike(_NONCE))
         .groupBy("msg", _client_id(attr("client")).alias("client"))
         .agg(F.count("*").alias("n"), F.min(F.struct("file", "line")).alias("p"))

@@ -47,6 +47,7 @@ __all__ = [
     "outages",
     "population",
     "position",
+    "settled",
     "shared",
 ]
 
@@ -92,6 +93,20 @@ def shared(
         return found
 
     return built_once
+
+
+def settled(frame: DataFrame) -> DataFrame:
+    """``frame``, computed now and kept as a leaf of the plans built on it.
+
+    For an intermediate result that a checker joins again and again: every operation
+    makes Spark analyse the new frame's whole plan, and a frame joined from joins carries
+    all of theirs, so a checker whose branches share a few such results spends most of
+    its time planning the same subplans (``gateway.cluster_routing``: a thousand-line
+    plan of about a hundred joins). A settled frame is computed once (one Spark job) and
+    planned as a scan of its rows (``localCheckpoint``). Only for frames of a few rows
+    per message, client or view: their rows stay in the executors' memory while they
+    are used."""
+    return frame.localCheckpoint(eager=True)
 
 
 def position(prefix: str = "") -> Column:
