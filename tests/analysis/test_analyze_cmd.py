@@ -114,10 +114,12 @@ def test_the_first_analysis_of_a_machine_keeps_the_jvm_s_warnings_off_the_consol
 ) -> None:
     # A new process with no class archive yet: its JVM writes one as it exits and warns
     # of every class it cannot archive (some 800 lines, on standard output by default).
+    # Both paths have a space: they become JVM options, which Spark splits at spaces.
     run, _ = simulated
-    archives = tmp_path / "archives"
+    archives = tmp_path / "class archives"
+    out = tmp_path / "analysis out"
     done = subprocess.run(
-        [sys.executable, "-m", "gossamer.cli.analyze_cmd", str(run), "--out", str(tmp_path / "a")],
+        [sys.executable, "-m", "gossamer.cli.analyze_cmd", str(run), "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -128,4 +130,4 @@ def test_the_first_analysis_of_a_machine_keeps_the_jvm_s_warnings_off_the_consol
     assert "[warning]" not in done.stdout and done.stderr == ""
     assert done.stdout.splitlines()[-1].startswith("report: ")
     # They are in the analysis' log file instead.
-    assert "[warning][cds]" in (tmp_path / "a" / "spark.log").read_text()
+    assert "[warning][cds]" in (out / "spark.log").read_text()

@@ -156,7 +156,7 @@ def build_session(
         config.write_text(_LOG4J2.format(path=Path(log_file).resolve()), encoding="utf-8")
         java = settings.get("spark.driver.extraJavaOptions", "")
         settings["spark.driver.extraJavaOptions"] = (
-            f"{java} -Dlog4j2.configurationFile={config.resolve()}".strip()
+            f"{java} {jvm_path_option('-Dlog4j2.configurationFile=', config.resolve())}".strip()
         )
     settings.update(conf or {})
     export_worker_python(settings)
@@ -222,9 +222,19 @@ class ClassArchive:
     def jvm_option(self) -> str:
         """Start from the archive, or write one at exit when there is none yet."""
         if self.exists():
-            return f"-XX:SharedArchiveFile={self.path}"
+            return jvm_path_option("-XX:SharedArchiveFile=", self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return f"-XX:ArchiveClassesAtExit={self.pending}"
+        return jvm_path_option("-XX:ArchiveClassesAtExit=", self.pending)
+
+
+def jvm_path_option(option: str, path: Path) -> str:
+    """``option`` and ``path`` as one word of ``spark.driver.extraJavaOptions``, which
+    Spark's launcher splits at white space outside double quotes: a path with a space (an
+    ``--out`` directory, a home directory) is quoted, its quotes and backslashes escaped."""
+    text = str(path)
+    if any(c.isspace() or c in "\"'\\" for c in text):
+        text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{option}{text}"
 
 
 def _alive(pid: int) -> bool:
