@@ -1,6 +1,7 @@
 """Benchmark: ``gossamer analyze`` on a lab ``cluster`` run, this tree against an earlier one.
 
-    .venv/bin/python -m bench.analysis_cluster --baseline REV [--rounds N] [--no-write] [RUN_DIR]
+    .venv/bin/python -m bench.analysis_cluster --baseline REV [--rounds N | --quick]
+        [--no-write] [RUN_DIR]
 
 What a user waits for after ``gossamer lab run --scenario cluster``: the whole analysis
 command, from its start to its exit, each time a new process (its own Spark session, the
@@ -108,8 +109,10 @@ def main(argv: list[str] | None = None) -> str:
         help="the earlier gossamer: a git revision or a source tree",
     )
     parser.add_argument("--rounds", type=int, default=3, help="analyses per tree (default 3)")
+    parser.add_argument("--quick", action="store_true", help="one round (a smoke run)")
     parser.add_argument("--no-write", action="store_true", help="print, do not update the doc")
     args = parser.parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
     if args.run_dir is not None and not (args.run_dir / "run.json").is_file():
         parser.error(f"{args.run_dir}: not a lab run directory (it has no run.json)")
     with contextlib.ExitStack() as stack:
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> str:
             "this tree": dict(os.environ),
         }
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in envs}
-        for r in range(args.rounds):
+        for r in range(rounds):
             for name in list(envs) if r % 2 == 0 else list(envs)[::-1]:
                 out = root / f"{name.replace(' ', '-')}-{r}"
                 runs[name].append(analyse(run_dir, out, envs[name]))
