@@ -23,14 +23,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from gossamer.analysis.checks.common import (
-    attr,
-    faults,
-    layer_events,
-    location,
-    outages,
-    settled,
-)
+from gossamer.analysis.checks.common import attr, faults, layer_events, location, outages, settled
 
 __all__ = ["HORIZON", "WARMUP", "installs", "owed", "rejoin", "routing", "view_agreement"]
 

@@ -104,8 +104,8 @@ def settled(frame: DataFrame) -> DataFrame:
     its time planning the same subplans (``gateway.cluster_routing``: a thousand-line
     plan of about a hundred joins). A settled frame is computed once (one Spark job) and
     planned as a scan of its rows (``localCheckpoint``). Only for frames of a few rows
-    per message, client or view: their rows stay in the executors' memory while they
-    are used."""
+    per message, client or view: their rows stay with the executors (in memory, or on
+    disk when memory is short) as long as the frame is referenced."""
     return frame.localCheckpoint(eager=True)
 
 
