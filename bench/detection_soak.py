@@ -10,7 +10,7 @@ default one per core), and a client on each cluster routes one SEND a millisecon
 through it (a to b and back). A suspicion of a live member then only comes from a
 daemon that could not run, or answer a probe, for longer than its detection time.
 
-Counted from the daemons' traces and status lines, after each cluster formed: discovery
+Counted from the daemons' traces, after each cluster formed: discovery
 ``peer_down`` events (false suspicions: no member died), the views installed after the
 first view of all three (each is an exclusion or a rejoin), and the SENDs routed. Loss
 is not injected: this machine has no ``netem`` or packet filter, and the daemons inject
@@ -43,36 +43,24 @@ from bench.cluster import (
     stop_all,
 )
 from gossamer.daemon.protocols import NODE_DISCOVERY
-from gossamer.testing.daemons import Daemon
 from gossamer.trace import TraceReader
 
 HOG = "while True: pass"
 
 
-def counts(files: dict[str, Path], daemons: dict[str, Daemon], since: float) -> dict[str, int]:
-    """``peer_down`` events in the traces and views installed (status lines) after
-    ``since``, over the cluster's three daemons."""
-    downs = sum(
-        1
-        for name in NAMES
-        for e in TraceReader().read(files[name].with_suffix(".jsonl"))
-        if e.layer == "discovery" and e.kind == "peer_down" and e.t > since
-    )
-    for daemon in daemons.values():
-        _drain(daemon)
-    views = sum(
-        1
-        for daemon in daemons.values()
-        for line in daemon.seen
-        if line.get("status") == "view" and float(line["t"]) > since
-    )
-    return {"peer_down": downs, "views": views}
-
-
-def _drain(daemon: Daemon) -> None:
-    """Keep the status lines read since its last wait with those it has seen."""
-    while not daemon.lines.empty():
-        daemon.seen.append(daemon.lines.get_nowait())
+def counts(files: dict[str, Path], since: float) -> dict[str, int]:
+    """Discovery ``peer_down`` events and views installed (``views``/``view_change``)
+    after ``since``, in the traces of the cluster's three daemons."""
+    found = {"peer_down": 0, "views": 0}
+    for name in NAMES:
+        for e in TraceReader().read(files[name].with_suffix(".jsonl")):
+            if e.t <= since:
+                continue
+            if e.layer == "discovery" and e.kind == "peer_down":
+                found["peer_down"] += 1
+            elif e.layer == "views" and e.kind == "view_change":
+                found["views"] += 1
+    return found
 
 
 async def route(files: dict[str, Path], until: float) -> int:
@@ -124,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         routed = run_loop(load([node, base], start + seconds))
         load_after = os.getloadavg()[0]
-        results = [counts(node, node_daemons, start), counts(base, base_daemons, start)]
+        results = [counts(node, start), counts(base, start)]
 
     timers = ", ".join(f"`{k}` = {v:g} s" for k, v in NODE_DISCOVERY.defaults.items())
     before = ", ".join(f"`{k}` = {v:g} s" for k, v in BASELINE_DISCOVERY.items())
