@@ -34,8 +34,13 @@ delivered before ``ViewInstalled(v+1)`` belongs to view v.
 
 The two protocols share the address: every datagram starts with one byte naming its
 protocol (``V`` views, ``I`` ISIS); anything else is dropped, counted
-(``counters["unknown_protocol"]``) and traced as a views ``drop``. ISIS knows a
-member by ``<name>#<incarnation>`` (a restarted process is a new member, with a new id).
+(``counters["unknown_protocol"]``) and traced as a views ``drop``. An ISIS datagram
+then carries the view its sender was in when it sent it (4 bytes, big-endian), which
+``IsisCore.receive_datagram`` takes as ``view=``: a member drops Data of a view it has
+closed instead of holding it until its sender's discard (``docs/cluster.md``); one too
+short for the tag is dropped, counted (``counters["malformed"]``) and traced as an ISIS
+``drop``. ISIS knows a member by ``<name>#<incarnation>`` (a restarted process is a new
+member, with a new id).
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ __all__ = ["ISIS_TAG", "VIEWS_TAG", "GroupCore", "GroupEvent", "isis_name", "spl
 
 VIEWS_TAG = b"V"
 ISIS_TAG = b"I"
+VIEW_TAG_SIZE = 4  # the sender's view id, after ``ISIS_TAG``
 
 GroupEvent = Delivered | Discarded | ViewInstalled | StateNeeded | Blocked | Unblocked | Excluded
 
@@ -108,7 +114,7 @@ class GroupCore(DatagramOutputs[GroupEvent]):
     ) -> None:
         super().__init__()
         self.me = views.me
-        self.counters = {"unknown_protocol": 0}
+        self.counters = {"unknown_protocol": 0, "malformed": 0}
         self._tunables = dict(isis or {})
         self._tracer = tracer
         self._rng = rng
@@ -190,7 +196,15 @@ class GroupCore(DatagramOutputs[GroupEvent]):
         if tag == VIEWS_TAG:
             self.views.receive_datagram(body, addr, now)
         elif tag == ISIS_TAG and self.isis is not None:
-            self.isis.receive_datagram(body, addr, now)
+            if len(body) < VIEW_TAG_SIZE:
+                self.counters["malformed"] += 1
+                self._tracer(
+                    now, "isis", "drop", size=len(data),
+                    attrs={"reason": "an ISIS datagram shorter than its view tag"},
+                )  # fmt: skip
+                return
+            view = int.from_bytes(body[:VIEW_TAG_SIZE], "big")
+            self.isis.receive_datagram(body[VIEW_TAG_SIZE:], addr, now, view=view)
         elif tag != ISIS_TAG:
             self.counters["unknown_protocol"] += 1
             self._tracer(
@@ -235,8 +249,14 @@ class GroupCore(DatagramOutputs[GroupEvent]):
                 elif isinstance(told, Delivered | Discarded):
                     self._events.append(told)
         self._outbox.extend((VIEWS_TAG + d, a) for d, a in self.views.datagrams_to_send())
+        self._collect_isis()
+
+    def _collect_isis(self) -> None:
+        """Move ISIS's datagrams to the outbox, tagged with the view they were sent in
+        (so called before each ``install_view`` too)."""
         if self.isis is not None:
-            self._outbox.extend((ISIS_TAG + d, a) for d, a in self.isis.datagrams_to_send())
+            head = ISIS_TAG + self.isis.view_id.to_bytes(VIEW_TAG_SIZE, "big")
+            self._outbox.extend((head + d, a) for d, a in self.isis.datagrams_to_send())
 
     def _on_views(self, event: object, now: float) -> None:
         if isinstance(event, FlushRequired):
@@ -280,6 +300,7 @@ class GroupCore(DatagramOutputs[GroupEvent]):
                 **self._tunables,
             )
         elif view.id > 1:
+            self._collect_isis()
             self.isis.install_view(view.id, members, now)
         self._events.append(dataclasses.replace(event, state=app_state))
 

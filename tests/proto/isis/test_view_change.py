@@ -189,6 +189,33 @@ def test_a_flushed_member_takes_no_new_message_of_the_view_and_its_sender_withdr
     assert all(net.delivered(n) == [b"late"] for n in net.cores)
 
 
+def test_with_view_tags_a_flushed_member_drops_its_closed_views_data_and_defers_the_next() -> None:
+    """As above, but the datagrams say the view they were sent in (``GroupCore`` tags
+    them): the late message of view 0 is dropped at once instead of waiting in the queue
+    of the next view for its sender's discard, and Data of view 2 still waits for it."""
+    net = Net(["n0", "n1", "n2"])
+    for name in ("n0", "n1"):
+        net.call(name, "begin_view_change", [1, 2, 3])
+    net.call("n2", "multicast", b"late")
+    for src, dst, data in net.wire:
+        net.cores[dst].receive_datagram(data, addr_of(src), net.now, view=0)
+    net.wire.clear()
+    assert [net.cores[n].counters.stale_data for n in ("n0", "n1")] == [1, 1]
+    assert [net.cores[n].counters.deferred for n in ("n0", "n1")] == [0, 0]
+    net.call("n2", "begin_view_change", [1, 2, 3])
+    net.settle()
+    for name in ("n1", "n2"):  # n0 hears of view 2 last
+        net.call(name, "install_view", 2, view(["n0", "n1", "n2"]))
+    for src, dst, data in net.wire:  # n2's data again, now of view 2
+        net.cores[dst].receive_datagram(data, addr_of(src), net.now, view=2)
+    net.wire.clear()
+    assert net.cores["n0"].counters.deferred == 1 and net.cores["n0"].pending == 0
+    net.call("n0", "install_view", 2, view(["n0", "n1", "n2"]))
+    assert net.cores["n0"].pending == 1  # the deferred data, and no stale copy before it
+    net.settle()
+    assert all(net.delivered(n) == [b"late"] for n in net.cores)
+
+
 def test_a_joiner_gets_the_next_id_and_proposes_above_every_final_before_it() -> None:
     net = Net(["n0", "n1", "n2"])
     for i in range(5):

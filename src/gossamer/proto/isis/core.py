@@ -454,6 +454,7 @@ class IsisCounters:
     discarded: int = 0
     withdrawn: int = 0  # own messages discarded by a view change, to go out in the next view
     deferred: int = 0  # Data held back after a flush, until the next view
+    stale_data: int = 0  # Data of a view this member closed, dropped (docs/cluster.md)
     conflicts: int = 0
     flush_answers: int = 0
 
@@ -586,6 +587,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._changing: tuple[int, ...] | None = None  # the ids the change under way keeps
         self._frozen = False  # flushed: Data never seen is held back until the next view
         self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
+        self._sender_view: int | None = None  # the view tag of the datagram being read
         self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
         self._withdrawn_held: list[int] = []  # withdrawn ids whose data waits in _held
         self._reported = False  # ViewFlushed emitted for the change under way
@@ -1035,7 +1037,15 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     # -- inputs ----------------------------------------------------------------------
 
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
+    def receive_datagram(
+        self, data: bytes, addr: Address, now: float, *, view: int | None = None
+    ) -> None:
+        """One datagram from ``addr``. ``view``: the agreed view its sender was in when
+        it sent it, where the layer above tags datagrams with it (``GroupCore``);
+        ``None`` when unknown. With the tag, Data this member never saw that belongs to a
+        view it has closed (flushed, or left) is dropped, counted ``stale_data``: it can
+        have no final (docs/cluster.md, "What ISIS does in a view change"). Without it,
+        such Data waits for the next view and its sender's discard."""
         self._now = now
         self.counters.datagrams_in += 1
         src = self._by_addr.get(addr[0] if self._by_ip else addr)
@@ -1067,10 +1077,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         size = len(data) if len(messages) == 1 else None
         dispatch = self._dispatch
         loopback = self._loopback
-        for msg in messages:
-            dispatch(msg, src, now, size)
-            if loopback:
-                self._drain(now)
+        self._sender_view = view
+        try:
+            for msg in messages:
+                dispatch(msg, src, now, size)
+                if loopback:
+                    self._drain(now)
+        finally:
+            self._sender_view = None  # a tag belongs to its datagram only
         if self._changing is not None:
             self._note_flushed()
 
@@ -1165,9 +1179,21 @@ class IsisCore(DatagramOutputs[IsisEvent]):
     def _on_data(self, msg: wire.DataMessage, src: int, now: float) -> None:
         key = (msg.sender, msg.msg_id)
         state = self._recv_state(key)
+        if state is RecvState.UNKNOWN and self._of_closed_view():
+            # Sent in a view this member closed and never seen here: it has no final (a
+            # final carries this member's Ack from before its flush): its sender withdraws
+            # it, or the removal flush discards it. Taking it would only hold deliveries
+            # up until that discard arrives.
+            self.counters.stale_data += 1
+            self._drop(
+                now, b"", msg, "Data of a closed view", peer=self.name_of(src),
+                size=wire_size(msg),
+            )  # fmt: skip
+            return
         if self._frozen and state is RecvState.UNKNOWN:
-            # Flushed: the set of this view's messages is closed here. A message of the
-            # ending view is withdrawn by its sender; one of the next view is taken then.
+            # Flushed: the set of this view's messages is closed here. This is Data of the
+            # next view, or untagged: then a message of the ending view is withdrawn by
+            # its sender, and one of the next view is taken at ``install_view``.
             self.counters.deferred += 1
             self._deferred[key] = (msg, src)
             return
@@ -1194,6 +1220,12 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             self._send_ack(msg.sender, msg.msg_id, entry.proposal, now)
         else:  # IGNORE_LATE_DATA
             self.counters.late_data += 1
+
+    def _of_closed_view(self) -> bool:
+        """The datagram being read was sent in a view this member has closed: an earlier
+        one, or this one once flushed."""
+        view = self._sender_view
+        return view is not None and (view < self.view_id or (view == self.view_id and self._frozen))
 
     def _on_seq(self, msg: wire.SeqMessage, src: int, now: float) -> None:
         key = (msg.sender, msg.msg_id)

@@ -17,8 +17,8 @@ Around the cores the scenario plays:
 
 The summary runs every check of ``gossamer.proto.isis.vsync`` and those of
 ``gossamer.proto.views.checks`` but the state check (``violations``), and reports the
-views, the messages multicast and delivered, withdrawn and deferred ones, and whether
-the live members converged.
+views, the messages multicast and delivered, withdrawn and deferred ones, the Data of
+closed views dropped (``stale_data``), and whether the live members converged.
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ class GroupRun(ViewsRun):
             },
             "withdrawn": sum(c.isis.counters.withdrawn for c in cores if c.isis is not None),
             "deferred": sum(c.isis.counters.deferred for c in cores if c.isis is not None),
+            "stale_data": sum(c.isis.counters.stale_data for c in cores if c.isis is not None),
             "refused": self.refused,
             "excluded": self.excluded,
             "last_install_s": round(self.last_install, 6),
