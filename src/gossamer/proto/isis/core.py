@@ -588,6 +588,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._frozen = False  # flushed: Data never seen is held back until the next view
         self._deferred: dict[MsgKey, tuple[wire.DataMessage, int]] = {}
         self._sender_view: int | None = None  # the view tag of the datagram being read
+        # This view's traffic, for a snapshot's cut on views (``state()["agreed"]``).
+        self._view_sent = 0
+        self._view_received: dict[int, int] = {}
         self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
         self._withdrawn_held: list[int] = []  # withdrawn ids whose data waits in _held
         self._reported = False  # ViewFlushed emitted for the change under way
@@ -686,6 +689,23 @@ class IsisCore(DatagramOutputs[IsisEvent]):
                 for out in self._outgoing.values()
             ],
             "delivered": self.counters.delivered,
+            **({"agreed": self._agreed_state()} if self.view_id else {}),
+        }
+
+    def _agreed_state(self) -> dict[str, Any]:
+        """This agreed view's part of :meth:`state`: its id, its members' ids, the Data
+        this member sent in it and those it received in it from each member (first
+        receipts). A snapshot taken within one view counts its cut with these: a
+        message withdrawn at a change is sent again under a new id, so the totals of
+        ``msg_id`` and ``received_from`` do not match across changes."""
+        names = self._names
+        return {
+            "view": self.view_id,
+            "members": list(self._view),
+            "sent": self._view_sent,
+            "received_from": {
+                names.get(m, str(m)): n for m, n in sorted(self._view_received.items())
+            },
         }
 
     def trace_stop(self, now: float) -> None:
@@ -744,6 +764,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
 
     def _send_data(self, msg_id: int, data: bytes, now: float) -> None:
         self._now = now
+        self._view_sent += 1
         self._outgoing[msg_id] = _Outgoing(
             msg_id=msg_id, data=data, state=SendState.COLLECTING, awaiting=set(self._view)
         )
@@ -831,6 +852,11 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         self._note_flushed()
 
     @property
+    def changing(self) -> bool:
+        """A view change is under way here: from ``begin_view_change`` to ``install_view``."""
+        return self._changing is not None
+
+    @property
     def flushed(self) -> bool:
         """A view change is under way and settled here: every message of the ending view
         this member proposed for is delivered or discarded, and none it multicast is still
@@ -868,6 +894,8 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             if member not in ids:
                 self.remove_member(member, now)
         self.view_id = view_id
+        self._view_sent = 0
+        self._view_received = {}
         self._changing = None
         self._frozen = False
         for key in self._asks:
@@ -1209,6 +1237,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             )
             if src != self._me:
                 self._received_from[src] = self._received_from.get(src, 0) + 1
+                self._view_received[src] = self._view_received.get(src, 0) + 1
             if self.data_observer is not None:
                 self.data_observer(msg, src, now)
             self._send_ack(msg.sender, msg.msg_id, self._latest, now)

@@ -15,6 +15,14 @@ recipient acts on it). Money is therefore never created or destroyed, and at any
 A snapshot is consistent exactly when that equation holds in the recorded states
 (:func:`gossamer.proto.snapshot.checks.check_bank`). Recorded states hold payloads as
 hex text (JSON); :func:`from_json` reads them back.
+
+On agreed views (``gossamer.proto.snapshot_group``) the payee may have left the group
+by the time a transfer is delivered: a transfer withdrawn at a view change goes out
+again in the next view, where a crashed payee is no member. Such a transfer is
+*refunded*: its sender credits it back when it delivers it. Until then the money is the
+sender's, in its hold-back queue, so the equation holds within every view (each view's
+total being what its members hold when it starts). A member that leaves takes its money
+with it; a joiner opens an account of its own.
 """
 
 from __future__ import annotations
@@ -72,13 +80,17 @@ def transfer_amount(data: bytes, receiver: int) -> int:
 def local_value(state: Mapping[str, Any]) -> int:
     """A member's money in a recorded local state (``SnapshotNode`` format): its balance,
     its transfers held back by a snapshot, the transfers to it received but not yet
-    delivered, and those delivered but not yet read by the application."""
+    delivered (on agreed views, also its own to a payee gone from the view: refunds to
+    come), and those delivered but not yet read by the application."""
     me = int(state["isis"]["id"])
+    agreed = state["isis"].get("agreed")
+    members = set(agreed["members"]) if agreed else None
     value = int(state["app"]["balance"])
     value += sum(decode_transfer(from_json(data))[1] for data in state["queued"])
-    value += sum(
-        transfer_amount(from_json(entry["data"]), me) for entry in state["isis"]["holdback"]
-    )
+    for entry in state["isis"]["holdback"]:
+        to, amount = decode_transfer(from_json(entry["data"]))
+        refund = members is not None and int(entry["sender"]) == me and to not in members
+        value += amount if to == me or refund else 0
     value += sum(transfer_amount(from_json(data), me) for data in state["unread"])
     return value
 
@@ -92,8 +104,11 @@ class Bank:
         if initial < 0 or max_amount < 1:
             raise ConfigError("need initial >= 0 and max_amount >= 1")
         self.me = me
-        self.others = sorted(m for m in members if m != me)
+        self.others: list[int] = []
+        self.members: set[int] = set()
+        self.view_changed(members)
         self.balance = initial
+        self.refunds = 0  # transfers credited back: their payee had left (module docstring)
         self.max_amount = max_amount
         self._rng = rng
 
@@ -107,11 +122,21 @@ class Bank:
         self.balance -= amount
         return encode_transfer(to, amount)
 
-    def delivered(self, data: bytes) -> None:
-        """The application took the delivery of a transfer: credit it if it is ours."""
+    def view_changed(self, members: Sequence[int]) -> None:
+        """The group's members (ids) from now on: the payees of the next transfers, and
+        of the deliveries to come (see :meth:`delivered`)."""
+        self.members = set(members)
+        self.others = sorted(m for m in self.members if m != self.me)
+
+    def delivered(self, data: bytes, sender: int | None = None) -> None:
+        """The application took the delivery of a transfer from member ``sender``: credit
+        it if it is ours, or refund it if we sent it to a payee no longer a member."""
         to, amount = decode_transfer(data)
         if to == self.me:
             self.balance += amount
+        elif sender == self.me and to not in self.members:
+            self.balance += amount
+            self.refunds += 1
 
     def state(self) -> dict[str, int]:
         return {"balance": self.balance}

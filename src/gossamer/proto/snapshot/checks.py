@@ -26,15 +26,26 @@ def _isis(part: Mapping[str, Any]) -> Mapping[str, Any]:
     return state
 
 
+def _traffic(part: Mapping[str, Any]) -> tuple[int, Mapping[str, int]]:
+    """``(Data sent, {sender: Data received})`` as a member recorded them: in its agreed
+    view when it has one (a snapshot on views belongs to one view), else since it
+    started."""
+    isis = _isis(part)
+    agreed = isis.get("agreed")
+    if agreed:
+        return int(agreed["sent"]), agreed["received_from"]
+    return int(isis["msg_id"]), isis.get("received_from", {})
+
+
 def check_cut(parts: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Violations of per-channel consistency (empty when the cut is consistent)."""
     problems: list[str] = []
     for q, part in sorted(parts.items()):
-        received = _isis(part).get("received_from", {})
+        received = _traffic(part)[1]
         for p, channel in sorted(part["channels"].items()):
             if channel.get("closed_by") != "marker" or p not in parts:
                 continue  # a removed member's channel has no defined end
-            sent = int(_isis(parts[p])["msg_id"])
+            sent = _traffic(parts[p])[0]
             before = int(received.get(p, 0))
             in_flight = len(channel["messages"])
             if sent != before + in_flight:
@@ -42,8 +53,9 @@ def check_cut(parts: Mapping[str, Mapping[str, Any]]) -> list[str]:
                     f"cut: {p} had sent {sent} messages when it recorded, {q} had received "
                     f"{before} and recorded {in_flight} on the channel"
                 )
+            last = int(_isis(parts[p])["msg_id"])
             for message in channel["messages"]:
-                if int(message["msg_id"]) > sent:
+                if int(message["msg_id"]) > last:
                     problems.append(
                         f"cut: channel {p}->{q} holds {p}/{message['msg_id']}, sent after "
                         f"{p} recorded"

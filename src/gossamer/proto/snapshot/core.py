@@ -198,7 +198,9 @@ class SnapshotCore(DatagramOutputs[SnapshotDone]):
         self._value = value
         self._channel_value = channel_value
         self._total = total
-        self._counter = 0
+        #: Snapshots started here: the next id counts on from it (a layer that makes a
+        #: new core per view carries it over, so that ids are never reused).
+        self.started = 0
         self._snapshots: dict[int, _Snapshot] = {}
         self._completed: set[int] = set()
         self._heap: list[tuple[float, int, int]] = []  # (due, sid, peer), lazily invalidated
@@ -223,8 +225,8 @@ class SnapshotCore(DatagramOutputs[SnapshotDone]):
 
     def initiate(self, now: float) -> int:
         """Start a new snapshot here; returns its id."""
-        self._counter += 1
-        sid = snapshot_id(self._me, self._counter)
+        self.started += 1
+        sid = snapshot_id(self._me, self.started)
         self._record(sid, None, now)
         self.poll(now)
         return sid

@@ -205,6 +205,14 @@ class SnapshotNode:
         """Multicasts held back by a snapshot."""
         return len(self._queued)
 
+    def release_queued(self) -> list[bytes]:
+        """Hand back the multicasts held back, oldest first, and hold none any more: for
+        a layer that abandons this node's snapshots and multicasts them itself
+        (``gossamer.proto.snapshot_group``)."""
+        out = list(self._queued)
+        self._queued.clear()
+        return out
+
     # -- DatagramCore -----------------------------------------------------------------
 
     def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
