@@ -6,8 +6,9 @@ read back from disk), for members whose local state comes from a
 
 - :func:`check_cut`: for every channel p -> q, the DataMessages p had sent when it
   recorded equal those q had received when it recorded plus those recorded on the
-  channel. That is the definition of a consistent cut with no message lost or
-  counted twice, counted per channel; it holds for any workload.
+  channel (on a group with agreed views, those of the view the snapshot belongs to).
+  That is the definition of a consistent cut with no message lost or counted twice,
+  counted per channel; it holds for any workload.
 - :func:`check_bank`: the bank workload's money is all there (``bank``).
 """
 
