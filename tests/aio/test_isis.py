@@ -232,7 +232,8 @@ def test_a_snapshot_holds_the_deliveries_the_application_has_not_read_yet(run: R
             await until(lambda: len(g.snapshots().get(sid, {})) == 3)
             parts = g.snapshots()[sid]
             for part in parts.values():
-                assert sorted(part["local_state"]["unread"]) == sorted(d.hex() for d in sent)
+                unread = part["local_state"]["unread"]
+                assert sorted(entry["data"] for entry in unread) == sorted(d.hex() for d in sent)
                 assert part["local_state"]["isis"]["holdback"] == []
             assert check_cut(parts) == []
             assert check_bank(parts, total=300) == (300, [])

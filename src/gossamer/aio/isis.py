@@ -403,9 +403,9 @@ class IsisService:
         async for event in self._events:
             yield event
 
-    def _unread(self) -> list[bytes]:
-        """The payloads delivered here that the application has not received yet."""
-        return [delivered.data for delivered in self._deliveries.pending()]
+    def _unread(self) -> list[tuple[int, bytes]]:
+        """``(sender id, payload)`` of each delivery the application has not received yet."""
+        return [(d.sender_id, d.data) for d in self._deliveries.pending()]
 
     def _on_event(self, event: object) -> None:
         if isinstance(event, Delivered):

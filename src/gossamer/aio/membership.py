@@ -66,8 +66,8 @@ from gossamer.aio.group import GroupService, open_group
 from gossamer.aio.sockets import udp_socket
 from gossamer.errors import ClosedError, DecodeError, GossamerError, NetworkError
 from gossamer.proto.discovery import PeerDown, PeerUp, Received
-from gossamer.proto.group import GroupEvent
 from gossamer.proto.isis import Delivered
+from gossamer.proto.snapshot_group import SnapshotGroupEvent
 from gossamer.proto.views import Excluded, Member, StateNeeded, ViewInstalled
 from gossamer.proto.views.model import ViewsConfig
 from gossamer.trace.sink import NullSink, Tracer
@@ -236,7 +236,7 @@ class Membership:
         services: Mapping[str, Address] | None = None,
         replicated: Replicated | None = None,
         on_view: Callable[[ViewInstalled], None] | None = None,
-        on_event: Callable[[GroupEvent], None] | None = None,
+        on_event: Callable[[SnapshotGroupEvent], None] | None = None,
         targets: Sequence[Address] | None = None,
         tracer: Tracer | None = None,
         rng: random.Random | None = None,
@@ -467,7 +467,7 @@ class Membership:
         with contextlib.suppress(ClosedError):
             group.provide_state(view_id, state)
 
-    def group_event(self, event: GroupEvent, group: GroupService) -> None:
+    def group_event(self, event: SnapshotGroupEvent, group: GroupService) -> None:
         """Every group event of this node, in order: the one place the replicated state
         attaches (module docstring). ``Discarded`` needs nothing: a withdrawn message
         is multicast again by its sender, and the group traces it."""

@@ -62,7 +62,7 @@ from gossamer.errors import ClosedError
 from gossamer.proto.discovery import DiscoveryConfig
 from gossamer.proto.gateway.core import ClientJoined, ClientLeft
 from gossamer.proto.gossip import GossipConfig
-from gossamer.proto.group import GroupEvent
+from gossamer.proto.snapshot_group import SnapshotGroupEvent
 from gossamer.proto.views import Member, View, ViewInstalled
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
@@ -221,7 +221,7 @@ class Daemon:
         if self.gateway_peers is not None:
             self.gateway_peers.on_view(event.view)
 
-    def group_event(self, event: GroupEvent) -> None:
+    def group_event(self, event: SnapshotGroupEvent) -> None:
         """The group's other events (``Blocked``, ``Unblocked``, ``Excluded``...): the
         queues refuse while the node may not order."""
         if self.queues is not None:

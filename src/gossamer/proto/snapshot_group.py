@@ -35,7 +35,7 @@ opens one. The application sees the group's events (``GroupEvent``),
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,16 +43,23 @@ from gossamer._types import Address, Datagram
 from gossamer.errors import LocalProtocolError
 from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.group import GroupCore, GroupEvent, isis_name
-from gossamer.proto.isis import IsisCore
+from gossamer.proto.isis import IsisCore, payload
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotDone, SnapshotNode, Workload
-from gossamer.proto.views import Excluded, View, ViewInstalled, ViewsConfig
+from gossamer.proto.views import Excluded, Member, View, ViewInstalled, ViewsConfig
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
+from gossamer.wire.mode import WireMode
 
 if TYPE_CHECKING:
     from random import Random
 
-__all__ = ["SNAPSHOT_TAG", "SnapshotAbandoned", "SnapshotGroup", "SnapshotGroupEvent"]
+__all__ = [
+    "SNAPSHOT_TAG",
+    "SnapshotAbandoned",
+    "SnapshotGroup",
+    "SnapshotGroupEvent",
+    "WorkloadFor",
+]
 
 SNAPSHOT_TAG = b"S"
 _VIEW_SIZE = 4
@@ -101,6 +108,15 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         self._config = config
         self._tracer = tracer
         self._rng = rng
+        #: Called as ``(msg_id, data, now)`` whenever a multicast really enters the group
+        #: (at once, or when a snapshot releases it), in the order they were asked for.
+        self.on_multicast: Callable[[int, bytes, float], None] | None = None
+        #: The deliveries the application has not taken yet, as ``SnapshotNode.unread``
+        #: (set by a driver that queues them; every view's node records them).
+        self.unread: Callable[[], Iterable[tuple[int, bytes]]] | None = None
+        #: Called as ``(data, now)`` for a multicast a snapshot held back that never
+        #: enters the group: this member was excluded first (it leaves, and its data).
+        self.on_dropped: Callable[[bytes, float], None] | None = None
         self._view_id = 0  # the view of ``node``
         self._started = 0  # snapshots started here in the views before ``node``'s
         self._settle(now)
@@ -108,8 +124,16 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
     # -- the group's surface ----------------------------------------------------------
 
     @property
+    def me(self) -> Member:
+        return self.group.me
+
+    @property
     def view(self) -> View | None:
         return self.group.view
+
+    @property
+    def blocked(self) -> bool:
+        return self.group.blocked
 
     @property
     def excluded(self) -> bool:
@@ -133,10 +157,8 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         """Multicast ``data`` in total order: as ``SnapshotNode.multicast`` within a view
         (``None`` while a snapshot holds it back), else as ``GroupCore.multicast`` (held
         during a change; ``LocalProtocolError`` before this member is admitted)."""
-        if self.node is not None:
-            msg_id = self.node.multicast(data, now)
-        else:
-            msg_id = self.group.multicast(data, now)
+        data = payload(data, WireMode.SEALED)  # refused before anything holds it back
+        msg_id = self.node.multicast(data, now) if self.node is not None else self._enter(data, now)
         self._settle(now)
         return msg_id
 
@@ -153,7 +175,7 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         self.group.suspect(name, now, incarnation=incarnation)
         self._settle(now)
 
-    def join_request(self, member: Any, now: float) -> None:
+    def join_request(self, member: Member, now: float) -> None:
         self.group.join_request(member, now)
         self._settle(now)
 
@@ -230,6 +252,8 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
             config=self._config,
             workload=self.workload,
         )
+        self.node.on_multicast = self._entered
+        self.node.unread = self.unread
         self.node.snapshot.started = started  # ids are never reused across views
         self._view_id = view_id
 
@@ -250,10 +274,21 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
                 attrs={"snapshot": str(sid), "view": str(view_id)},
             )  # fmt: skip
         for data in node.release_queued():
-            if self.group.isis is None:
-                break  # excluded: the member leaves, and its money with it
-            self.group.multicast(data, now)
+            if self.group.isis is not None:
+                self._enter(data, now)
+            elif self.on_dropped is not None:  # excluded: it leaves, its money with it
+                self.on_dropped(data, now)
         return self._started
+
+    def _enter(self, data: bytes, now: float) -> int:
+        """Multicast ``data`` on the group itself (no snapshot holds it back)."""
+        msg_id = self.group.multicast(data, now)
+        self._entered(msg_id, data, now)
+        return msg_id
+
+    def _entered(self, msg_id: int, data: bytes, now: float) -> None:
+        if self.on_multicast is not None:
+            self.on_multicast(msg_id, data, now)
 
     def _collect_markers(self) -> None:
         if self.node is not None:

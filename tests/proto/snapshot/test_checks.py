@@ -28,7 +28,7 @@ def part(
             },
             "app": {"balance": balance},
             "queued": [d.hex() for d in queued],
-            "unread": [d.hex() for d in unread],
+            "unread": [{"sender": 1, "data": d.hex()} for d in unread],
         },
         "channels": {
             peer: {

@@ -103,12 +103,12 @@ def test_a_marker_waits_for_the_data_before_it_and_new_data_waits_for_the_marker
 
 def test_the_local_state_holds_the_deliveries_the_application_has_not_taken() -> None:
     net = Net(2)
-    waiting = [b"\x02\x00\x00\x07"]
+    waiting = [(1, b"\x02\x00\x00\x07")]
     net.nodes[2].unread = lambda: waiting  # as a driver with a delivery queue sets it
     sid = net.nodes[1].initiate_snapshot(0.0)
     net.pump()
     net.settle()
-    assert net.parts[sid]["n2"]["local_state"]["unread"] == ["02000007"]
+    assert net.parts[sid]["n2"]["local_state"]["unread"] == [{"sender": 1, "data": "02000007"}]
     assert net.parts[sid]["n1"]["local_state"]["unread"] == []
 
 

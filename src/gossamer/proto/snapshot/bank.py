@@ -85,13 +85,17 @@ def local_value(state: Mapping[str, Any]) -> int:
     me = int(state["isis"]["id"])
     agreed = state["isis"].get("agreed")
     members = set(agreed["members"]) if agreed else None
-    value = int(state["app"]["balance"])
-    value += sum(decode_transfer(from_json(data))[1] for data in state["queued"])
-    for entry in state["isis"]["holdback"]:
+
+    def owed(entry: Mapping[str, Any]) -> int:
+        """The money a transfer not yet taken here (``sender``, ``data``) brings me."""
         to, amount = decode_transfer(from_json(entry["data"]))
         refund = members is not None and int(entry["sender"]) == me and to not in members
-        value += amount if to == me or refund else 0
-    value += sum(transfer_amount(from_json(data), me) for data in state["unread"])
+        return amount if to == me or refund else 0
+
+    value = int(state["app"]["balance"])
+    value += sum(decode_transfer(from_json(data))[1] for data in state["queued"])
+    value += sum(owed(entry) for entry in state["isis"]["holdback"])
+    value += sum(owed(entry) for entry in state["unread"])
     return value
 
 

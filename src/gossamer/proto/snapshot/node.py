@@ -165,13 +165,14 @@ class SnapshotNode:
         #: Called as ``(msg_id, data, now)`` whenever a message really enters the
         #: sequencer (at once, or when a snapshot releases it).
         self.on_multicast: Callable[[int, bytes, float], None] | None = None
-        #: The payloads of the deliveries this node made that the application has not
-        #: taken yet, oldest first: set by a driver that queues deliveries for the
-        #: application to read later (``gossamer.aio.isis``). A snapshot recorded while
-        #: they wait must hold them, since neither the hold-back queue (they left it) nor
-        #: the application's state (it has not seen them) does. ``None``: the application
-        #: takes each delivery as it is made (an ``on_event`` callback, the simulator).
-        self.unread: Callable[[], Iterable[bytes]] | None = None
+        #: The deliveries this node made that the application has not taken yet, oldest
+        #: first, as ``(sender id, payload)``: set by a driver that queues deliveries for
+        #: the application to read later (``gossamer.aio.isis``, ``gossamer.aio.group``).
+        #: A snapshot recorded while they wait must hold them, since neither the hold-back
+        #: queue (they left it) nor the application's state (it has not seen them) does.
+        #: ``None``: the application takes each delivery as it is made (an ``on_event``
+        #: callback, the simulator).
+        self.unread: Callable[[], Iterable[tuple[int, bytes]]] | None = None
         self._queued: deque[bytes] = deque()
         self._trace = tracer
         inner.data_observer = self._observe
@@ -315,7 +316,11 @@ class SnapshotNode:
             "isis": self.inner.state(),
             "app": self.workload.state() if self.workload is not None else None,
             "queued": [data.hex() for data in self._queued],
-            "unread": [data.hex() for data in self.unread()] if self.unread is not None else [],
+            "unread": [
+                {"sender": sender, "data": data.hex()} for sender, data in self.unread()
+            ]
+            if self.unread is not None
+            else [],
         }
 
 
