@@ -11,6 +11,14 @@ and ``recv`` (``peer`` = sender) with one ``msg`` id and ``attrs.amount``.
 
 A node's cut point for snapshot s is its ``local_state`` event; "before the cut"
 means earlier in that node's own order, ``(t, file, line)``.
+
+**On agreed views** (``gossamer.proto.snapshot_group``) a snapshot belongs to one view:
+its recorded states say which (``$.isis.agreed.view`` in ``attrs.state``). One that a
+view change ended is traced ``abandon`` by a member and is not judged; a member of its
+view must record it if it went on into the next view (or ended the run in it, never
+having crashed); the conserved quantity is the same in every snapshot of one view, but
+changes from view to view (members leave with their share, joiners bring theirs). Peers
+are named ``name#incarnation`` there: the checks compare the name.
 """
 
 from __future__ import annotations
@@ -26,14 +34,36 @@ from gossamer.analysis.checks.common import (
     message_events,
     position,
 )
+from gossamer.analysis.checks.vsync import member_views
 
 __all__ = ["LAYER", "consistency", "cuts", "invariant", "snapshot_totals"]
 
 LAYER = "snapshot"
 
 
+def abandoned(events: DataFrame) -> DataFrame:
+    """``snapshot``: snapshots a view change ended at some member (not judged)."""
+    return (
+        layer_events(events, LAYER, "abandon")
+        .select(attr("snapshot").alias("snapshot"))
+        .where(F.col("snapshot").isNotNull())
+        .distinct()
+    )
+
+
+def _name(column: str) -> Column:
+    """A peer's name: ``name#incarnation`` on agreed views, the name elsewhere."""
+    return F.regexp_replace(F.col(column), r"#[0-9]+$", "")
+
+
+def _agreed_view() -> Column:
+    """The agreed view a recorded state belongs to (null on a static group)."""
+    return F.get_json_object(attr("state"), "$.isis.agreed.view").cast("long")
+
+
 def cuts(events: DataFrame) -> DataFrame:
-    """``node, snapshot, cut, value, total``: each node's recorded state per snapshot."""
+    """``node, snapshot, cut, value, total, view``: each node's recorded state per
+    snapshot not abandoned; ``view`` is null but on agreed views."""
     return (
         layer_events(events, LAYER, "local_state")
         .where(attr("snapshot").isNotNull())
@@ -42,7 +72,9 @@ def cuts(events: DataFrame) -> DataFrame:
             F.min(position()).alias("cut"),
             F.min_by(attr("value").cast("double"), position()).alias("value"),
             F.max(attr("total").cast("double")).alias("total"),
+            F.max(_agreed_view()).alias("view"),
         )
+        .join(abandoned(events), "snapshot", "left_anti")
     )
 
 
@@ -50,7 +82,7 @@ def _messages(events: DataFrame, kind: str, side: str) -> DataFrame:
     return message_events(events, LAYER, kind).select(
         "msg",
         F.col("node").alias(side),
-        F.col("peer").alias(f"{side}_peer"),
+        _name("peer").alias(f"{side}_peer"),
         position().alias(f"{side}_pos"),
         attr("amount").cast("double").alias(f"{side}_amount"),
     )
@@ -72,7 +104,6 @@ def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     recorded). Columns: ``problem, snapshot, node, peer, msg, detail``.
     """
     c = cuts(events)
-    snaps = c.select("snapshot").distinct()
     sends = _messages(events, "send", "sender")
     recvs = _messages(events, "recv", "receiver")
     cut_s = c.select(F.col("node").alias("sender"), "snapshot", F.col("cut").alias("sender_cut"))
@@ -104,8 +135,9 @@ def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     takers = correct_nodes(events, nodes).join(
         layer_events(events, LAYER).select("node").distinct(), "node", "left_semi"
     )
+    static = takers.crossJoin(c.where(F.col("view").isNull()).select("snapshot").distinct())
     missing = (
-        takers.crossJoin(snaps)
+        static.unionByName(_view_takers(events, c, takers))
         .join(c.select("node", "snapshot"), ["node", "snapshot"], "left_anti")
         .select(
             F.lit("missing local state").alias("problem"),
@@ -130,10 +162,11 @@ def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     recorded = (
         layer_events(events, LAYER, "channel_state")
         .where(attr("snapshot").isNotNull() & F.col("peer").isNotNull())
+        .join(abandoned(events), attr("snapshot") == F.col("snapshot"), "left_anti")
         .select(
             attr("snapshot").alias("snapshot"),
             F.col("node").alias("receiver"),
-            F.col("peer").alias("sender"),
+            _name("peer").alias("sender"),
             attr("count").cast("long").alias("count"),
             attr("value").cast("double").alias("value"),
         )
@@ -175,13 +208,26 @@ def consistency(events: DataFrame, *, nodes: DataFrame | None = None) -> DataFra
     return orphans.unionByName(missing).unionByName(wrong)
 
 
+def _view_takers(events: DataFrame, c: DataFrame, correct: DataFrame) -> DataFrame:
+    """``node, snapshot``: on agreed views, the members of each snapshot's view that must
+    record it: those that went on into the next view, and those that ended the run in it
+    (never having crashed)."""
+    views = c.where(F.col("view").isNotNull()).select("snapshot", "view").distinct()
+    spans = member_views(events)
+    moved_on = spans.where(F.col("complete"))
+    stayed = spans.where(F.col("end").isNull()).join(correct, "node", "left_semi")
+    members = moved_on.unionByName(stayed).select("node", "view").distinct()
+    return views.join(members, "view").select("node", "snapshot")
+
+
 def snapshot_totals(events: DataFrame) -> DataFrame:
-    """``snapshot, nodes, local_sum, channel_sum, total, declared, members, shrunk``.
+    """``snapshot, nodes, local_sum, channel_sum, total, declared, members, shrunk, view``.
 
     Sums per snapshot. ``declared`` is the largest ``attrs.total`` any node recorded
     (null when none did); ``members`` the sorted ids of the nodes in the cut;
     ``shrunk`` is true when a node that had crashed before the snapshot began is not
-    among them (its share of the quantity left with it).
+    among them (its share of the quantity left with it); ``view`` the agreed view the
+    snapshot belongs to (null but on agreed views).
     """
     c = cuts(events)
     local = c.groupBy("snapshot").agg(
@@ -190,6 +236,7 @@ def snapshot_totals(events: DataFrame) -> DataFrame:
         F.max("total").alias("declared"),
         F.array_sort(F.collect_set("node")).alias("members"),
         F.min(F.col("cut.t")).alias("began"),
+        F.max("view").alias("view"),
     )
     chan = (
         layer_events(events, LAYER, "channel_state")
@@ -217,6 +264,7 @@ def snapshot_totals(events: DataFrame) -> DataFrame:
             "declared",
             "members",
             F.coalesce("shrunk", F.lit(False)).alias("shrunk"),
+            "view",
         )
     )
 
@@ -228,32 +276,39 @@ def invariant(events: DataFrame, *, tolerance: float = 1e-6) -> DataFrame:
     in channels equal the expected total: ``attrs.total`` when the workload declares
     it, otherwise the total most snapshots agree on. A crashed member takes its share
     with it, so a snapshot without a member that had crashed before it began
-    (``shrunk``) is held to the total most snapshots with the same members agree on.
+    (``shrunk``) is held to the total most snapshots with the same members agree on;
+    on agreed views, a snapshot to the total most snapshots of its view agree on.
     Columns: ``snapshot, total, expected, local_sum, channel_sum, detail``.
     """
-    totals = snapshot_totals(events)
+    on_views = F.col("view").isNotNull()
+    totals = snapshot_totals(events).withColumn(
+        "alike",  # the snapshots that must hold the same total
+        F.when(on_views, F.array(F.format_string("view %d", "view"))).otherwise(F.col("members")),
+    )
     rounded = F.round("total", 6)
-    # The most common total per member set; ties go to the larger total.
+    # The most common total per member set (or view); ties go to the larger total.
     usual = (
-        totals.groupBy("members", rounded.alias("usual"))
+        totals.groupBy("alike", rounded.alias("usual"))
         .agg(F.count("*").alias("n"))
-        .groupBy("members")
+        .groupBy("alike")
         .agg(F.max_by("usual", F.struct("n", "usual")).alias("usual_here"))
     )
     overall = (
-        totals.where(~F.col("shrunk"))
+        totals.where(~F.col("shrunk") & ~on_views)
         .groupBy(rounded.alias("usual"))
         .agg(F.count("*").alias("n"))
         .agg(F.max_by("usual", F.struct("n", "usual")).alias("usual"))
     )
-    expected = F.when(F.col("shrunk"), F.col("usual_here")).otherwise(
-        F.coalesce("declared", "usual", "usual_here")
+    expected = (
+        F.when(on_views, F.coalesce("declared", "usual_here"))
+        .when(F.col("shrunk"), F.col("usual_here"))
+        .otherwise(F.coalesce("declared", "usual", "usual_here"))
     )
     off = F.abs(F.col("total") - F.col("expected")) > F.lit(tolerance) * F.greatest(
         F.lit(1.0), F.abs("expected")
     )
     return (
-        totals.join(usual, "members")
+        totals.join(usual, "alike")
         .crossJoin(F.broadcast(overall))
         .withColumn("expected", expected)
         .where(off)

@@ -275,22 +275,30 @@ class SnapshotNode:
         msg_id = self.inner.multicast(data, now)
         if self.on_multicast is not None:
             self.on_multicast(msg_id, data, now)
-        amount = self.workload.amount if self.workload is not None else None
-        if amount is not None:
-            inner = self.inner
-            me = inner.name_of(inner.me)
-            for peer in inner.view:
-                if peer != inner.me:
-                    name = inner.name_of(peer)
-                    self._trace(
-                        now,
-                        "snapshot",
-                        "send",
-                        msg=f"{me}/{msg_id}>{name}",
-                        peer=name,
-                        attrs={"amount": number_attr(amount(data, peer))},
-                    )
+        self.trace_sends(msg_id, data, now)
         return msg_id
+
+    def trace_sends(self, msg_id: int, data: bytes, now: float) -> None:
+        """Trace the workload's ``send`` of message ``msg_id`` on each channel (with a
+        workload's ``amount``): what ``multicast`` does, for a layer whose sequencer sent
+        a message by itself (``gossamer.proto.snapshot_group``: one withdrawn at a view
+        change and sent again in the next)."""
+        amount = self.workload.amount if self.workload is not None else None
+        if amount is None:
+            return
+        inner = self.inner
+        me = inner.name_of(inner.me)
+        for peer in inner.view:
+            if peer != inner.me:
+                name = inner.name_of(peer)
+                self._trace(
+                    now,
+                    "snapshot",
+                    "send",
+                    msg=f"{me}/{msg_id}>{name}",
+                    peer=name,
+                    attrs={"amount": number_attr(amount(data, peer))},
+                )
 
     def _observe(self, msg: wire.DataMessage, src: int, now: float) -> None:
         inner = self.inner
