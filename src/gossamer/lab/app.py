@@ -55,12 +55,14 @@ from gossamer.errors import ClosedError, GossamerError, LinkError
 from gossamer.faults import FaultPlan
 from gossamer.lab.cluster_clients import ClusterClients
 from gossamer.lab.config import NodeConfig, PeerConfig
+from gossamer.lab.group_member import LabGroup
 from gossamer.lab.queue_clients import QueueClients
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip import GossipConfig, text_handler
 from gossamer.proto.isis import Delivered, IsisConfig, Member
 from gossamer.proto.snapshot import Bank
+from gossamer.proto.views import Member as ViewsMember
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
 from gossamer.trace.schema import TraceEvent
@@ -223,6 +225,7 @@ class LabApp:
         self.up: set[str] = set()
         self.discovery: Discovery | None = None
         self.isis: IsisService | None = None
+        self.group: LabGroup | None = None  # ISIS on agreed views instead (``[isis] views``)
         self.members: dict[str, int] = {}
         self.bank: Bank | None = None
         self.gossip: Gossip | None = None
@@ -326,6 +329,8 @@ class LabApp:
         member = self.members.get(event.name)
         if self.isis is not None and member is not None and not self.stopping:
             self.isis.remove_member(member)
+        if self.group is not None and member is not None and not self.stopping:
+            self.group.suspect(event.name)
 
     async def _start_isis(self) -> None:
         c = self.config
@@ -341,6 +346,9 @@ class LabApp:
             for i, name in enumerate(c.isis.members, start=1)
         )
         self.members = {m.name: m.id for m in members}
+        if c.isis.views:
+            await self._start_group(members)
+            return
         me = self.members[c.node.id]
         workload = None
         if c.isis.snapshots:
@@ -357,6 +365,19 @@ class LabApp:
             workload=workload, on_event=self._on_isis,
             snapshots=c.isis.snapshots, wire=self.wire,
         )
+
+    async def _start_group(self, members: tuple[Member, ...]) -> None:
+        founders = [
+            ViewsMember(name=m.name, incarnation=1, address=m.addr) for m in members
+        ]  # fmt: skip
+        me = next(m for m in founders if m.name == self.config.node.id)
+        self.group = LabGroup(
+            me, founders, wire=self.wire, isis=self.config.isis.protocol,
+            snapshots=self.config.isis.snapshots, initial=INITIAL_BALANCE,
+            tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
+            on_delivered=self._on_isis,
+        )  # fmt: skip
+        await self.group.start()
 
     def _on_isis(self, event: object) -> None:
         if not isinstance(event, Delivered):
@@ -448,7 +469,7 @@ class LabApp:
     async def workload(self, until: float) -> None:
         c = self.config
         jobs: list[Awaitable[None]] = []
-        if self.isis is not None:
+        if self.isis is not None or self.group is not None:
             jobs.append(_every(c.isis.rate, until, self._isis_send))
             if c.isis.snapshots and c.isis.snapshot_every > 0:
                 jobs.append(_every(1.0 / c.isis.snapshot_every, until, self._snapshot))
@@ -463,6 +484,10 @@ class LabApp:
         await asyncio.gather(*jobs)
 
     async def _isis_send(self, k: int) -> None:
+        if self.group is not None:
+            if await self.group.send(None if self.config.isis.snapshots else b"%d" % k):
+                self.counts.sent += 1
+            return
         assert self.isis is not None
         data: bytes | int = k + 1
         if self.bank is not None:
@@ -482,6 +507,9 @@ class LabApp:
             self.counts.sent += 1
 
     async def _snapshot(self, k: int) -> None:
+        if self.group is not None:
+            self.group.initiate_snapshot()
+            return
         assert self.isis is not None
         self.isis.initiate_snapshot()
 
@@ -546,6 +574,8 @@ class LabApp:
             count += core.pending + core.outstanding
             if not self.isis.idle:
                 count = max(count, 1)  # retransmissions, markers, loopback still due
+        if self.group is not None:
+            count += self.group.in_flight()
         if isinstance(self.cluster, QueueClients):
             count += self.cluster.pending()
         return count + self._queue_backlog()
@@ -600,6 +630,8 @@ class LabApp:
         if self.isis is not None:
             self.isis.abort()
             self.isis.isis.trace_stop(time.monotonic())
+        if self.group is not None:
+            self.group.abort()
         if self.store is not None:
             self.store.close()
         self.sink.close()
@@ -617,6 +649,8 @@ class LabApp:
             await self.discovery.close()  # agur! to every peer
         if self.isis is not None:
             await self.isis.close()
+        if self.group is not None:
+            await self.group.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link_node is not None:

@@ -196,6 +196,8 @@ class IsisSection(_Section):
 
     members: tuple[str, ...] = ()
     rate: float = 10.0
+    #: On agreed views (``gossamer.lab.group_member``) rather than a static group.
+    views: bool = False
     snapshots: bool = True
     snapshot_every: float = 0.0
     broken_order: bool = False
@@ -411,6 +413,7 @@ def parse_config(
         enabled=enabled,
         members=members,
         rate=t.number("rate", 10.0),
+        views=t.boolean("views", False),
         snapshots=t.boolean("snapshots", True),
         snapshot_every=t.number("snapshot_every", 0.0),
         broken_order=t.boolean("broken_order", False),
