@@ -25,6 +25,7 @@ from gossamer.lab.plan import LabRequest
 from gossamer.lab.progress import Progress
 from gossamer.lab.rundir import write_config, write_secret
 from gossamer.lab.runner import run_lab
+from gossamer.trace import read_run
 
 HOST = "127.0.0.1"
 
@@ -255,6 +256,17 @@ def test_the_demo_passes_on_loopback(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert status[name] == "pass", name
     assert meta["fault_counts"]["crash"] == 1
     assert meta["fault_counts"]["partition"] >= 1 and meta["fault_counts"]["drop"] > 0
+    # The group is on agreed views: the others excluded h2 while it was cut off, and it
+    # rejoined as its next incarnation; snapshots completed in more than one view.
+    events, _ = read_run(out)
+    installs = [e for e in events if e.layer == "views" and e.kind == "view_change"]
+    assert any("h2#2" in e.attrs["members"] for e in installs if e.node == "h2")
+    views = {
+        orjson.loads(e.attrs["state"])["isis"]["agreed"]["view"]
+        for e in events
+        if e.layer == "snapshot" and e.kind == "local_state"
+    }
+    assert len(views) > 1, views
     assert f"lab: HTML report: {out.resolve() / 'analysis' / 'report.html'}" in text
     assert (out / "analysis" / "report.html").stat().st_size > 0
     assert "lab: verdict: every property held (exit 0)" in text

@@ -57,6 +57,12 @@ def test_each_scenario_expects_the_checks_of_its_services() -> None:
     checks = demo.expected_checks(demo.resolve({}, IDS6))
     for layer in ("isis", "snapshot", "gossip", "discovery", "link", "gateway"):
         assert any(c.startswith(layer + ".") for c in checks), layer
+    # The demo's group is on agreed views: virtual synchrony and the views are judged,
+    # agreement and validity over every node are not.
+    assert {"isis.view_agreement", "isis.view_validity", "views.rejoin"} <= set(checks)
+    assert not {"isis.agreement", "isis.validity"} & set(checks)
+    snapshot = scenarios.get("snapshot")
+    assert "isis.agreement" in snapshot.expected_checks(snapshot.resolve({}, IDS6))
     isis = scenarios.get("isis")
     assert "discovery.full_view" in isis.expected_checks(isis.resolve({}, IDS6))
     assert "discovery.full_view" not in isis.expected_checks(
@@ -232,8 +238,11 @@ def test_demo_configs_on_loopback(tmp_path: Path) -> None:
         assert cfg.gossip.enabled and not cfg.gossip.protocol["multicast"]  # never multicast on lo
         assert cfg.node.key is not None and len(cfg.node.key) == 32
         assert cfg.node.wire_config().sealed
-        assert cfg.isis.enabled and cfg.isis.snapshots
+        assert cfg.isis.enabled and cfg.isis.snapshots and cfg.isis.views
         assert cfg.isis.members == placement.ids
+        # The node daemon's discovery timers: the partitioned host is excluded.
+        timers = {k: cfg.discovery.protocol[k] for k in ("inactive_time", "heartbeat_wait")}
+        assert timers == {"inactive_time": 0.5, "heartbeat_wait": 0.3}
         assert cfg.isis.snapshot_every == (5.0 if node == "h1" else 0.0)
         assert not cfg.isis.broken_order
         assert cfg.link.push_to == (placement.ids[(index + 1) % 6],)

@@ -22,7 +22,9 @@ INSTALL    6    view id (u64), members, installer name, agreed names, flag, [sta
 INSTALLED  7    view id (u64)
 CHANGE     8    suspected members, joining members
 STATUS     9    (empty: the header says the sender's view)
-EXCLUDED   10   view id (u64): the receiver is not in that view of the sender's
+EXCLUDED   10   view id (u64), incarnation (u64): the receiver's incarnation named is not
+                in that view of the sender's (another incarnation at the same address,
+                a restarted process, ignores it)
 ========== ==== =======================================================================
 
 A ballot is ``round (u32), len (u8), name``; a list of members is ``count (u16)`` members,
@@ -117,6 +119,8 @@ class ViewsMessage:
     joins: tuple[MemberRecord, ...] = ()
     #: INSTALL, INSTALLED, EXCLUDED: the view meant.
     new_view: int = 0
+    #: EXCLUDED: the incarnation of the receiver it is meant for.
+    excluded: int = 0
     #: INSTALL: who decided it, who accepted it, and a joiner's state.
     installer: str = ""
     agreed: tuple[str, ...] = ()
@@ -194,6 +198,8 @@ def encode(msg: ViewsMessage) -> bytes:
     elif kind is ViewsType.CHANGE:
         _push_members(buf, msg.members)
         _push_members(buf, msg.joins)
+    if kind is ViewsType.EXCLUDED:
+        _push_u64(buf, msg.excluded, "incarnation")
     if kind is ViewsType.INSTALL:
         _push_members(buf, msg.members)
         _push_name(buf, msg.installer)
@@ -279,6 +285,7 @@ def decode(data: bytes) -> ViewsMessage:
     members: tuple[MemberRecord, ...] = ()
     joins: tuple[MemberRecord, ...] = ()
     new_view = 0
+    excluded = 0
     installer = ""
     agreed: tuple[str, ...] = ()
     state: bytes | None = None
@@ -293,6 +300,8 @@ def decode(data: bytes) -> ViewsMessage:
     elif kind is ViewsType.CHANGE:
         members = _pull_members(buf)
         joins = _pull_members(buf)
+    if kind is ViewsType.EXCLUDED:
+        excluded = buf.pull_uint64("incarnation")
     if kind is ViewsType.INSTALL:
         members = _pull_members(buf)
         installer = _pull_name(buf, "installer")
@@ -317,6 +326,7 @@ def decode(data: bytes) -> ViewsMessage:
         members=members,
         joins=joins,
         new_view=new_view,
+        excluded=excluded,
         installer=installer,
         agreed=agreed,
         state=state,

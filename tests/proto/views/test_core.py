@@ -158,10 +158,17 @@ def test_a_restarted_member_replaces_its_old_incarnation() -> None:
     for data, addr in ghost.datagrams_to_send():
         if addr == group.cores["a"].me.address:
             group.cores["a"].receive_datagram(data, ghost.me.address, group.now)
-    for data, _ in group.cores["a"].datagrams_to_send():
+    answers = group.cores["a"].datagrams_to_send()
+    for data, _ in answers:
         ghost.receive_datagram(data, group.cores["a"].me.address, group.now)
     assert ghost.excluded
     assert [e for e in ghost.events_received() if isinstance(e, Excluded)] == [Excluded(view_id=2)]
+    # The answers went to b's address, where b#2 listens now: they are not meant for it.
+    new_b = group.cores["b"]
+    stale = new_b.counters["stale"]
+    for data, _ in answers:
+        new_b.receive_datagram(data, group.cores["a"].me.address, group.now)
+    assert not new_b.excluded and new_b.counters["stale"] > stale
 
 
 def test_a_minority_blocks_and_is_excluded_once_it_hears_the_majority() -> None:

@@ -214,7 +214,10 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         view = self._view
         if member.key != self.me.key:
             if self._is_departed(member.name, member.incarnation):
-                self._send(member.address, ViewsType.EXCLUDED, now, new_view=view.id)
+                self._send(
+                    member.address, ViewsType.EXCLUDED, now, new_view=view.id,
+                    excluded=member.incarnation,
+                )  # fmt: skip
             elif member.key in self._suspects:
                 self._send(member.address, ViewsType.STATUS, now)
         self._note_join(member)
@@ -295,7 +298,11 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
         if kind is ViewsType.INSTALL:
             self._on_install(msg, addr, now)
         elif kind is ViewsType.EXCLUDED:
-            if view is None or msg.new_view > view.id:
+            # Meant for this incarnation only: a process that rejoined at the same address
+            # as its next incarnation still gets those sent to the one before.
+            if msg.excluded != self.me.incarnation:
+                self.counters["stale"] += 1
+            elif view is None or msg.new_view > view.id:
                 self._exclude(msg.new_view, now)
         elif kind is ViewsType.INSTALLED:
             self._unacked.pop(key, None)
@@ -321,7 +328,9 @@ class ViewsCore(DatagramOutputs[ViewsEvent]):
             self._send(addr, ViewsType.STATUS, now)
             return
         if msg.view > 0 or self._is_departed(msg.sender, msg.incarnation):
-            self._send(addr, ViewsType.EXCLUDED, now, new_view=self._view.id)
+            self._send(
+                addr, ViewsType.EXCLUDED, now, new_view=self._view.id, excluded=msg.incarnation
+            )
             return
         if msg.type is ViewsType.CHANGE and msg.view == 0:
             for record in msg.joins:
