@@ -16,9 +16,10 @@ from typing import Any
 from gossamer.faults import FaultPlan
 from gossamer.sim.run import RunResult
 from gossamer.testing.sim import assert_faults_injected, replay_command
-from gossamer.testing.sweeps import FaultCase, SweepShape, assert_exercised, fault_case, run_sweep
+from gossamer.testing.sweeps import FaultCase, assert_exercised, fault_case, run_sweep
 
 from . import runs
+from .test_isis_views_scenario import SWEEP as ISIS_VIEWS_SWEEP
 
 
 def simulate(
@@ -85,15 +86,9 @@ def test_a_partitioned_minority_leaves_with_its_money_and_rejoins_with_new_accou
 #: Seeds of the sweep below; ``GOSSAMER_SNAPSHOT_VIEWS_SEEDS=3000`` makes it a soak.
 SWEEP_SEEDS = int(os.environ.get("GOSSAMER_SNAPSHOT_VIEWS_SEEDS", "200"))
 
-#: Where the sweep's faults fall: members transfer and snapshot until second 8 of 25.
-SWEEP = SweepShape(
-    nodes=(3, 6),
-    join_by=5,
-    crash_within=5,
-    restart_after=(0.5, 2),
-    partition_from=(1, 5),
-    partition_for=(0.5, 2),
-)
+#: Where the sweep's faults fall: scenario ``isis_views``'s shape (members transfer and
+#: snapshot until second 8 of 25).
+SWEEP = ISIS_VIEWS_SWEEP
 
 
 def sweep_params(rng: random.Random) -> dict[str, Any]:
