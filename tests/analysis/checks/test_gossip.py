@@ -73,6 +73,24 @@ def test_a_partition_excuses_a_miss_only_around_the_broadcast(spark: SparkSessio
     assert gossip.coverage(events_frame(spark, tree(skip="n2", extra=origin))).count() == 0
 
 
+def test_an_origin_that_crashed_while_sending_is_held_to_nothing(spark: SparkSession) -> None:
+    n2 = event("n2", 0.0, "net", "fault", fault="drop")  # n2 runs, but misses the broadcast
+    # Killed 0.02 s after its broadcast (within the grace): a part of the tree missed it.
+    killed = (n2, event("n0", 0.02, "net", "fault", fault="crash"))
+    assert gossip.coverage(events_frame(spark, tree(skip="n2", extra=killed))).count() == 0
+    # Killed 5 s later, or restarted before it broadcast: n2 had no excuse.
+    for extra in (
+        (n2, event("n0", 5.0, "net", "fault", fault="crash")),
+        (
+            n2,
+            event("n0", -2.0, "net", "fault", fault="crash"),
+            event("n0", -1.0, "net", "fault", fault="restart"),
+        ),
+    ):
+        (row,) = gossip.coverage(events_frame(spark, tree(skip="n2", extra=extra))).collect()
+        assert row["missing"] == ["n2"]
+
+
 def test_coverage_counts_only_the_destinations_of_a_broadcast(spark: SparkSession) -> None:
     events = tree(skip="n2")
     events[0] = event("n0", 0.0, "gossip", "broadcast", msg="n0/1", dests="n1,n3")

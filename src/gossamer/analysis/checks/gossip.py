@@ -71,17 +71,20 @@ def coverage(
     cut off by a partition (traced ``partition`` to ``heal`` on the isolated nodes)
     between the broadcast and ``grace`` seconds after it is not expected to deliver
     it; nor is anyone when the origin was cut off then (the trace does not say who
-    was on its side). Columns: ``msg, origin, delivered, expected, coverage,
-    missing, detail``.
+    was on its side), or crashed then: validity binds a correct origin only, and a
+    broadcast its origin was killed while sending may reach a part of the tree or none
+    (what it handed to a socket before ``SIGKILL`` may never leave the host). Columns:
+    ``msg, origin, delivered, expected, coverage, missing, detail``.
     """
     correct = correct_nodes(events, nodes)
     b = broadcasts(events)
-    cut = outages(events).where(F.col("outage") == "partition")
+    out = outages(events)
+    cut = out.where(F.col("outage") == "partition")
     during = (F.col("start") <= F.col("t") + F.lit(grace)) & (
         F.col("end").isNull() | (F.col("end") >= F.col("t"))
     )
     origin_cut = (
-        b.join(cut.withColumnRenamed("node", "origin"), "origin").where(during).select("msg")
+        b.join(out.withColumnRenamed("node", "origin"), "origin").where(during).select("msg")
     )
     b = b.join(origin_cut, "msg", "left_anti")
     everyone = correct.agg(F.collect_set("node").alias("everyone"))
