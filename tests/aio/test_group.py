@@ -163,6 +163,9 @@ class Account:
         self.banks = banks
         self.parts: dict[int, dict[str, Any]] = {}
         self.abandoned: list[int] = []
+        #: Cleared: the application reads nothing, its deliveries wait in the events.
+        self.reading = asyncio.Event()
+        self.reading.set()
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     @property
@@ -172,7 +175,12 @@ class Account:
     async def _read(self) -> None:
         snapshots = self.service.snapshots
         assert snapshots is not None
-        async for event in self.service.events():
+        while True:
+            await self.reading.wait()
+            try:
+                event = await self.service.next_event()
+            except ClosedError:
+                return
             if isinstance(event, Delivered):
                 self.bank.delivered(event.data, event.sender_id)
             elif isinstance(event, ViewInstalled):
@@ -261,6 +269,59 @@ def test_snapshots_of_a_bank_on_the_group_hold_all_its_money_view_after_view(
                 timeout=10,
             )
             assert sum(a.bank.balance for a in accounts.values()) == found < 3000
+        finally:
+            for account in accounts.values():
+                await account.close()
+
+    run(main())
+
+
+def test_a_founders_snapshot_holds_the_deliveries_its_application_has_not_read(
+    run: Runner,
+) -> None:
+    """View 1 is installed as a founder's member is made, before the service that
+    queues its deliveries exists: a snapshot of it must still count the transfers
+    delivered to b while b's application reads nothing (they are in neither its
+    balance nor the hold-back queue)."""
+
+    async def main() -> None:
+        wire = sealed_wire()
+        ports = free_ports(2, kind="udp")
+        founders = tuple(
+            Member(name=n, incarnation=1, address=(LOCALHOST, p))
+            for n, p in zip("ab", ports, strict=True)
+        )
+        banks: dict[str, Bank] = {}
+        accounts: dict[str, Account] = {}
+        for m in founders:
+
+            def made(me: int, name: str = m.name) -> Workload:
+                banks[name] = Bank(me=me, members=[me], initial=1000, rng=random.Random(me))
+                return banks[name].workload()
+
+            service = await open_group(
+                ViewsConfig(me=m, initial=founders, retry=RETRY), wire=wire, isis=ISIS,
+                snapshots=True, workload=made,
+            )  # fmt: skip
+            accounts[m.name] = Account(service, banks)
+        a, b = accounts["a"], accounts["b"]
+        try:
+            await until(lambda: all(bank.others for bank in banks.values()), timeout=10)
+            b.reading.clear()
+            await a.transfer(5)
+            b_isis = b.service.snapshots.isis if b.service.snapshots is not None else None
+            assert b_isis is not None
+            await until(lambda: b_isis.counters.delivered >= 5, timeout=10)
+            sid = a.service.initiate_snapshot()
+            assert sid is not None
+            await until(lambda: sid in a.parts, timeout=10)
+            b.reading.set()
+            await until(lambda: sid in b.parts, timeout=10)
+            parts = {p["node"]: p for p in (a.parts[sid], b.parts[sid])}
+            # All but the first, which b's reader was already waiting for when it paused.
+            assert len(b.parts[sid]["local_state"]["unread"]) >= 4
+            assert check_cut(parts) == []
+            assert check_bank(parts, total=2000) == (2000, [])
         finally:
             for account in accounts.values():
                 await account.close()

@@ -112,15 +112,26 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         #: Called as ``(msg_id, data, now)`` whenever a multicast really enters the group
         #: (at once, or when a snapshot releases it), in the order they were asked for.
         self.on_multicast: Callable[[int, bytes, float], None] | None = None
-        #: The deliveries the application has not taken yet, as ``SnapshotNode.unread``
-        #: (set by a driver that queues them; every view's node records them).
-        self.unread: Callable[[], Iterable[tuple[int, bytes]]] | None = None
         #: Called as ``(data, now)`` for a multicast a snapshot held back that never
         #: enters the group: this member was excluded first (it leaves, and its data).
         self.on_dropped: Callable[[bytes, float], None] | None = None
+        self._unread: Callable[[], Iterable[tuple[int, bytes]]] | None = None
         self._view_id = 0  # the view of ``node``
         self._started = 0  # snapshots started here in the views before ``node``'s
-        self._settle(now)
+        self._settle(now)  # a founder installs view 1 here, before a driver can set unread
+
+    @property
+    def unread(self) -> Callable[[], Iterable[tuple[int, bytes]]] | None:
+        """The deliveries the application has not taken yet, as ``SnapshotNode.unread``:
+        set by a driver that queues them, for every view's node, the running one
+        included (a founder's view 1 is installed before any driver has the core)."""
+        return self._unread
+
+    @unread.setter
+    def unread(self, value: Callable[[], Iterable[tuple[int, bytes]]] | None) -> None:
+        self._unread = value
+        if self.node is not None:
+            self.node.unread = value
 
     # -- the group's surface ----------------------------------------------------------
 
@@ -254,7 +265,7 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
             workload=self.workload,
         )
         self.node.on_multicast = self._entered
-        self.node.unread = self.unread
+        self.node.unread = self._unread
         self.node.snapshot.started = started  # ids are never reused across views
         self._view_id = view_id
         # What ISIS sent at the install went out without the node: trace it as its own.
