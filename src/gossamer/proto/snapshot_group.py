@@ -45,7 +45,6 @@ from gossamer.proto.core import DatagramOutputs
 from gossamer.proto.group import GroupCore, GroupEvent, isis_name
 from gossamer.proto.isis import IsisCore, payload
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotDone, SnapshotNode, Workload
-from gossamer.proto.snapshot.bank import from_json
 from gossamer.proto.views import Excluded, Member, View, ViewInstalled, ViewsConfig
 from gossamer.trace.sink import Tracer
 from gossamer.wire import isis as wire
@@ -269,7 +268,7 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         self.node.snapshot.started = started  # ids are never reused across views
         self._view_id = view_id
         # What ISIS sent at the install went out without the node: trace it as its own.
-        for msg_id, data in _sent_at_install(isis):
+        for msg_id, data in isis.sent_in_view():
             self.node.trace_sends(msg_id, data, now)
 
     def _abandon(self, now: float) -> int:
@@ -309,19 +308,6 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
         if self.node is not None:
             head = SNAPSHOT_TAG + self._view_id.to_bytes(_VIEW_SIZE, "big")
             self._outbox.extend((head + d, a) for d, a in self.node.snapshot.datagrams_to_send())
-
-
-def _sent_at_install(isis: IsisCore) -> list[tuple[int, bytes]]:
-    """The Data ``isis`` sent in its view so far, asked right after ``install_view``: the
-    multicasts held or withdrawn during the change. They are the newest of its own
-    messages in flight (their ids were taken during the change; older ones in flight are
-    withdrawn ones, waiting for their discard to be acknowledged), and none is finished
-    yet unless the view is this member alone, where no channel is traced anyway."""
-    state = isis.state()
-    count = int(state["agreed"]["sent"])
-    outgoing = sorted((int(out["msg_id"]), str(out["data"])) for out in state["outgoing"])
-    newest = outgoing[max(0, len(outgoing) - count) :] if count else []
-    return [(msg_id, from_json(data)) for msg_id, data in newest]
 
 
 class _ViewIsis:

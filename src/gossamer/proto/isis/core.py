@@ -591,6 +591,7 @@ class IsisCore(DatagramOutputs[IsisEvent]):
         # This view's traffic, for a snapshot's cut on views (``state()["agreed"]``).
         self._view_sent = 0
         self._view_received: dict[int, int] = {}
+        self._view_first_id = 1  # our Data of this view has ids from here on
         self._held: list[tuple[int, bytes]] = []  # multicasts made during a change, in order
         self._withdrawn_held: list[int] = []  # withdrawn ids whose data waits in _held
         self._reported = False  # ViewFlushed emitted for the change under way
@@ -691,6 +692,14 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             "delivered": self.counters.delivered,
             **({"agreed": self._agreed_state()} if self.view_id else {}),
         }
+
+    def sent_in_view(self) -> list[tuple[int, bytes]]:
+        """``(msg_id, data)`` of our own Data of the current agreed view still outgoing
+        here, oldest first. Right after ``install_view``: what it sent by itself, the
+        multicasts held or withdrawn during the change (the withdrawn ids still waiting
+        for their discard to be acknowledged belong to the view before)."""
+        first = self._view_first_id
+        return sorted((o.msg_id, o.data) for o in self._outgoing.values() if o.msg_id >= first)
 
     def _agreed_state(self) -> dict[str, Any]:
         """This agreed view's part of :meth:`state`: its id, its members' ids, the Data
@@ -906,6 +915,9 @@ class IsisCore(DatagramOutputs[IsisEvent]):
             if src in self._peers:
                 self._on_data(msg, src, now)
         held, self._held = self._held, []
+        # The ids taken since the change began are those held, in order: every id of
+        # this view's Data is at least the first of them.
+        self._view_first_id = held[0][0] if held else self._msg_counter + 1
         self._withdrawn_held.clear()
         for msg_id, data in held:
             self._send_data(msg_id, data, now)
