@@ -48,7 +48,6 @@ from gossamer.aio.faults import Direction, FaultInjector
 from gossamer.aio.gateway_client import GatewayClient, Message, open_gateway_client
 from gossamer.aio.gateway_server import GatewayServer, open_gateway_server
 from gossamer.aio.gossip import Gossip, open_gossip
-from gossamer.aio.isis import IsisService, open_isis
 from gossamer.aio.link import Node, Socket, open_node
 from gossamer.daemon.process import StatusLines, seeded, stop_on_signals
 from gossamer.errors import ClosedError, GossamerError, LinkError
@@ -56,12 +55,12 @@ from gossamer.faults import FaultPlan
 from gossamer.lab.cluster_clients import ClusterClients
 from gossamer.lab.config import NodeConfig, PeerConfig
 from gossamer.lab.group_member import LabGroup
+from gossamer.lab.isis_member import IsisMember, StaticMember
 from gossamer.lab.queue_clients import QueueClients
 from gossamer.proto.discovery import DiscoveryConfig, PeerDown, PeerUp
 from gossamer.proto.gateway.core import GatewayConfig
 from gossamer.proto.gossip import GossipConfig, text_handler
-from gossamer.proto.isis import Delivered, IsisConfig, Member
-from gossamer.proto.snapshot import Bank
+from gossamer.proto.isis import Delivered, Member
 from gossamer.proto.views import Member as ViewsMember
 from gossamer.store.queues import SqliteQueueStore
 from gossamer.trace.peer_names import PeerNames
@@ -224,10 +223,7 @@ class LabApp:
         self.injectors: list[LabFaults] = []
         self.up: set[str] = set()
         self.discovery: Discovery | None = None
-        self.isis: IsisService | None = None
-        self.group: LabGroup | None = None  # ISIS on agreed views instead (``[isis] views``)
-        self.members: dict[str, int] = {}
-        self.bank: Bank | None = None
+        self.isis: IsisMember | None = None  # static, or on agreed views (``[isis] views``)
         self.gossip: Gossip | None = None
         self.link_node: Node | None = None
         self.pull: Socket | None = None
@@ -326,11 +322,8 @@ class LabApp:
         self.up.discard(event.name)
         if event.local and event.reason == "leave":
             return  # our own leave: we are shutting down
-        member = self.members.get(event.name)
-        if self.isis is not None and member is not None and not self.stopping:
-            self.isis.remove_member(member)
-        if self.group is not None and member is not None and not self.stopping:
-            self.group.suspect(event.name)
+        if self.isis is not None and event.name in self.config.isis.members and not self.stopping:
+            self.isis.suspect(event.name)
 
     async def _start_isis(self) -> None:
         c = self.config
@@ -345,43 +338,26 @@ class LabApp:
             Member(id=i, name=name, addr=where(name))
             for i, name in enumerate(c.isis.members, start=1)
         )
-        self.members = {m.name: m.id for m in members}
         if c.isis.views:
-            await self._start_group(members)
-            return
-        me = self.members[c.node.id]
-        workload = None
-        if c.isis.snapshots:
-            self.bank = Bank(
-                me=me, members=[m.id for m in members], initial=INITIAL_BALANCE,
-                rng=self.rng(2),
-            )
-            workload = self.bank.workload(total=float(INITIAL_BALANCE * len(members)))
-        self.isis = await open_isis(
-            IsisConfig(
-                me=me, members=members, wire=self.wire.mode, **c.isis.protocol
-            ),
-            tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
-            workload=workload, on_event=self._on_isis,
-            snapshots=c.isis.snapshots, wire=self.wire,
-        )
+            founders = [
+                ViewsMember(name=m.name, incarnation=1, address=m.addr) for m in members
+            ]  # fmt: skip
+            self.isis = LabGroup(
+                next(m for m in founders if m.name == c.node.id), founders, wire=self.wire,
+                isis=c.isis.protocol, snapshots=c.isis.snapshots, initial=INITIAL_BALANCE,
+                tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
+                on_delivered=self._on_isis,
+            )  # fmt: skip
+        else:
+            self.isis = StaticMember(
+                next(m.id for m in members if m.name == c.node.id), members, wire=self.wire,
+                isis=c.isis.protocol, snapshots=c.isis.snapshots, initial=INITIAL_BALANCE,
+                tracer=self.tracer, rng=self.rng(4), bank_rng=self.rng(2),
+                faults=self.faults(12), on_delivered=self._on_isis,
+            )  # fmt: skip
+        await self.isis.start()
 
-    async def _start_group(self, members: tuple[Member, ...]) -> None:
-        founders = [
-            ViewsMember(name=m.name, incarnation=1, address=m.addr) for m in members
-        ]  # fmt: skip
-        me = next(m for m in founders if m.name == self.config.node.id)
-        self.group = LabGroup(
-            me, founders, wire=self.wire, isis=self.config.isis.protocol,
-            snapshots=self.config.isis.snapshots, initial=INITIAL_BALANCE,
-            tracer=self.tracer, rng=self.rng(4), faults=self.faults(12),
-            on_delivered=self._on_isis,
-        )  # fmt: skip
-        await self.group.start()
-
-    def _on_isis(self, event: object) -> None:
-        if not isinstance(event, Delivered):
-            return
+    def _on_isis(self, event: Delivered) -> None:
         if self.broken is not None:
             self.broken.pass_event(event, self._isis_delivered)
         else:
@@ -389,8 +365,6 @@ class LabApp:
 
     def _isis_delivered(self, event: Delivered) -> None:
         self._delivered()
-        if self.bank is not None:
-            self.bank.delivered(event.data)
 
     def _delivered(self) -> None:
         self.counts.delivered += 1
@@ -469,7 +443,7 @@ class LabApp:
     async def workload(self, until: float) -> None:
         c = self.config
         jobs: list[Awaitable[None]] = []
-        if self.isis is not None or self.group is not None:
+        if self.isis is not None:
             jobs.append(_every(c.isis.rate, until, self._isis_send))
             if c.isis.snapshots and c.isis.snapshot_every > 0:
                 jobs.append(_every(1.0 / c.isis.snapshot_every, until, self._snapshot))
@@ -484,22 +458,9 @@ class LabApp:
         await asyncio.gather(*jobs)
 
     async def _isis_send(self, k: int) -> None:
-        if self.group is not None:
-            if await self.group.send(None if self.config.isis.snapshots else b"%d" % k):
-                self.counts.sent += 1
-            return
         assert self.isis is not None
-        data: bytes | int = k + 1
-        if self.bank is not None:
-            transfer = self.bank.next_transfer()
-            if transfer is None:
-                return
-            data = transfer
-        try:
-            await self.isis.send(data)  # waits while a snapshot holds multicasts back
-        except ClosedError:
-            return  # stopped while held back: never sent
-        self.counts.sent += 1
+        if await self.isis.send(k):
+            self.counts.sent += 1
 
     async def _cluster_step(self, k: int) -> None:
         assert self.cluster is not None
@@ -507,9 +468,6 @@ class LabApp:
             self.counts.sent += 1
 
     async def _snapshot(self, k: int) -> None:
-        if self.group is not None:
-            self.group.initiate_snapshot()
-            return
         assert self.isis is not None
         self.isis.initiate_snapshot()
 
@@ -570,12 +528,7 @@ class LabApp:
         messages not yet consumed and acked. 0 when the node is idle."""
         count = 0
         if self.isis is not None:
-            core = self.isis.isis
-            count += core.pending + core.outstanding
-            if not self.isis.idle:
-                count = max(count, 1)  # retransmissions, markers, loopback still due
-        if self.group is not None:
-            count += self.group.in_flight()
+            count += self.isis.in_flight()
         if isinstance(self.cluster, QueueClients):
             count += self.cluster.pending()
         return count + self._queue_backlog()
@@ -629,9 +582,6 @@ class LabApp:
             self.discovery.abort()
         if self.isis is not None:
             self.isis.abort()
-            self.isis.isis.trace_stop(time.monotonic())
-        if self.group is not None:
-            self.group.abort()
         if self.store is not None:
             self.store.close()
         self.sink.close()
@@ -649,8 +599,6 @@ class LabApp:
             await self.discovery.close()  # agur! to every peer
         if self.isis is not None:
             await self.isis.close()
-        if self.group is not None:
-            await self.group.close()
         if self.gossip is not None:
             await self.gossip.close()
         if self.link_node is not None:

@@ -15,8 +15,9 @@ member:
   (``Bank.view_changed`` at every view, ``Bank.delivered`` with the sender's id); the
   joiners' state is empty (accounts are private).
 
-What the app sees is the same as with a static group: ``send`` (``False`` when this host
-is not a member at the moment), ``initiate_snapshot``, ``in_flight``, deliveries through
+What the app sees is the same as with a static group
+(:class:`gossamer.lab.isis_member.IsisMember`): ``send`` (``False`` when this host is not
+a member at the moment), ``initiate_snapshot``, ``in_flight``, deliveries through
 ``on_delivered``, and ``close`` / ``abort``.
 """
 
@@ -150,16 +151,19 @@ class LabGroup:
         if self.service is not None and not self.service.closed:
             self.service.suspect(name)
 
-    async def send(self, data: bytes | None) -> bool:
-        """Multicast ``data`` (a transfer when ``None``); ``False`` when this host is no
-        member at the moment (rejoining) or the account is empty."""
+    async def send(self, k: int) -> bool:
+        """Multicast the workload's ``k``-th message: a transfer with snapshots, else the
+        payload ``k + 1``; ``False`` when this host is no member at the moment
+        (rejoining) or the account is empty."""
         service = self.service
         if service is None or service.closed or service.view is None:
             return False
-        if data is None:
-            data = self.bank.next_transfer() if self.bank is not None else None
-            if data is None:
+        data: bytes | int = k + 1
+        if self.snapshots:
+            transfer = self.bank.next_transfer() if self.bank is not None else None
+            if transfer is None:
                 return False
+            data = transfer
         try:
             await service.send(data)  # waits while a snapshot holds multicasts back
         except (ClosedError, LocalProtocolError):
