@@ -116,3 +116,25 @@ def test_an_isis_datagram_too_short_for_its_view_tag_is_dropped_and_counted() ->
     (drop,) = [e for e in hand.sink.events if e.kind == "drop"]
     assert drop.layer == "isis"
     assert drop.attrs["reason"] == "an ISIS datagram shorter than its view tag"
+
+
+def test_a_falsely_suspected_member_cannot_get_its_late_message_ordered_in_the_next_view() -> None:
+    # c is alive but cut off: a and b suspect it and go on in view 2 without it. c, still
+    # in view 1 and never told, multicasts. a and b removed c from ISIS as the change
+    # began, before they could install view 2: they drop its Data without an Ack, so c
+    # fixes no final with an Ack given in view 2 and nobody delivers the message there
+    # (docs/cluster.md, "A falsely suspected member"). c learns it was excluded instead.
+    hand = Hand("a", "b", "c")
+    a, b, c = (hand.cores[n] for n in "abc")
+    for core in (a, b):
+        core.suspect("c", hand.now)
+    hand.run({"a", "b"}, until=0.05)
+    assert a.view is not None and b.view is not None and a.view.id == b.view.id == 2
+    assert c.view is not None and c.view.id == 1 and not c.excluded
+    c.multicast(b"late", hand.now)
+    hand.run({"a", "b", "c"}, until=hand.now + 5.0)
+    assert a.isis is not None and b.isis is not None
+    assert a.isis.counters.from_removed >= 1 and b.isis.counters.from_removed >= 1
+    for name in "abc":
+        assert b"late" not in [e.data for e in hand.events[name] if isinstance(e, Delivered)]
+    assert c.excluded
