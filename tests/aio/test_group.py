@@ -201,6 +201,34 @@ class Account:
         await self.reader
 
 
+async def open_accounts(names: str) -> tuple[dict[str, Account], dict[str, Bank]]:
+    """Founders ``names`` with snapshots, each with an account of 1000 once it has a
+    view: their ``Account``s and the banks by name."""
+    wire = sealed_wire()
+    ports = free_ports(len(names), kind="udp")
+    founders = tuple(
+        Member(name=n, incarnation=1, address=(LOCALHOST, p))
+        for n, p in zip(names, ports, strict=True)
+    )
+    banks: dict[str, Bank] = {}
+
+    def workload_of(name: str) -> Callable[[int], Workload]:
+        def made(me: int) -> Workload:
+            banks[name] = Bank(me=me, members=[me], initial=1000, rng=random.Random(me))
+            return banks[name].workload()
+
+        return made
+
+    accounts = {}
+    for m in founders:
+        service = await open_group(
+            ViewsConfig(me=m, initial=founders, retry=RETRY), wire=wire, isis=ISIS,
+            snapshots=True, workload=workload_of(m.name),
+        )  # fmt: skip
+        accounts[m.name] = Account(service, banks)
+    return accounts, banks
+
+
 def test_snapshots_of_a_bank_on_the_group_hold_all_its_money_view_after_view(
     run: Runner,
 ) -> None:
@@ -210,28 +238,7 @@ def test_snapshots_of_a_bank_on_the_group_hold_all_its_money_view_after_view(
     left with it, and transfers to it that went out again were refunded)."""
 
     async def main() -> None:
-        wire = sealed_wire()
-        ports = free_ports(3, kind="udp")
-        founders = tuple(
-            Member(name=n, incarnation=1, address=(LOCALHOST, p))
-            for n, p in zip("abc", ports, strict=True)
-        )
-        banks: dict[str, Bank] = {}
-
-        def workload_of(name: str) -> Callable[[int], Workload]:
-            def made(me: int) -> Workload:
-                banks[name] = Bank(me=me, members=[me], initial=1000, rng=random.Random(me))
-                return banks[name].workload()
-
-            return made
-
-        accounts = {}
-        for m in founders:
-            service = await open_group(
-                ViewsConfig(me=m, initial=founders, retry=RETRY), wire=wire, isis=ISIS,
-                snapshots=True, workload=workload_of(m.name),
-            )  # fmt: skip
-            accounts[m.name] = Account(service, banks)
+        accounts, banks = await open_accounts("abc")
         try:
             await until(lambda: len(banks) == 3, timeout=10)
 
@@ -285,28 +292,10 @@ def test_a_founders_snapshot_holds_the_deliveries_its_application_has_not_read(
     balance nor the hold-back queue)."""
 
     async def main() -> None:
-        wire = sealed_wire()
-        ports = free_ports(2, kind="udp")
-        founders = tuple(
-            Member(name=n, incarnation=1, address=(LOCALHOST, p))
-            for n, p in zip("ab", ports, strict=True)
-        )
-        banks: dict[str, Bank] = {}
-        accounts: dict[str, Account] = {}
-        for m in founders:
-
-            def made(me: int, name: str = m.name) -> Workload:
-                banks[name] = Bank(me=me, members=[me], initial=1000, rng=random.Random(me))
-                return banks[name].workload()
-
-            service = await open_group(
-                ViewsConfig(me=m, initial=founders, retry=RETRY), wire=wire, isis=ISIS,
-                snapshots=True, workload=made,
-            )  # fmt: skip
-            accounts[m.name] = Account(service, banks)
+        accounts, banks = await open_accounts("ab")
         a, b = accounts["a"], accounts["b"]
         try:
-            await until(lambda: all(bank.others for bank in banks.values()), timeout=10)
+            await until(lambda: len(banks) == 2 and all(k.others for k in banks.values()))
             b.reading.clear()
             await a.transfer(5)
             b_isis = b.service.snapshots.isis if b.service.snapshots is not None else None
