@@ -35,13 +35,13 @@ opens one. The application sees the group's events (``GroupEvent``),
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gossamer._types import Address, Datagram
+from gossamer._types import Address
 from gossamer.errors import LocalProtocolError
-from gossamer.proto.core import DatagramOutputs
+from gossamer.proto.core import DatagramLayer, DatagramOutputs
 from gossamer.proto.group import GroupCore, GroupEvent, isis_name
 from gossamer.proto.isis import IsisCore, payload
 from gossamer.proto.snapshot import SnapshotConfig, SnapshotDone, SnapshotNode, Workload
@@ -310,12 +310,13 @@ class SnapshotGroup(DatagramOutputs[SnapshotGroupEvent]):
             self._outbox.extend((head + d, a) for d, a in self.node.snapshot.datagrams_to_send())
 
 
-class _ViewIsis:
+class _ViewIsis(DatagramLayer[GroupCore]):
     """One view's ISIS core as the ``Sequencer`` of that view's ``SnapshotNode``: the
-    queries go to the core, multicasts and inputs to the whole group (which routes them)."""
+    queries go to the core; multicasts, and (as a ``DatagramLayer``) inputs and outputs,
+    to the whole group, ``inner``, which routes them."""
 
     def __init__(self, group: GroupCore, isis: IsisCore) -> None:
-        self._group = group
+        super().__init__(group)
         self._isis = isis
         self.config = isis.config
 
@@ -357,22 +358,7 @@ class _ViewIsis:
         return self._isis.state()
 
     def multicast(self, data: bytes, now: float) -> int:
-        return self._group.multicast(data, now)
+        return self.inner.multicast(data, now)
 
     def remove_member(self, member: int, now: float) -> None:
         raise LocalProtocolError("a group removes members by a view change", member=member)
-
-    def receive_datagram(self, data: bytes, addr: Address, now: float) -> None:
-        self._group.receive_datagram(data, addr, now)
-
-    def handle_timer(self, now: float) -> None:
-        self._group.handle_timer(now)
-
-    def next_deadline(self) -> float | None:
-        return self._group.next_deadline()
-
-    def datagrams_to_send(self) -> list[Datagram]:
-        return self._group.datagrams_to_send()
-
-    def events_received(self) -> Sequence[object]:
-        return self._group.events_received()
