@@ -6,7 +6,7 @@ whole part changed by hand is caught."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,11 +63,20 @@ def with_attrs(event: TraceEvent, **attrs: str) -> TraceEvent:
     return dataclasses.replace(event, attrs={**event.attrs, **attrs})
 
 
-def kept(events: list[TraceEvent]) -> Iterator[str]:
-    """The snapshots no member abandoned."""
+def judged(
+    events: list[TraceEvent], kind: str, also: Callable[[TraceEvent], bool]
+) -> Callable[[TraceEvent], bool]:
+    """Picks a ``kind`` event, for which ``also`` holds, of a snapshot that completed and
+    that no member abandoned (one the checks judge)."""
     gone = {e.attrs["snapshot"] for e in events if e.layer == "snapshot" and e.kind == "abandon"}
     done = {e.attrs["snapshot"] for e in events if e.kind == "snapshot_done"}
-    return iter(sorted(done - gone))
+    kept = done - gone
+    return lambda e: e.kind == kind and e.attrs["snapshot"] in kept and also(e)
+
+
+def in_view(view: int) -> Callable[[TraceEvent], bool]:
+    """A recorded state of agreed view ``view``."""
+    return lambda e: f'"view":{view}' in e.attrs["state"]
 
 
 def test_the_checks_hold_view_after_view(spark: SparkSession, traces: list[TraceEvent]) -> None:
@@ -81,14 +90,9 @@ def test_the_checks_hold_view_after_view(spark: SparkSession, traces: list[Trace
 
 
 def test_a_wrong_channel_state_is_caught(spark: SparkSession, traces: list[TraceEvent]) -> None:
-    judged = set(kept(traces))
     events, target = changed(
         traces,
-        lambda e: (
-            e.kind == "channel_state"
-            and e.attrs["snapshot"] in judged
-            and int(e.attrs["count"]) > 0
-        ),
+        judged(traces, "channel_state", lambda e: int(e.attrs["count"]) > 0),
         lambda e: with_attrs(e, count=str(int(e.attrs["count"]) - 1)),
     )
     rows = snapshot.consistency(events_frame(spark, events)).collect()
@@ -100,14 +104,9 @@ def test_a_wrong_channel_state_is_caught(spark: SparkSession, traces: list[Trace
 def test_money_that_does_not_add_up_in_its_view_is_caught(
     spark: SparkSession, traces: list[TraceEvent]
 ) -> None:
-    judged = set(kept(traces))
     events, target = changed(
         traces,
-        lambda e: (
-            e.kind == "local_state"
-            and e.attrs["snapshot"] in judged
-            and '"view":3' in e.attrs["state"]
-        ),
+        judged(traces, "local_state", in_view(3)),
         lambda e: with_attrs(e, value=str(int(e.attrs["value"]) + 7)),
     )
     (row,) = snapshot.invariant(events_frame(spark, events)).collect()
@@ -117,16 +116,7 @@ def test_money_that_does_not_add_up_in_its_view_is_caught(
 def test_a_member_that_never_records_is_caught(
     spark: SparkSession, traces: list[TraceEvent]
 ) -> None:
-    judged = set(kept(traces))
-    events, target = changed(
-        traces,
-        lambda e: (
-            e.kind == "local_state"
-            and e.attrs["snapshot"] in judged
-            and '"view":2' in e.attrs["state"]
-        ),
-        lambda e: None,
-    )
+    events, target = changed(traces, judged(traces, "local_state", in_view(2)), lambda e: None)
     rows = snapshot.consistency(events_frame(spark, events)).collect()
     missing = [(r["snapshot"], r["node"]) for r in rows if r["problem"] == "missing local state"]
     assert missing == [(target.attrs["snapshot"], target.node)]
